@@ -1,0 +1,434 @@
+"""Configuration: the settings model, loading (defaults < TOML file < environment) and validation.
+
+Secrets never come from the file: they are read from the environment (and a `.env` file) into
+`Secrets`. Every validation failure becomes one `ConfigError` naming the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_CONFIG = Path("config/bot.toml")
+ENV_PREFIX = "BOT_"
+
+# Context windows of the models people use; anything else falls back to the common 200k.
+CONTEXT_WINDOWS = {"claude-opus-4": 200_000, "claude-sonnet-4": 200_000, "claude-haiku-4": 200_000}
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used. The message says what, where, and how to fix it."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError("not a known IANA timezone (e.g. 'Europe/Berlin', 'UTC')") from exc
+    return value
+
+
+class AgentSettings(_Section):
+    identity_path: Path
+    soul_path: Path | None = None
+    skills_root: Path | None = None
+    selected_skills: list[str] = []
+    skill_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 48_000
+    timezone: str = "UTC"
+
+    _tz = field_validator("timezone")(_check_timezone)
+
+
+class ModelSettings(_Section):
+    name: str = "claude-sonnet-4-5"
+    base_url: str | None = None
+    max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
+    context_window: Annotated[int, Field(ge=1024)] | None = None
+    max_turns: Annotated[int, Field(ge=0, le=100)] = 24
+    timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 4
+    retry_budget: Annotated[float, Field(gt=0, le=3600)] = 90.0
+    token_calibration: Annotated[float, Field(gt=0.5, le=3.0)] = 1.15
+
+    @property
+    def window(self) -> int:
+        if self.context_window is not None:
+            return self.context_window
+        for prefix, size in CONTEXT_WINDOWS.items():
+            if self.name.startswith(prefix):
+                return size
+        return DEFAULT_CONTEXT_WINDOW
+
+
+class StoreSettings(_Section):
+    path: Path = Path("data/bot.sqlite3")
+    history_messages: Annotated[int, Field(ge=2, le=10_000)] = 64
+    message_max_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
+    max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
+    max_conversations: Annotated[int, Field(ge=1)] = 10_000
+    idle_days: Annotated[int, Field(ge=1)] = 365
+    turn_records_keep: Annotated[int, Field(ge=0)] = 10_000
+
+
+class MemorySettings(_Section):
+    enabled: bool = True
+    recall_hits: Annotated[int, Field(ge=0, le=50)] = 5
+    recall_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 8 * 1024
+    # Console and request-driven turns recall only their own conversation's memories unless
+    # this widens them to everything (a single-operator deployment may want that).
+    wide_console_recall: bool = False
+
+
+class SlackSettings(_Section):
+    enabled: bool = False
+    mode: Literal["socket", "http"] = "socket"
+    api_url: str = "https://slack.com/api/"
+    allowed_channel_ids: list[str] = []
+    allowed_user_ids: list[str] = []
+    resolve_channel_names: bool = True
+    ignore_other_bots: bool = True
+    user_cache_seconds: Annotated[int, Field(ge=0)] = 3600
+
+
+class TelegramSettings(_Section):
+    enabled: bool = False
+    mode: Literal["polling", "webhook"] = "polling"
+    api_url: str = "https://api.telegram.org/bot"
+    webhook_url: str | None = None
+    allowed_chat_ids: list[int] = []
+    allowed_user_ids: list[int] = []
+    group_buffer: Annotated[int, Field(ge=1, le=1000)] = 50
+
+
+class HttpSettings(_Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+
+
+class CronJob(_Section):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    schedule: str
+    prompt: str
+    timezone: str = "UTC"
+    conversation_id: str | None = None
+    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
+    enabled: bool = True
+
+    _tz = field_validator("timezone")(_check_timezone)
+
+
+class CronSettings(_Section):
+    misfire_grace: Annotated[float, Field(ge=0)] = 300.0
+    jobs: list[CronJob] = []
+
+
+class WebhookSettings(_Section):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    token_env: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
+    prompt_template: str
+    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
+    conversation_id: str | None = None
+
+
+class HostSettings(_Section):
+    queue_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 8
+    turns_per_person_per_minute: Annotated[int, Field(ge=0)] = 12  # 0 = no limit
+    shutdown_grace: Annotated[float, Field(ge=0)] = 30.0
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class Settings(_Section):
+    agent: AgentSettings
+    model: ModelSettings = ModelSettings()
+    store: StoreSettings = StoreSettings()
+    memory: MemorySettings = MemorySettings()
+    slack: SlackSettings = SlackSettings()
+    telegram: TelegramSettings = TelegramSettings()
+    http: HttpSettings = HttpSettings()
+    cron: CronSettings = CronSettings()
+    webhooks: list[WebhookSettings] = []
+    host: HostSettings = HostSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Credentials, from the environment only. `repr` never shows a value."""
+
+    values: Mapping[str, str]
+
+    NAMES = (
+        "ANTHROPIC_API_KEY",
+        "SLACK_BOT_TOKEN",
+        "SLACK_APP_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_WEBHOOK_SECRET",
+    )
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name) or None
+
+    def __repr__(self) -> str:
+        return f"Secrets(set={sorted(k for k, v in self.values.items() if v)})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], extra: tuple[str, ...] = ()) -> Secrets:
+        return cls({name: env[name] for name in (*cls.NAMES, *extra) if env.get(name)})
+
+
+@dataclass(frozen=True)
+class Config:
+    settings: Settings
+    secrets: Secrets
+    source: Path | None  # the TOML file, when one was read
+
+
+def load_config(
+    path: Path | None = None, env: Mapping[str, str] | None = None, *, check_files: bool = True
+) -> Config:
+    """Read the TOML file (or the default one when present), apply env overrides, validate."""
+    explicit = path is not None
+    path = path or DEFAULT_CONFIG
+    if env is None:
+        _read_dotenv(path)
+        env = os.environ
+    raw: dict[str, Any] = {}
+    source: Path | None = None
+    if path.exists():
+        raw = _read_toml(path)
+        source = path
+    elif explicit:
+        raise ConfigError(
+            f"config file {path} not found. Fix: pass the right --config PATH, "
+            f"or run `bot init {path.parent}` to write a starter config there."
+        )
+    _apply_env(raw, env)
+    if env.get("ANTHROPIC_BASE_URL") and "base_url" not in raw.get("model", {}):
+        raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
+    _resolve_paths(raw, path.parent if source else Path.cwd())
+    settings = _validate(raw, source)
+    if check_files:
+        _check_files(settings)
+    webhook_envs = tuple(w.token_env for w in settings.webhooks)
+    return Config(settings, Secrets.from_env(env, webhook_envs), source)
+
+
+def _read_dotenv(config_path: Path) -> None:
+    from dotenv import load_dotenv
+
+    for candidate in (Path(".env"), config_path.parent / ".env"):
+        if candidate.is_file():
+            load_dotenv(candidate, override=False)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the syntax at that line.") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}).") from exc
+
+
+# Environment overrides: BOT_<SECTION>__<KEY>=value, e.g. BOT_MODEL__NAME=claude-opus-4-1.
+_ENV_KEY = re.compile(rf"^{ENV_PREFIX}([A-Z]+)__([A-Z0-9_]+)$")
+
+
+def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, value in env.items():
+        match = _ENV_KEY.match(name)
+        if not match:
+            continue
+        section, key = match.group(1).lower(), match.group(2).lower()
+        field = Settings.model_fields.get(section)
+        if field is None or not _is_model(field.annotation):
+            raise ConfigError(
+                f"environment variable {name}: there is no [{section}] section. "
+                f"Fix: use one of {', '.join(_sections())} or unset it."
+            )
+        raw.setdefault(section, {})[key] = _env_value(value, _field_type(section, key))
+
+
+def _sections() -> list[str]:
+    return [n for n, f in Settings.model_fields.items() if _is_model(f.annotation)]
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _field_type(section: str, key: str) -> Any:
+    model = Settings.model_fields[section].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    field = model.model_fields.get(key)
+    return field.annotation if field else None
+
+
+def _env_value(value: str, annotation: Any) -> Any:
+    """Lists accept JSON or comma-separated text; everything else is left to validation."""
+    if typing.get_origin(annotation) is list:
+        stripped = value.strip()
+        if stripped.startswith("["):
+            try:
+                return json.loads(stripped)
+            except json.JSONDecodeError:
+                return value
+        return [item.strip() for item in stripped.split(",") if item.strip()]
+    return value
+
+
+_PATH_KEYS = {("agent", "identity_path"), ("agent", "soul_path"), ("agent", "skills_root")}
+_PATH_KEYS |= {("store", "path")}
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for section, key in _PATH_KEYS:
+        value = raw.get(section, {}).get(key)
+        if isinstance(value, str) and value:
+            candidate = Path(value).expanduser()
+            raw[section][key] = candidate if candidate.is_absolute() else base / candidate
+
+
+def _validate(raw: dict[str, Any], source: Path | None) -> Settings:
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        where = f"{source}: " if source else ""
+        lines = [f"{where}{_explain(error)}" for error in exc.errors()]
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _explain(error: Mapping[str, Any]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    key = _dotted(loc)
+    kind = error["type"]
+    value = error.get("input")
+    shown = _shown(value)
+    if kind == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        return (
+            f"{key}: unknown key. Fix: remove it or correct the spelling"
+            + (f" (known keys here: {', '.join(known)})" if known else "")
+            + "."
+        )
+    if kind == "missing":
+        return f"{key}: required but not set. Fix: add `{loc[-1]} = ...` under its section."
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
+
+
+def _dotted(loc: list[str]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        if part.isdigit() and parts:
+            parts[-1] += f"[{part}]"
+        else:
+            parts.append(part)
+    return ".".join(parts)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, Path) else repr(str(value))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _known_keys(loc: list[str]) -> list[str]:
+    model: Any = Settings
+    for part in loc:
+        if part.isdigit():
+            continue
+        field = model.model_fields.get(part) if _is_model(model) else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        if typing.get_origin(annotation) is list:
+            annotation = typing.get_args(annotation)[0]
+        model = annotation
+    return sorted(model.model_fields) if _is_model(model) else []
+
+
+def _fix_for(kind: str, error: Mapping[str, Any], loc: list[str]) -> str:
+    ctx = error.get("ctx") or {}
+    key = ".".join(p for p in loc if not p.isdigit())
+    if kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
+        bounds = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in ctx.items())
+        return f"set {key} to a number ({bounds})"
+    if kind == "literal_error":
+        return f"set {key} to one of {ctx.get('expected', 'the documented values')}"
+    if kind == "string_pattern_mismatch":
+        return f"set {key} to a value matching {ctx.get('pattern')}"
+    if kind.startswith(("int", "float", "bool", "string", "list", "model")):
+        return f"give {key} a value of the right type ({_type_name(kind)})"
+    return f"correct {key}"
+
+
+def _type_name(kind: str) -> str:
+    for prefix, name in (
+        ("int", "a whole number"),
+        ("float", "a number"),
+        ("bool", "true or false"),
+        ("string", "a quoted string"),
+        ("list", "a list, e.g. [\"a\", \"b\"]"),
+        ("model", "a table"),
+    ):
+        if kind.startswith(prefix):
+            return name
+    return kind
+
+
+def _check_files(settings: Settings) -> None:
+    agent = settings.agent
+    if not agent.identity_path.is_file():
+        raise ConfigError(
+            f"agent.identity_path = '{agent.identity_path}': file not found. The identity file "
+            "says who the agent is and is required. Fix: create it, or point "
+            "agent.identity_path at it (`bot init` writes a starter one)."
+        )
+    if agent.soul_path is not None and not agent.soul_path.is_file():
+        raise ConfigError(
+            f"agent.soul_path = '{agent.soul_path}': file not found. Fix: create it, or remove "
+            "agent.soul_path to use the built-in guardrails."
+        )
+    if agent.selected_skills:
+        root = agent.skills_root
+        if root is None:
+            raise ConfigError(
+                f"agent.selected_skills = {agent.selected_skills!r} but agent.skills_root is not "
+                "set. Fix: set agent.skills_root to the folder holding <name>/SKILL.md."
+            )
+        for name in agent.selected_skills:
+            if not (root / name / "SKILL.md").is_file():
+                raise ConfigError(
+                    f"agent.selected_skills: skill {name!r} not found at {root / name / 'SKILL.md'}."
+                    " Fix: create it or remove it from agent.selected_skills."
+                )
+    names = [job.name for job in settings.cron.jobs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(
+            f"cron.jobs: job name {duplicates[0]!r} is used more than once. Fix: give each job "
+            "a unique name."
+        )
+

@@ -1,0 +1,284 @@
+"""The small protocols the core depends on, and the values that cross them.
+
+The host is wired only to these: stores (history, memory, turn records, event ledger, chat
+buffer), the model runtime, tools and the channels' deliverers. Each has one production
+implementation (`bot.store`, `bot.model`, `channels.*`) and, where tests need one, an in-memory
+double in `bot.memstore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from bot.turns import HistoryEntry, PrecedingMessage, ReplyRoute, TurnRequest
+
+# --- stores -------------------------------------------------------------------------------------
+
+
+class HistoryStore(Protocol):
+    async def load(self, key: str) -> list[HistoryEntry]:
+        """The conversation's stored entries, oldest first; [] for a new or unreadable one."""
+
+    async def publish(
+        self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
+    ) -> None:
+        """Append `entries` (or, with `replace`, make them the whole history) atomically."""
+
+    async def reset(self, key: str) -> bool:
+        """Forget one conversation; True when there was something to forget."""
+
+    async def conversations(self) -> list[str]:
+        """Every stored conversation key, most recently active first."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryScope:
+    """Who may hear what recall returns (SPEC §6).
+
+    `surface` is where the turn happens (`slack:C123`, `telegram:-100`, or the conversation key for
+    console and request-driven turns). `person` is the host-side identity of the speaker. In a
+    `private` surface (a DM) recall may use what that person said anywhere and what was said in
+    surfaces they took part in; elsewhere only what was captured in the same surface.
+    """
+
+    surface: str
+    person: str | None = None
+    private: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    id: str
+    text: str
+    surface: str
+    score: float
+    captured_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCapture:
+    """One successful exchange to remember, attributed to its speaker."""
+
+    conversation_key: str
+    surface: str
+    person: str | None
+    speaker_label: str | None
+    user_text: str
+    answer: str
+    at: datetime
+
+
+class MemoryStore(Protocol):
+    async def recall(self, query: str, scope: MemoryScope) -> list[MemoryHit]:
+        """Best hits for `query` that `scope` may hear, gated by score and bounded (5, 8 KiB)."""
+
+    async def capture(self, item: MemoryCapture) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """What one turn did: the exact request as sent (secrets redacted), usage, timing, outcome."""
+
+    turn_id: str
+    conversation_key: str
+    channel: str
+    started_at: datetime
+    finished_at: datetime
+    outcome: str  # "ok", "failed", "cancelled", "refused", "busy", ...
+    request: Mapping[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    error: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TurnRecords(Protocol):
+    async def save(self, record: TurnRecord) -> None: ...
+
+
+class EventLedger(Protocol):
+    async def first_sight(self, source: str, event_id: str) -> bool:
+        """Record the event; True the first time it is ever seen, False on every redelivery."""
+
+
+class ChatBuffer(Protocol):
+    """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
+
+    async def append(self, key: str, message: PrecedingMessage) -> None: ...
+
+    async def take(self, key: str) -> list[PrecedingMessage]:
+        """Everything buffered for `key` since the last take, oldest first; empties the buffer."""
+
+
+# --- delivery -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReport:
+    """Honest delivery status: `delivered` only when the platform accepted every part."""
+
+    parts: int
+    accepted: int
+    error: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.error is None and self.accepted == self.parts
+
+
+class Deliverer(Protocol):
+    """A channel's way back to the platform; the only reader of a ReplyRoute's values."""
+
+    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
+        """Format, split and post `text` through `route`, in order, retrying rate limits."""
+
+    def working(self, route: ReplyRoute) -> AbstractAsyncContextManager[None]:
+        """Show a progress sign (reaction, typing...) for as long as the context is open."""
+
+    def route_to(self, destination: str) -> ReplyRoute:
+        """A top-level route to a destination id (a Slack channel id, a Telegram chat id)."""
+
+
+# --- intake -------------------------------------------------------------------------------------
+
+
+class Admission(StrEnum):
+    ACCEPTED = "accepted"
+    BUSY = "busy"  # the conversation's queue is full
+    RATE_LIMITED = "rate_limited"  # the person is over the per-person turn rate
+    CLOSED = "closed"  # the host is shutting down
+
+
+class TurnSink(Protocol):
+    """What a channel hands its TurnRequests to (the host)."""
+
+    async def submit(self, request: TurnRequest) -> Admission: ...
+
+
+class Channel(Protocol):
+    name: str
+    deliverer: Deliverer
+
+    async def start(self, sink: TurnSink) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# --- model --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+class Tool(Protocol):
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+        """Run the tool; raise ToolError (or anything) for an error result."""
+
+
+class ToolError(Exception):
+    """A tool call failed in a way the model should be told about."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledRequest:
+    """A Messages API request body, ready to send, plus what the budget decided."""
+
+    body: Mapping[str, Any]
+    estimated_tokens: int
+    history_used: int
+    floor_unmet: bool = False
+
+
+class Assemble(Protocol):
+    """Build the request for this turn over a given history (the runtime re-runs it after
+    compaction)."""
+
+    def __call__(self, history: Sequence[HistoryEntry]) -> AssembledRequest: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    """What the host hands the model runtime for one turn."""
+
+    turn_id: str
+    conversation_key: str
+    history: Sequence[HistoryEntry]
+    assemble: Assemble
+    tools: Sequence[Tool] = ()
+    compact_only: bool = False  # `/compact`: summarize history, call nothing else
+    on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What the model runtime produced.
+
+    `entries` are this turn's new assistant/tool entries (not the user message). `history`, when
+    set, is a compacted replacement for the history the plan carried.
+    """
+
+    text: str
+    entries: Sequence[HistoryEntry]
+    history: Sequence[HistoryEntry] | None = None
+    request: Mapping[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 1
+
+
+class TurnFailed(Exception):
+    """The model runtime gave up on a turn; carries whatever finished before it did."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partial_text: str = "",
+        entries: Sequence[HistoryEntry] = (),
+        reply: str | None = None,
+        attempts: int = 0,
+        request: Mapping[str, Any] | None = None,
+        usage: Usage | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.entries = entries
+        self.reply = reply  # what the person should be told, when not the default
+        self.attempts = attempts
+        self.request = request
+        self.usage = usage or Usage()
+
+
+class ModelRuntime(Protocol):
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        """Call the model (with tool rounds and compaction); raise TurnFailed when it gives up."""
+
+    async def aclose(self) -> None: ...
+

@@ -1,0 +1,157 @@
+"""The turn model: the small frozen dataclasses every part of the host speaks.
+
+Channels build a `TurnRequest` from a platform event; the core turns it into a model request and
+publishes `HistoryEntry` values. Nothing here knows a platform or does I/O.
+
+What the model may see and what it must never see is drawn here: `Speaker`, `Surface` and
+`PrecedingMessage` carry only model-visible facts; everything that directs a delivery (channel,
+thread, message to reply to, platform user ids, tokens) lives in the opaque `ReplyRoute`, which the
+assembler never reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class ConversationKind(StrEnum):
+    """How the person on the other side relates to this conversation."""
+
+    PUSH = "push"  # Slack, Telegram: a person reads the answer on a chat platform
+    CONSOLE = "console"  # `bot chat`: a person reads the answer in the terminal
+    REQUEST = "request"  # cron, webhook: nobody can answer back
+
+
+class SurfaceKind(StrEnum):
+    DM = "dm"
+    CHANNEL = "channel"
+    GROUP = "group"
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Who sent the current message. Model-visible: names only, never a platform user id."""
+
+    name: str
+    handle: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    """Where the conversation happens. Model-visible.
+
+    `message_budget` is the per-part character limit the channel's deliverer splits with: the
+    channel passes its own splitting constant so the prompt never drifts from what is enforced.
+    """
+
+    kind: SurfaceKind
+    id: str
+    name: str | None = None
+    shared: bool = False
+    message_budget: int = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class PrecedingMessage:
+    """Something another person said in this conversation since the bot last answered."""
+
+    at: datetime
+    name: str
+    text: str
+    handle: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """An attachment index entry (name, media type, size); the bytes stay with the channel."""
+
+    name: str
+    media_type: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRoute:
+    """Everything needed to deliver the answer. Opaque to the core and never shown to the model.
+
+    `platform` picks the deliverer; `values` is the channel's own business (channel id, thread ts,
+    message id to reply to, user id, ...).
+    """
+
+    platform: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """One turn to run: what the channel knows about the event, plus the hidden route."""
+
+    conversation_key: str
+    kind: ConversationKind
+    channel: str  # "slack", "telegram", "console", "cron", "webhook"
+    text: str
+    received_at: datetime
+    turn_id: str
+    speaker: Speaker | None = None
+    surface: Surface | None = None
+    preceding: tuple[PrecedingMessage, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    route: ReplyRoute | None = None
+    # Request-driven turns only: whether the final answer is posted somewhere (cron/webhook notify).
+    notifies: bool = False
+    # Host-side identity of the person speaking (e.g. `slack:T1:U2`), used only to scope long-term
+    # memory. It is a platform user id in disguise, so the assembler never renders it.
+    person: str | None = None
+
+
+# History entries: the durable, model-neutral record of what was said. Blocks mirror the three
+# content kinds the Messages API replays (text, tool_use, tool_result); thinking never enters.
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseBlock:
+    id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultBlock:
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One stored message of a conversation.
+
+    `speaker` is the label of the person who spoke a user entry (`Alice Chen (@alice)`), or None.
+    `tokens` is the cached token estimate, so history is never re-tokenized on every turn.
+    `summary` marks the compaction summary that replaces older history.
+    """
+
+    role: Role
+    blocks: tuple[Block, ...]
+    speaker: str | None = None
+    tokens: int = 0
+    summary: bool = False
+    at: datetime | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
