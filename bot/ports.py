@@ -170,10 +170,25 @@ class Admission(StrEnum):
     CLOSED = "closed"  # the host is shutting down
 
 
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
+
+    turn_id: str
+    outcome: str  # "ok", "silent", "failed", "cancelled", "refused", "busy", "rate_limited", ...
+    text: str = ""
+    delivery: DeliveryReport | None = None
+    error: str | None = None
+
+
 class TurnSink(Protocol):
     """What a channel hands its TurnRequests to (the host)."""
 
-    async def submit(self, request: TurnRequest) -> Admission: ...
+    async def submit(self, request: TurnRequest) -> Admission:
+        """Queue the turn and return at once (push channels: acknowledge fast)."""
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Queue the turn and wait until it is published and delivered (console, cron)."""
 
 
 class Channel(Protocol):

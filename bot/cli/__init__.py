@@ -1,0 +1,102 @@
+"""The `bot` command: parses the command line and hands over to one command module.
+
+Each command group lives in its own module (`bot/cli/<group>.py`) exposing `HELP`,
+`add_arguments(parser)` and `run(args, config) -> int`. Modules are imported only when their
+command runs, so `bot --help` stays fast and never loads the heavy SDKs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Protocol, cast
+
+# command name -> (module, one-line help). The help lives here too so `bot --help` imports nothing.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("bot.cli.chat", "talk to the agent in this terminal"),
+    "run": ("bot.cli.run", "run the host: every enabled channel, cron and the HTTP port"),
+    "preview": ("bot.cli.preview", "print the exact model request for an event file"),
+    "history": ("bot.cli.history", "show or reset one conversation's stored history"),
+    "memory": ("bot.cli.memory", "search or forget long-term memory entries"),
+    "turns": ("bot.cli.turns", "show turn records (the exact requests sent, usage, outcome)"),
+    "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
+    "init": ("bot.cli.init", "write a starter config folder"),
+    "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),
+}
+# Commands that must work without a valid config (they create or diagnose one).
+NO_CONFIG = {"init", "doctor"}
+
+
+class CommandModule(Protocol):
+    HELP: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, config: object) -> int: ...
+
+
+def _parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bot", description="Host an AI agent on Slack, Telegram, cron and the terminal."
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="path to bot.toml (default: config/bot.toml)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            sub.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            _module(module_name).add_arguments(sub)
+    return parser
+
+
+def _module(name: str) -> CommandModule:
+    return cast(CommandModule, importlib.import_module(name))
+
+
+def _chosen(argv: list[str]) -> str | None:
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--config":
+            skip = True
+            continue
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = _chosen(argv)
+    args = _parser(chosen).parse_args(argv)
+    if args.command is None:
+        _parser(None).print_help()
+        return 0
+    module = _module(COMMANDS[args.command][0])
+    from bot.config import ConfigError, load_config
+    from bot.logs import configure_logging
+
+    try:
+        if args.command in NO_CONFIG:
+            return module.run(args, None)
+        config = load_config(args.config)
+        configure_logging(config.settings.logging, secrets=config.secrets)
+        return module.run(args, config)
+    except ConfigError as exc:
+        print(f"bot: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The composition root: settings -> store -> model -> host -> HTTP port -> channels.
+
+The one place that imports everything. `App` is an async context manager: entering starts the
+store, the host, the HTTP server and every enabled channel; leaving stops intake first, lets running
+turns finish up to the shutdown grace, then closes the model client, the HTTP server and the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from bot.agentfiles import load_agent
+from bot.config import Config, ConfigError
+from bot.host import Host
+from bot.ports import Channel, ModelRuntime, Tool
+from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.recall import RecallCache
+from bot.store import Store, open_store
+from bot.tools import LoadSkillTool, tool_specs
+from bot.turns import TurnRequest
+
+log = structlog.get_logger(__name__)
+
+
+def require_api_key(config: Config) -> str:
+    key = config.secrets.get("ANTHROPIC_API_KEY")
+    if not key:
+        raise ConfigError(
+            "ANTHROPIC_API_KEY is not set. Fix: export ANTHROPIC_API_KEY=... or put it in a .env "
+            "file next to where you run `bot` (it is read from the environment only)."
+        )
+    return key
+
+
+def build_assembler(config: Config, agent: AgentTexts, counter: TokenCounter) -> Assembler:
+    settings = config.settings
+    return Assembler(
+        agent,
+        model=settings.model.name,
+        max_tokens=settings.model.max_tokens,
+        context_window=settings.model.window,
+        timezone=settings.agent.timezone,
+        counter=counter,
+        tools=tool_specs(agent, memory=settings.memory.enabled),
+        memory_enabled=settings.memory.enabled,
+        skill_max_bytes=settings.agent.skill_max_bytes,
+    )
+
+
+class App:
+    """Everything `bot run` (or `bot chat`) runs, started and stopped in the right order."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        model: ModelRuntime | None = None,
+        channels: bool = True,
+        http: bool = True,
+    ) -> None:
+        self.config = config
+        self._model_override = model
+        self._want_channels = channels
+        self._want_http = http
+        self.channels: list[Channel] = []
+        self.web = web.Application()
+        self._runner: web.AppRunner | None = None
+        self._store: Store | None = None
+        self._host: Host | None = None
+        self._model: ModelRuntime | None = None
+        self._exits = contextlib.AsyncExitStack()
+
+    @property
+    def host(self) -> Host:
+        assert self._host is not None, "App is not started"
+        return self._host
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "App is not started"
+        return self._store
+
+    @property
+    def http_port(self) -> int | None:
+        if self._runner is None:
+            return None
+        for site in self._runner.sites:
+            server = getattr(site, "_server", None)
+            if server is not None and server.sockets:
+                return int(server.sockets[0].getsockname()[1])
+        return None
+
+    async def __aenter__(self) -> App:
+        try:
+            await self._start()
+        except BaseException:
+            await self._exits.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._exits.aclose()
+
+    async def _start(self) -> None:
+        settings = self.config.settings
+        agent = load_agent(settings.agent)
+        model = self._model_override or self._build_model()
+        self._model = model
+        self._exits.push_async_callback(model.aclose)
+        store = await open_store(
+            settings.store, settings.memory, buffer_size=settings.telegram.group_buffer
+        )
+        self._store = store
+        self._exits.push_async_callback(store.aclose)
+        counter = getattr(model, "counter", None) or TokenCounter(
+            calibration=settings.model.token_calibration
+        )
+        load_skill = LoadSkillTool(agent)
+        memory = store.memory if settings.memory.enabled else None
+
+        def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
+            tools: list[Tool] = []
+            if memory is not None:
+                tools.append(recall.tool())
+            if load_skill.available:
+                tools.append(load_skill)
+            return tools
+
+        self._host = Host(
+            assembler=build_assembler(self.config, agent, counter),
+            model=model,
+            history=store.history,
+            records=store.records,
+            memory=memory,
+            tools_for=tools_for,
+            settings=settings.host,
+        )
+        if self._want_channels:
+            self.channels = self._build_channels(store)
+        for channel in self.channels:
+            self._host.attach(channel.name, channel.deliverer)
+        self.web.router.add_get("/healthz", self._healthz)
+        if self._want_http and settings.http.enabled:
+            await self._start_http()
+        for channel in self.channels:
+            await channel.start(self._host)
+            self._exits.push_async_callback(channel.stop)
+            log.info("channel_started", channel=channel.name)
+        # Leaving runs these in reverse: the host stops intake and finishes (or cancels) running
+        # turns first, while channels can still deliver; then channels, HTTP, store, model close.
+        self._exits.push_async_callback(self._host.close)
+
+    def _build_model(self) -> ModelRuntime:
+        from bot.model import AnthropicRuntime
+
+        settings = self.config.settings
+        counter = TokenCounter(calibration=settings.model.token_calibration)
+        return AnthropicRuntime(settings.model, require_api_key(self.config), counter)
+
+    def _build_channels(self, store: Store) -> list[Channel]:
+        settings, secrets = self.config.settings, self.config.secrets
+        channels: list[Channel] = []
+        if settings.slack.enabled:
+            from channels.slack import SlackChannel
+
+            channels.append(SlackChannel(settings.slack, secrets, store.ledger, self.web))
+        if settings.telegram.enabled:
+            from channels.telegram import TelegramChannel
+
+            channels.append(
+                TelegramChannel(
+                    settings.telegram, secrets, store.ledger, self.web, buffer=store.buffer
+                )
+            )
+        return channels
+
+    async def _start_http(self) -> None:
+        settings = self.config.settings.http
+        runner = web.AppRunner(self.web, access_log=None)
+        await runner.setup()
+        self._exits.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, settings.host, settings.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"http.port = {settings.port}: cannot listen on {settings.host}:{settings.port} "
+                f"({exc.strerror}). Fix: choose a free port in [http] port, or set "
+                "http.enabled = false when no HTTP features are needed."
+            ) from exc
+        self._runner = runner
+        log.info("http_listening", host=settings.host, port=self.http_port)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        body: dict[str, Any] = {"ok": True, "channels": [c.name for c in self.channels]}
+        return web.json_response(body)

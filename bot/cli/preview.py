@@ -1,0 +1,209 @@
+"""`bot preview EVENT.json`: print the exact Messages API request the model would get for an event.
+
+No model call is made. The event file names the channel, conversation, kind and text, and
+optionally the speaker, surface, preceding messages and route (host-side values, which must not
+appear in the output: that is the point of looking). Stored history and recalled memory are
+included when the configured database exists; it is never created here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.config import Config
+from bot.turns import (
+    ConversationKind,
+    HistoryEntry,
+    PrecedingMessage,
+    ReplyRoute,
+    Speaker,
+    Surface,
+    SurfaceKind,
+    TurnRequest,
+)
+
+HELP = "print the exact model request for an event file"
+
+
+class EventError(ValueError):
+    """The event file is not usable; the message names the field and the fix."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("event", type=Path, help="a JSON event file (see README: bot preview)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    try:
+        raw = json.loads(args.event.read_text(encoding="utf-8"))
+        request = parse_event(raw)
+    except OSError as exc:
+        print(f"bot preview: cannot read {args.event}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"bot preview: {args.event} is not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    except EventError as exc:
+        print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
+        return 2
+    body = asyncio.run(_preview(config, request))
+    print(json.dumps(body, indent=2, ensure_ascii=False))
+    return 0
+
+
+async def _preview(config: Config, request: TurnRequest) -> Mapping[str, Any]:
+    from bot.agentfiles import load_agent
+    from bot.cli.compose import build_assembler
+    from bot.host import memory_scope
+    from bot.prompt import TokenCounter
+
+    settings = config.settings
+    agent = load_agent(settings.agent)
+    assembler = build_assembler(config, agent, TokenCounter(settings.model.token_calibration))
+    skills, text = assembler.split_skill_command(request.text)
+    history: list[HistoryEntry] = []
+    hits: list[Any] = []
+    if settings.store.path.exists():
+        from bot.store import open_store
+
+        store = await open_store(settings.store, settings.memory)
+        try:
+            history = await store.history.load(request.conversation_key)
+            if settings.memory.enabled:
+                hits = list(await store.memory.recall(text, memory_scope(request)))
+        finally:
+            await store.aclose()
+    ttl = assembler.cache_ttl_for(history, request.received_at)
+    assembled = assembler.assemble(
+        request, history, hits, turn_skills=skills, cache_ttl=ttl, text=text
+    )
+    return assembled.body
+
+
+@dataclass(frozen=True)
+class _Reader:
+    raw: Mapping[str, Any]
+    where: str = ""
+
+    def text(self, key: str, *, required: bool = False) -> str | None:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                raise EventError(f"{self.where}{key} is missing. Fix: add \"{key}\": \"...\".")
+            return None
+        if not isinstance(value, str | int):
+            raise EventError(f"{self.where}{key} must be a string, got {type(value).__name__}.")
+        return str(value)
+
+    def child(self, key: str) -> _Reader | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise EventError(f"{self.where}{key} must be an object {{...}}.")
+        return _Reader(value, f"{self.where}{key}.")
+
+
+def parse_event(raw: Any) -> TurnRequest:
+    """Turn a preview event (see module docstring) into the TurnRequest a channel would build."""
+    if not isinstance(raw, dict):
+        raise EventError("the event must be a JSON object.")
+    event = _Reader(raw)
+    channel = event.text("channel", required=True) or ""
+    kind_name = event.text("kind") or ("console" if channel == "console" else "push")
+    try:
+        kind = ConversationKind(kind_name)
+    except ValueError:
+        raise EventError(
+            f"kind = {kind_name!r} is not one of push, console, request."
+        ) from None
+    conversation = event.text("conversation") or f"{channel}:{uuid.uuid4()}"
+    speaker_raw = event.child("speaker")
+    speaker = person = None
+    if speaker_raw is not None:
+        speaker = Speaker(speaker_raw.text("name", required=True) or "", speaker_raw.text("handle"))
+        user_id = speaker_raw.text("id")
+        person = f"{channel}:{user_id}" if user_id else None
+    route_raw = raw.get("route")
+    if route_raw is not None and not isinstance(route_raw, dict):
+        raise EventError("route must be an object of host-side values.")
+    return TurnRequest(
+        conversation_key=conversation,
+        kind=kind,
+        channel=channel,
+        text=event.text("text", required=True) or "",
+        received_at=_time(event.text("at")) if event.text("at") else datetime.now(UTC),
+        turn_id=uuid.uuid4().hex,
+        speaker=speaker,
+        surface=_surface(event.child("surface"), channel),
+        preceding=tuple(_preceding(raw.get("preceding") or [])),
+        route=ReplyRoute(channel, dict(route_raw or {})),
+        person=person,
+        notifies=bool(raw.get("notify", False)),
+    )
+
+
+def _surface(reader: _Reader | None, channel: str) -> Surface | None:
+    if reader is None:
+        return None
+    kind_name = reader.text("kind", required=True) or ""
+    try:
+        kind = SurfaceKind(kind_name)
+    except ValueError:
+        raise EventError(f"surface.kind = {kind_name!r} is not one of dm, channel, group.") from None
+    return Surface(
+        kind=kind,
+        id=reader.text("id", required=True) or "",
+        name=reader.text("name"),
+        shared=kind is not SurfaceKind.DM,
+        message_budget=message_budget(channel),
+    )
+
+
+def _preceding(items: Any) -> list[PrecedingMessage]:
+    if not isinstance(items, list):
+        raise EventError("preceding must be a list of messages.")
+    messages = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise EventError(f"preceding[{index}] must be an object.")
+        reader = _Reader(item, f"preceding[{index}].")
+        messages.append(
+            PrecedingMessage(
+                at=_time(reader.text("at", required=True) or ""),
+                name=reader.text("name", required=True) or "",
+                text=reader.text("text", required=True) or "",
+                handle=reader.text("handle"),
+            )
+        )
+    return messages
+
+
+def _time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise EventError(f"{value!r} is not an ISO 8601 timestamp.") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def message_budget(channel: str) -> int:
+    """The per-part limit the channel's deliverer splits with (the same constant)."""
+    if channel == "slack":
+        from channels.slack import MESSAGE_BUDGET as slack_budget
+
+        return slack_budget
+    if channel == "telegram":
+        from channels.telegram import MESSAGE_BUDGET as telegram_budget
+
+        return telegram_budget
+    return Surface.__dataclass_fields__["message_budget"].default  # type: ignore[no-any-return]

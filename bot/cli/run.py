@@ -1,0 +1,56 @@
+"""`bot run`: the long-running host, with graceful shutdown on SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+
+import structlog
+
+from bot.config import Config
+
+HELP = "run the host: every enabled channel, cron and the HTTP port"
+log = structlog.get_logger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=None,
+        help="seconds running turns may take to finish at shutdown (default: host.shutdown_grace)",
+    )
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    return asyncio.run(_run(config, args.grace))
+
+
+async def _run(config: Config, grace: float | None) -> int:
+    from bot.cli.compose import App
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():  # a second signal: leave now
+            log.warning("shutdown_forced", signal=signal.Signals(signum).name)
+            os._exit(130)
+        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    async with App(config) as app:
+        if not app.channels and not config.settings.cron.jobs:
+            log.warning(
+                "nothing_enabled",
+                hint="enable [slack] or [telegram] in the config, or use `bot chat`",
+            )
+        log.info("host_ready", channels=[c.name for c in app.channels], port=app.http_port)
+        await stop.wait()
+        await app.host.close(grace)
+    log.info("host_stopped")
+    return 0

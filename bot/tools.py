@@ -1,0 +1,66 @@
+"""The host's own read-only tools, and the agent-wide list of their specs.
+
+`load_skill` lets the model read the body of a skill that the index lists; `memory_recall` (in
+`bot.recall`) searches long-term memory. Both are read-only: the model changes nothing with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.ports import ToolError, ToolSpec
+from bot.prompt import AgentTexts
+from bot.recall import MEMORY_RECALL_SPEC
+
+LOAD_SKILL_SPEC = ToolSpec(
+    name="load_skill",
+    description=(
+        "Read the full instructions of one skill listed in the skill index. Use it when a "
+        "listed skill fits the task; pass the skill's name exactly as the index shows it."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"name": {"type": "string", "description": "the skill's name"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+)
+
+
+class LoadSkillTool:
+    """Returns the body of an indexed (not already selected) skill."""
+
+    spec = LOAD_SKILL_SPEC
+
+    def __init__(self, agent: AgentTexts, max_bytes: int = 48_000) -> None:
+        self._bodies = {
+            skill.name: skill.body for skill in agent.skills if skill.name not in agent.selected
+        }
+        self._max_bytes = max_bytes
+
+    @property
+    def available(self) -> bool:
+        return bool(self._bodies)
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+        name = arguments.get("name")
+        if not isinstance(name, str) or name not in self._bodies:
+            known = ", ".join(sorted(self._bodies)) or "none"
+            raise ToolError(f"no skill named {name!r} in the index (known: {known})")
+        body = self._bodies[name]
+        data = body.encode()
+        if len(data) <= self._max_bytes:
+            return body
+        cut = data[: self._max_bytes].decode(errors="ignore")
+        return f"{cut}\n[skill truncated at {self._max_bytes} bytes]"
+
+
+def tool_specs(agent: AgentTexts, *, memory: bool) -> list[ToolSpec]:
+    """The tools every request offers, in a fixed order so the request prefix stays cacheable."""
+    specs = []
+    if memory:
+        specs.append(MEMORY_RECALL_SPEC)
+    if any(skill.name not in agent.selected for skill in agent.skills):
+        specs.append(LOAD_SKILL_SPEC)
+    return specs
