@@ -103,6 +103,10 @@ class SlackSettings(_Section):
     resolve_channel_names: bool = True
     ignore_other_bots: bool = True
     user_cache_seconds: Annotated[int, Field(ge=0)] = 3600
+    # The emoji (without colons) put on the triggering message while its turn runs.
+    progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
+        "hourglass_flowing_sand"
+    )
 
 
 class TelegramSettings(_Section):
@@ -281,7 +285,9 @@ def _is_model(annotation: Any) -> bool:
 
 def _field_type(section: str, key: str) -> Any:
     model = Settings.model_fields[section].annotation
-    assert isinstance(model, type) and issubclass(model, BaseModel)
+    if not _is_model(model):
+        return None
+    assert isinstance(model, type)
     field = model.model_fields.get(key)
     return field.annotation if field else None
 
@@ -327,6 +333,11 @@ def _explain(error: Mapping[str, Any]) -> str:
     value = error.get("input")
     shown = _shown(value)
     if kind == "extra_forbidden":
+        if re.search(r"token|secret|api_key|password", loc[-1]):
+            return (
+                f"{key}: secrets are never read from the config file. Fix: remove it and set "
+                f"the environment variable instead ({', '.join(Secrets.NAMES)}), e.g. in .env."
+            )
         known = _known_keys(loc[:-1])
         return (
             f"{key}: unknown key. Fix: remove it or correct the spelling"
@@ -390,7 +401,7 @@ def _type_name(kind: str) -> str:
         ("float", "a number"),
         ("bool", "true or false"),
         ("string", "a quoted string"),
-        ("list", "a list, e.g. [\"a\", \"b\"]"),
+        ("list", 'a list, e.g. ["a", "b"]'),
         ("model", "a table"),
     ):
         if kind.startswith(prefix):
@@ -421,8 +432,9 @@ def _check_files(settings: Settings) -> None:
         for name in agent.selected_skills:
             if not (root / name / "SKILL.md").is_file():
                 raise ConfigError(
-                    f"agent.selected_skills: skill {name!r} not found at {root / name / 'SKILL.md'}."
-                    " Fix: create it or remove it from agent.selected_skills."
+                    f"agent.selected_skills: skill {name!r} not found at "
+                    f"{root / name / 'SKILL.md'}. Fix: create it or remove it from "
+                    "agent.selected_skills."
                 )
     names = [job.name for job in settings.cron.jobs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -431,4 +443,3 @@ def _check_files(settings: Settings) -> None:
             f"cron.jobs: job name {duplicates[0]!r} is used more than once. Fix: give each job "
             "a unique name."
         )
-

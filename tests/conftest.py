@@ -1,0 +1,53 @@
+"""Shared fixtures: a starter agent folder on disk and a config that points at it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+IDENTITY = "# Identity\n\nYou are Testbot, a careful assistant for the test team.\n"
+SKILL = textwrap.dedent(
+    """\
+    ---
+    name: summarize
+    description: Summarize a discussion into decisions and next steps.
+    ---
+    # Summarize
+
+    List decisions, then open questions, then next steps.
+    """
+)
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    """A config folder with IDENTITY.md, one skill and a minimal bot.toml."""
+    folder = tmp_path / "agent"
+    (folder / "skills" / "summarize").mkdir(parents=True)
+    (folder / "IDENTITY.md").write_text(IDENTITY, encoding="utf-8")
+    (folder / "skills" / "summarize" / "SKILL.md").write_text(SKILL, encoding="utf-8")
+    write_config(folder, "")
+    return folder
+
+
+def write_config(folder: Path, extra: str) -> Path:
+    """Write bot.toml: the agent section plus `extra` TOML (other sections)."""
+    text = textwrap.dedent(
+        """\
+        [agent]
+        identity_path = "IDENTITY.md"
+        skills_root = "skills"
+        timezone = "Europe/Berlin"
+
+        [store]
+        path = "data/bot.sqlite3"
+
+        [http]
+        enabled = false
+        """
+    )
+    path = folder / "bot.toml"
+    path.write_text(text + textwrap.dedent(extra), encoding="utf-8")
+    return path
