@@ -1,0 +1,67 @@
+"""The durable store: one SQLite file holding history, memory, turn records, the event ledger and
+the chat buffer; the only importer of aiosqlite.
+
+The composition root opens it once with `open_store(...)` and hands its attributes to whoever
+needs each port; `aclose()` lets started writes finish and closes the file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.config import MemorySettings, StoreSettings
+from bot.store.buffer import SqliteChatBuffer
+from bot.store.db import Database
+from bot.store.errors import (
+    SchemaTooNewError,
+    StoreClosedError,
+    StoreError,
+    StoreOpenError,
+)
+from bot.store.history import ConversationInfo, SqliteHistory
+from bot.store.ledger import SqliteLedger
+
+__all__ = [
+    "ConversationInfo",
+    "SchemaTooNewError",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "StoreOpenError",
+    "open_store",
+]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Store:
+    """The open store; each attribute implements one port of `bot.ports`."""
+
+    db: Database
+    history: SqliteHistory
+    ledger: SqliteLedger
+    buffer: SqliteChatBuffer
+
+    async def aclose(self) -> None:
+        await self.db.aclose()
+
+
+async def open_store(
+    settings: StoreSettings,
+    memory: MemorySettings,
+    *,
+    buffer_size: int = 50,
+    clock: Callable[[], float] = time.time,
+) -> Store:
+    """Open (creating and migrating as needed) the database at `settings.path`.
+
+    `clock` gives unix seconds; tests pass their own to age conversations and events.
+    """
+    db = await Database.open(settings.path)
+    return Store(
+        db=db,
+        history=SqliteHistory(db, settings, clock),
+        ledger=SqliteLedger(db, clock),
+        buffer=SqliteChatBuffer(db, clock, size=buffer_size),
+    )

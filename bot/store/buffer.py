@@ -1,0 +1,104 @@
+"""The per-chat buffer of messages that started no turn (Telegram groups), durable and bounded.
+
+Each chat keeps its newest `size` messages; `take` reads and empties a chat's buffer in one
+transaction, so a message is handed to exactly one turn. Messages older than `max_age_days` are
+dropped when anything is appended, so chats that went quiet do not keep their chatter forever.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+
+import aiosqlite
+import structlog
+
+from bot.store.codec import shorten
+from bot.store.db import Database
+from bot.turns import PrecedingMessage
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_AGE_DAYS = 7.0
+# The prompt keeps at most 2 KiB of each preceding message; keep a little more than that so the
+# prompt's own bound, not the buffer's, decides what the model sees.
+MESSAGE_MAX_BYTES = 4 * 1024
+NAME_MAX_BYTES = 512
+
+
+class SqliteChatBuffer:
+    """The ChatBuffer port on the shared database."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Callable[[], float],
+        *,
+        size: int = 50,
+        max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+    ):
+        if size < 1:
+            raise ValueError(f"chat buffer size must be at least 1, got {size}")
+        self._db = db
+        self._clock = clock
+        self._size = size
+        self._max_age = max_age_days * 86_400.0
+
+    async def append(self, key: str, message: PrecedingMessage) -> None:
+        body = _encode(message)
+
+        async def append(conn: aiosqlite.Connection) -> None:
+            now = self._clock()
+            await conn.execute(
+                "INSERT INTO chat_buffer (key, added_at, body) VALUES (?, ?, ?)", (key, now, body)
+            )
+            await conn.execute(
+                """DELETE FROM chat_buffer WHERE key = ? AND id <= (SELECT id FROM chat_buffer
+                       WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)""",
+                (key, key, self._size),
+            )
+            await conn.execute("DELETE FROM chat_buffer WHERE added_at < ?", (now - self._max_age,))
+
+        await self._db.write(append)
+
+    async def take(self, key: str) -> list[PrecedingMessage]:
+        async def take(conn: aiosqlite.Connection) -> list[str]:
+            async with conn.execute(
+                "SELECT body FROM chat_buffer WHERE key = ? ORDER BY id", (key,)
+            ) as cursor:
+                bodies = [row["body"] for row in await cursor.fetchall()]
+            await conn.execute("DELETE FROM chat_buffer WHERE key = ?", (key,))
+            return bodies
+
+        messages = []
+        for body in await self._db.write(take):
+            try:
+                messages.append(_decode(body))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("chat_buffer_row_unreadable", buffer_key=key, error=type(exc).__name__)
+        return messages
+
+
+def _encode(message: PrecedingMessage) -> str:
+    return json.dumps(
+        {
+            "at": message.at.isoformat(),
+            "name": shorten(message.name, NAME_MAX_BYTES),
+            "handle": shorten(message.handle, NAME_MAX_BYTES) if message.handle else None,
+            "text": shorten(message.text, MESSAGE_MAX_BYTES),
+        },
+        ensure_ascii=False,
+    )
+
+
+def _decode(body: str) -> PrecedingMessage:
+    raw = json.loads(body)
+    handle = raw.get("handle")
+    message = PrecedingMessage(
+        at=datetime.fromisoformat(raw["at"]),
+        name=str(raw["name"]),
+        text=str(raw["text"]),
+        handle=str(handle) if handle is not None else None,
+    )
+    return message

@@ -1,0 +1,188 @@
+"""The database handle: one owner-only SQLite file in WAL mode, one writer and one reader.
+
+Writes are serialized through one connection and an asyncio lock, each as one BEGIN IMMEDIATE
+transaction (`Database.write`); other processes (the CLI next to `bot run`) wait on SQLite's busy
+timeout. Reads go through a second, query-only connection, which in WAL mode sees only committed
+transactions and never waits for the writer.
+
+A write once started is shielded from cancellation: it commits or rolls back as a whole, so a
+cancelled turn can never leave a half-written transaction or a held lock behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import stat
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+import structlog
+
+from bot.store.errors import StoreClosedError, StoreOpenError
+from bot.store.schema import migrate
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Write = Callable[[aiosqlite.Connection], Awaitable[T]]
+
+BUSY_TIMEOUT_MS = 10_000
+_PRIVATE_FILE = 0o600
+_PRIVATE_FOLDER = 0o700
+
+
+class Database:
+    """The open database. Create it with `await Database.open(path)`."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._lock = asyncio.Lock()
+        self._running: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path) -> Database:
+        path = await asyncio.to_thread(_prepare_files, path)
+        writer = await _connect(path, query_only=False)
+        try:
+            await writer.execute("PRAGMA journal_mode = WAL")
+            await migrate(writer, str(path))
+            reader = await _connect(path, query_only=True)
+        except BaseException:
+            await writer.close()
+            raise
+        await asyncio.to_thread(_restrict_companions, path)
+        return cls(path, writer, reader)
+
+    async def write(self, op: Write[T]) -> T:
+        """Run `op` in one write transaction; commit when it returns, roll back when it raises."""
+        if self._closed:
+            raise StoreClosedError(
+                f"{self.path}: the store is closed. Fix: open it again with open_store()."
+            )
+        task = asyncio.ensure_future(self._transaction(op))
+        self._running.add(task)
+        task.add_done_callback(_forget_task(self._running))
+        return await asyncio.shield(task)
+
+    async def _transaction(self, op: Write[T]) -> T:
+        async with self._lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                result = await op(self._writer)
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+            return result
+
+    async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        self._check_open()
+        async with self._reader.execute(sql, tuple(params)) as cursor:
+            return list(await cursor.fetchall())
+
+    async def fetch_one(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
+        self._check_open()
+        async with self._reader.execute(sql, tuple(params)) as cursor:
+            return await cursor.fetchone()
+
+    async def integrity_check(self) -> str:
+        row = await self.fetch_one("PRAGMA integrity_check")
+        return str(row[0]) if row else "no answer"
+
+    async def aclose(self) -> None:
+        """Let started writes finish, then close both connections. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        await self._reader.close()
+        await self._writer.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"{self.path}: the store is closed. Fix: open it again with open_store()."
+            )
+
+
+def _forget_task(running: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    def done(task: asyncio.Task[Any]) -> None:
+        running.discard(task)
+        # A shielded write whose caller was cancelled has nobody to raise to; retrieve its
+        # exception so asyncio does not report it as never retrieved, and log it instead.
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("store_write_failed", error=type(task.exception()).__name__)
+
+    return done
+
+
+async def _connect(path: Path, *, query_only: bool) -> aiosqlite.Connection:
+    try:
+        # isolation_level=None: no implicit transactions; `Database.write` opens them explicitly.
+        conn = await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreOpenError(
+            f"{path}: cannot open the database ({exc}). Fix: check that store.path points at a "
+            "writable location owned by this user."
+        ) from exc
+    conn.row_factory = sqlite3.Row
+    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # FULL: a commit survives power loss, not only a process crash (a turn's history and the
+    # event ledger's promise not to answer twice both depend on it).
+    await conn.execute("PRAGMA synchronous = FULL")
+    if query_only:
+        await conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _prepare_files(path: Path) -> Path:
+    """Create the folder (0700) and the file (0600) before SQLite does, so neither is ever
+    readable by others, not even for the moment between creation and a chmod."""
+    path = path.expanduser()
+    try:
+        _make_private_folders(path.parent)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, _PRIVATE_FILE)
+        os.close(fd)
+    except OSError as exc:
+        raise StoreOpenError(
+            f"{path}: cannot create the database file ({exc.strerror}). Fix: set store.path to "
+            "a location this user can write, or create its folder with mode 0700."
+        ) from exc
+    _restrict(path)
+    if stat.S_IMODE(path.parent.stat().st_mode) & 0o077:
+        log.warning("store_folder_not_private", folder=str(path.parent))
+    return path
+
+
+def _make_private_folders(folder: Path) -> None:
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        created.mkdir(mode=_PRIVATE_FOLDER)
+        os.chmod(created, _PRIVATE_FOLDER)  # mkdir's mode is filtered by the umask
+
+
+def _restrict_companions(path: Path) -> None:
+    """SQLite gives -wal and -shm the database file's mode; tighten any left by an older run."""
+    for suffix in ("-wal", "-shm"):
+        _restrict(path.with_name(path.name + suffix))
+
+
+def _restrict(path: Path) -> None:
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        os.chmod(path, _PRIVATE_FILE)
+        log.warning("store_file_made_private", file=str(path), was=oct(mode))

@@ -1,0 +1,135 @@
+"""The database schema as an ordered list of forward migrations, and the code that applies them.
+
+Migration N (1-based) takes a database from `PRAGMA user_version` N-1 to N. Each is a tuple of
+single statements rather than a script, because `executescript` would commit the transaction the
+migration runs in. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from bot.store.errors import SchemaTooNewError
+
+_V1_HISTORY = (
+    # One row per conversation: activity drives idle and oldest-first pruning; `bytes` is the sum
+    # of its messages' stored sizes, so the aggregate bound needs no scan of the message table.
+    """CREATE TABLE conversations (
+        key TEXT PRIMARY KEY,
+        last_active REAL NOT NULL,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        next_seq INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX conversations_by_activity ON conversations (last_active)",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (key, seq)
+    )""",
+    # Aggregate counters kept by triggers, so every publish checks the bounds in O(1).
+    "CREATE TABLE totals (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+    "INSERT INTO totals (name, value) VALUES ('conversations', 0), ('history_bytes', 0)",
+    """CREATE TRIGGER conversations_added AFTER INSERT ON conversations BEGIN
+        UPDATE totals SET value = value + 1 WHERE name = 'conversations';
+        UPDATE totals SET value = value + NEW.bytes WHERE name = 'history_bytes';
+    END""",
+    """CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+        UPDATE totals SET value = value - 1 WHERE name = 'conversations';
+        UPDATE totals SET value = value - OLD.bytes WHERE name = 'history_bytes';
+    END""",
+    """CREATE TRIGGER conversations_resized AFTER UPDATE OF bytes ON conversations BEGIN
+        UPDATE totals SET value = value - OLD.bytes + NEW.bytes WHERE name = 'history_bytes';
+    END""",
+)
+
+_V1_MEMORY = (
+    """CREATE TABLE memories (
+        id INTEGER PRIMARY KEY,
+        conversation_key TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        person TEXT,
+        text TEXT NOT NULL,
+        captured_at REAL NOT NULL
+    )""",
+    "CREATE INDEX memories_by_surface ON memories (surface)",
+    "CREATE INDEX memories_by_person ON memories (person)",
+    # Who took part where: a DM recall may use what was said in surfaces its person spoke in.
+    """CREATE TABLE participants (
+        person TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        PRIMARY KEY (person, surface)
+    ) WITHOUT ROWID""",
+    """CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        text, content = 'memories', content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER memories_indexed AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text) VALUES (NEW.id, NEW.text);
+    END""",
+    """CREATE TRIGGER memories_unindexed AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text);
+    END""",
+)
+
+_V1_RECORDS_EVENTS_BUFFER = (
+    """CREATE TABLE turn_records (
+        seq INTEGER PRIMARY KEY,
+        turn_id TEXT NOT NULL UNIQUE,
+        conversation_key TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        outcome TEXT NOT NULL,
+        body TEXT NOT NULL
+    )""",
+    "CREATE INDEX turn_records_by_conversation ON turn_records (conversation_key, seq)",
+    """CREATE TABLE events (
+        source TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        seen_at REAL NOT NULL,
+        PRIMARY KEY (source, event_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX events_by_age ON events (seen_at)",
+    """CREATE TABLE chat_buffer (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        added_at REAL NOT NULL,
+        body TEXT NOT NULL
+    )""",
+    "CREATE INDEX chat_buffer_by_key ON chat_buffer (key, id)",
+    "CREATE INDEX chat_buffer_by_age ON chat_buffer (added_at)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+async def schema_version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("PRAGMA user_version") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def migrate(conn: aiosqlite.Connection, where: str) -> int:
+    """Bring the schema up to date inside one write transaction; returns the version applied from.
+
+    Runs under BEGIN IMMEDIATE so two processes opening a fresh file never both migrate it.
+    """
+    await conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = await schema_version(conn)
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"{where}: database schema version {found} is newer than this program's "
+                f"({SCHEMA_VERSION}). Fix: upgrade the bot, or point store.path at another file."
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version - 1]:
+                await conn.execute(statement)
+        # PRAGMA takes no parameters; the value is our own integer.
+        await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        await conn.execute("COMMIT")
+    except BaseException:
+        await conn.execute("ROLLBACK")
+        raise
+    return found
