@@ -233,7 +233,7 @@ def load_config(
     _resolve_paths(raw, path.parent if source else Path.cwd())
     settings = _validate(raw, source)
     if check_files:
-        _check_files(settings)
+        check_files(settings)
     webhook_envs = tuple(w.token_env for w in settings.webhooks)
     return Config(settings, Secrets.from_env(env, webhook_envs), source)
 
@@ -409,7 +409,7 @@ def _type_name(kind: str) -> str:
     return kind
 
 
-def _check_files(settings: Settings) -> None:
+def check_files(settings: Settings) -> None:
     agent = settings.agent
     if not agent.identity_path.is_file():
         raise ConfigError(

@@ -1,0 +1,145 @@
+"""`bot doctor`: check the config, the files it names, the database, tokens and each service.
+
+One line per check: `ok`, or `FAIL` with what is wrong and how to fix it. The exit status is
+non-zero when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Config, ConfigError, load_config
+
+HELP = "check config, files, tokens and services"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="check only the config, files and tokens' presence; call no service",
+    )
+
+
+def run(args: argparse.Namespace, config: object) -> int:
+    checks = asyncio.run(diagnose(args.config, offline=args.offline))
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        print(f"{mark}  {check.name:<{width}}  {check.detail}")
+    failed = [check for check in checks if not check.ok]
+    print(f"\n{len(checks) - len(failed)} ok, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
+    try:
+        config = load_config(path, check_files=False)
+    except ConfigError as exc:
+        return [Check("config", False, str(exc))]
+    checks = [Check("config", True, str(config.source or "defaults (no config file)"))]
+    checks.append(_files(config))
+    checks.append(await _database(config))
+    checks.extend(_tokens(config))
+    if not offline:
+        for name, probe in _services(config):
+            checks.append(await _probe(name, probe))
+    return checks
+
+
+def _files(config: Config) -> Check:
+    from bot.agentfiles import load_agent
+    from bot.config import check_files
+
+    try:
+        check_files(config.settings)
+        agent = load_agent(config.settings.agent)
+    except ConfigError as exc:
+        return Check("agent files", False, str(exc))
+    return Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+
+
+async def _database(config: Config) -> Check:
+    from bot.store import open_store
+
+    settings = config.settings
+    try:
+        store = await open_store(settings.store, settings.memory)
+        await store.aclose()
+    except Exception as exc:
+        return Check(
+            "database",
+            False,
+            f"{settings.store.path}: {exc}. Fix: make its folder writable by this user, or point "
+            "store.path elsewhere.",
+        )
+    return Check("database", True, str(settings.store.path))
+
+
+def _tokens(config: Config) -> list[Check]:
+    settings, secrets = config.settings, config.secrets
+    needed = [("ANTHROPIC_API_KEY", "the model")]
+    if settings.slack.enabled:
+        needed.append(("SLACK_BOT_TOKEN", "Slack (Web API)"))
+        if settings.slack.mode == "socket":
+            needed.append(("SLACK_APP_TOKEN", "Slack Socket Mode (an xapp- app-level token)"))
+        else:
+            needed.append(("SLACK_SIGNING_SECRET", "Slack HTTP mode (request signatures)"))
+    if settings.telegram.enabled:
+        needed.append(("TELEGRAM_BOT_TOKEN", "Telegram (from @BotFather)"))
+        if settings.telegram.mode == "webhook":
+            needed.append(("TELEGRAM_WEBHOOK_SECRET", "Telegram webhook mode"))
+    needed.extend((hook.token_env, f"webhook {hook.name!r}") for hook in settings.webhooks)
+    checks = []
+    for name, purpose in needed:
+        if secrets.get(name):
+            checks.append(Check(name, True, f"set (for {purpose})"))
+        else:
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"not set; needed for {purpose}. Fix: export {name}=... or add it to .env.",
+                )
+            )
+    return checks
+
+
+Probe = Callable[[], Awaitable[str]]
+
+
+def _services(config: Config) -> list[tuple[str, Probe]]:
+    services: list[tuple[str, Probe]] = []
+    if config.secrets.get("ANTHROPIC_API_KEY"):
+        services.append(("model", lambda: _ping_model(config)))
+    return services
+
+
+async def _probe(name: str, probe: Probe) -> Check:
+    try:
+        return Check(name, True, await probe())
+    except Exception as exc:
+        return Check(name, False, str(exc) or type(exc).__name__)
+
+
+async def _ping_model(config: Config) -> str:
+    from bot.model import AnthropicRuntime
+
+    settings = config.settings.model
+    runtime = AnthropicRuntime(settings, config.secrets.get("ANTHROPIC_API_KEY") or "")
+    try:
+        await runtime.ping()
+    finally:
+        await runtime.aclose()
+    return f"{settings.name} answered"
