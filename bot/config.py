@@ -209,7 +209,7 @@ class Config:
 
 
 def load_config(
-    path: Path | None = None, env: Mapping[str, str] | None = None, *, check_files: bool = True
+    path: Path | None = None, env: Mapping[str, str] | None = None, *, verify_files: bool = True
 ) -> Config:
     """Read the TOML file (or the default one when present), apply env overrides, validate."""
     explicit = path is not None
@@ -232,7 +232,7 @@ def load_config(
         raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
     _resolve_paths(raw, path.parent if source else Path.cwd())
     settings = _validate(raw, source)
-    if check_files:
+    if verify_files:
         check_files(settings)
     webhook_envs = tuple(w.token_env for w in settings.webhooks)
     return Config(settings, Secrets.from_env(env, webhook_envs), source)

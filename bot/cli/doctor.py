@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, config: object) -> int:
 
 async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     try:
-        config = load_config(path, check_files=False)
+        config = load_config(path, verify_files=False)
     except ConfigError as exc:
         return [Check("config", False, str(exc))]
     checks = [Check("config", True, str(config.source or "defaults (no config file)"))]
