@@ -18,6 +18,7 @@ from aiohttp import web
 from bot.agentfiles import load_agent
 from bot.config import Config, ConfigError
 from bot.host import Host
+from bot.metrics import CONTENT_TYPE, Metrics
 from bot.ports import Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.recall import RecallCache
@@ -150,7 +151,10 @@ class App:
             self.channels = self._build_channels(store)
         for channel in self.channels:
             self._host.attach(channel.name, channel.deliverer)
+        self.metrics = Metrics(lambda: self.host.queue_depth, self._channels_up)
+        self._host.observers.append(self.metrics.observe)
         self.web.router.add_get("/healthz", self._healthz)
+        self.web.router.add_get("/metrics", self._metrics)
         if self._want_http and settings.http.enabled:
             await self._start_http()
         for channel in self.channels:
@@ -202,6 +206,17 @@ class App:
         self._runner = runner
         log.info("http_listening", host=settings.host, port=self.http_port)
 
+    def _channels_up(self) -> dict[str, bool]:
+        return {c.name: bool(getattr(c, "connected", True)) for c in self.channels}
+
     async def _healthz(self, request: web.Request) -> web.Response:
-        body: dict[str, Any] = {"ok": True, "channels": [c.name for c in self.channels]}
-        return web.json_response(body)
+        channels = self._channels_up()
+        ok = all(channels.values())
+        body: dict[str, Any] = {"ok": ok, "channels": channels}
+        return web.json_response(body, status=200 if ok else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        response = web.Response(body=self.metrics.render())
+        response.content_type = "text/plain"
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response

@@ -1,0 +1,85 @@
+"""Prometheus metrics for the host: turns, latency, tokens, deliveries, queue depth, liveness.
+
+Each `Metrics` owns its own registry (not the process-global one), so several hosts in one test
+process never share counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from bot.ports import TurnRecord
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160)
+
+
+class Metrics:
+    def __init__(
+        self, queue_depth: Callable[[], int], channels_up: Callable[[], dict[str, bool]]
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.turns = Counter(
+            "bot_turns",
+            "Turns finished, by channel and outcome",
+            ["channel", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "bot_turn_latency_seconds",
+            "Turn latency from start to delivery",
+            ["channel"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "bot_model_tokens",
+            "Model tokens by kind (input, cache_read, cache_write, output)",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.deliveries = Counter(
+            "bot_deliveries",
+            "Answers delivered or failed, by channel",
+            ["channel", "result"],
+            registry=self.registry,
+        )
+        depth = Gauge(
+            "bot_lane_queue_depth",
+            "Turns running or waiting in conversation lanes",
+            registry=self.registry,
+        )
+        depth.set_function(lambda: float(queue_depth()))
+        self._channels_up = channels_up
+        self._up = Gauge(
+            "bot_channel_up",
+            "1 when the channel's platform connection is live",
+            ["channel"],
+            registry=self.registry,
+        )
+
+    def observe(self, record: TurnRecord) -> None:
+        """A `Host` observer: called once per finished turn."""
+        self.turns.labels(record.channel, record.outcome).inc()
+        seconds = (record.finished_at - record.started_at).total_seconds()
+        self.latency.labels(record.channel).observe(max(seconds, 0.0))
+        usage = record.usage
+        for kind, value in (
+            ("input", usage.input_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("output", usage.output_tokens),
+        ):
+            if value:
+                self.tokens.labels(kind).inc(value)
+        delivered = record.details.get("delivered")
+        if delivered is not None:
+            self.deliveries.labels(record.channel, "delivered" if delivered else "failed").inc()
+
+    def render(self) -> bytes:
+        for name, up in self._channels_up().items():
+            self._up.labels(name).set(1.0 if up else 0.0)
+        return generate_latest(self.registry)
