@@ -1,0 +1,265 @@
+"""The assembler: one turn's Messages API request body from the agent's texts, the session, the
+history, the current message and recalled memory, with cache breakpoints and the token budget.
+
+Layout (SPEC §3): the `system` field holds, as separate text blocks, the guardrails, the identity,
+the skill index, the selected skill bodies (these four are agent-wide: the same bytes for every
+conversation) and the session block (the same bytes for every turn of one conversation). History
+follows as structured messages, then the current user message. Breakpoints sit at the end of the
+agent-wide part, the end of the session block and the end of the history, so a new conversation
+reads the agent-wide prefix from cache and each turn re-reads the previous turn's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from bot.ports import AssembledRequest, MemoryHit, ToolSpec
+from bot.prompt import history as hist
+from bot.prompt.message import (
+    memory_block,
+    person_text,
+    preceding_fence,
+    skill_block,
+    speaker_label,
+    speaker_tag,
+    turn_context,
+    untrusted,
+)
+from bot.prompt.session import session_block
+from bot.prompt.skills import (
+    AgentTexts,
+    Skill,
+    find_skill,
+    render_index,
+    render_selected,
+    split_skill_command,
+)
+from bot.prompt.tokens import TokenCounter
+from bot.turns import HistoryEntry, TextBlock, TurnRequest
+
+log = structlog.get_logger(__name__)
+
+CacheTtl = Literal["5m", "1h"]
+# Floors above this share of the input budget leave history too little room to be useful (it is
+# also where the host starts compacting), so the turn record flags them as `floor_unmet`.
+FLOOR_SHARE = 0.85
+# Pace rule: a conversation whose recent user turns usually come further apart than this misses a
+# 5-minute cache on every turn, so it is worth paying for the 1-hour lifetime.
+SLOW_PACE_SECONDS = 270.0
+PACE_SAMPLE = 5
+_SESSION_CACHE_SIZE = 256
+
+
+class WindowExceeded(Exception):
+    """The request cannot fit the model's window even with no history at all."""
+
+    code = "estimated_input_exceeds_model_limit"
+    reply = (
+        "Your message is too long for me to handle in one go. Please send a shorter message, or "
+        "split it into parts."
+    )
+
+    def __init__(self, estimated: int, limit: int) -> None:
+        super().__init__(
+            f"{self.code}: the prompt needs about {estimated} tokens before any history, but the "
+            f"model's window leaves {limit} for input (context window minus max_tokens). Fix: "
+            "shorten the message, the identity or the selected skills, or raise "
+            "model.context_window / lower model.max_tokens."
+        )
+        self.estimated = estimated
+        self.limit = limit
+
+
+class Assembler:
+    """Builds each turn's request body for one agent. Pure: no I/O, same input, same bytes."""
+
+    def __init__(
+        self,
+        agent: AgentTexts,
+        *,
+        model: str,
+        max_tokens: int,
+        context_window: int,
+        timezone: str,
+        counter: TokenCounter,
+        tools: Sequence[ToolSpec] = (),
+        memory_enabled: bool = True,
+        skill_max_bytes: int = 48_000,
+    ) -> None:
+        self._agent = agent
+        self._model = model
+        self._max_tokens = max_tokens
+        self._input_budget = context_window - max_tokens
+        self._zone = ZoneInfo(timezone)
+        self._zone_name = timezone
+        self._counter = counter
+        self._memory_enabled = memory_enabled
+        self._skill_max_bytes = skill_max_bytes
+        self._agent_blocks = self._agent_wide_texts()
+        self._tools = [_tool(spec) for spec in tools]
+        fixed = [*self._agent_blocks, json.dumps(self._tools, ensure_ascii=False) if tools else ""]
+        self._fixed_tokens = sum(counter.count(text) for text in fixed)
+        self._session_tokens: OrderedDict[str, int] = OrderedDict()
+
+    # --- the agent-wide part --------------------------------------------------------------------
+
+    def _agent_wide_texts(self) -> list[str]:
+        selected = [
+            s for name in self._agent.selected if (s := find_skill(self._agent.skills, name))
+        ]
+        chosen = {s.name for s in selected}
+        indexed = [s for s in self._agent.skills if s.name not in chosen]
+        texts = [
+            self._agent.guardrails.strip(),
+            self._agent.identity.strip(),
+            render_index(indexed),
+            render_selected(selected, self._skill_max_bytes),
+        ]
+        return [text for text in texts if text]
+
+    # --- per turn -------------------------------------------------------------------------------
+
+    def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
+        return split_skill_command(self._agent.skills, text)
+
+    def user_entry(self, request: TurnRequest) -> HistoryEntry:
+        """This turn's user message as it is stored: the person's words, never the fences."""
+        label = speaker_label(request.speaker) if request.speaker is not None else None
+        text = person_text(request.text, request.attachments)
+        rendered = untrusted(text) if label is None else f"{speaker_tag(label)}\n{untrusted(text)}"
+        return HistoryEntry(
+            role="user",
+            blocks=(TextBlock(text),),
+            speaker=label,
+            tokens=self._counter.count(rendered),
+            at=request.received_at,
+        )
+
+    def assemble(
+        self,
+        request: TurnRequest,
+        history: Sequence[HistoryEntry],
+        memory: Sequence[MemoryHit] = (),
+        *,
+        turn_skills: Sequence[Skill] = (),
+        cache_ttl: CacheTtl = "5m",
+        text: str | None = None,
+    ) -> AssembledRequest:
+        session = session_block(request, memory_enabled=self._memory_enabled)
+        current = self._current_message(request, memory, turn_skills, text)
+        floors = self._fixed_tokens + self._count_session(session) + self._counter.count(current)
+        if floors > self._input_budget:
+            raise WindowExceeded(floors, self._input_budget)
+        costs = [hist.entry_tokens(entry, self._counter.count) for entry in history]
+        start = hist.trim(history, costs, self._input_budget - floors)
+        kept = history[start:]
+        body = self._body(session, hist.render(kept), current, _cache_control(cache_ttl))
+        return AssembledRequest(
+            body=body,
+            estimated_tokens=floors + sum(costs[start:]),
+            history_used=len(kept),
+            floor_unmet=floors > FLOOR_SHARE * self._input_budget,
+        )
+
+    def _current_message(
+        self,
+        request: TurnRequest,
+        memory: Sequence[MemoryHit],
+        turn_skills: Sequence[Skill],
+        text: str | None,
+    ) -> str:
+        fence = preceding_fence(request.preceding, self._zone)
+        label = speaker_label(request.speaker) if request.speaker is not None else None
+        log.info(
+            "turn_context",
+            turn_id=request.turn_id,
+            conversation_key=request.conversation_key,
+            speaker=label,
+            preceding=fence.shown,
+            preceding_dropped=fence.dropped,
+            preceding_bytes=fence.entry_bytes,
+        )
+        said = person_text(request.text if text is None else text, request.attachments)
+        core = [speaker_tag(label)] if label is not None else []
+        core += [skill_block(skill, self._skill_max_bytes) for skill in turn_skills]
+        if said.strip() or not core:
+            core.append(untrusted(said))
+        parts = [
+            turn_context(
+                request.received_at, self._zone, self._zone_name, len(request.attachments)
+            ),
+            fence.text,
+            "\n".join(core),
+            memory_block(memory, self._zone),
+        ]
+        return "\n\n".join(part for part in parts if part)
+
+    def _count_session(self, session: str) -> int:
+        tokens = self._session_tokens.get(session)
+        if tokens is None:
+            tokens = self._counter.count(session)
+            self._session_tokens[session] = tokens
+            if len(self._session_tokens) > _SESSION_CACHE_SIZE:
+                self._session_tokens.popitem(last=False)
+        else:
+            self._session_tokens.move_to_end(session)
+        return tokens
+
+    def _body(
+        self, session: str, messages: list[hist.Message], current: str, cache: dict[str, str]
+    ) -> dict[str, Any]:
+        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._agent_blocks]
+        if system:
+            system[-1]["cache_control"] = dict(cache)
+        system.append({"type": "text", "text": session, "cache_control": dict(cache)})
+        if messages:
+            messages[-1]["content"][-1]["cache_control"] = dict(cache)
+        now = {"type": "text", "text": current}
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"].append(now)
+        else:
+            messages.append({"role": "user", "content": [now]})
+        body: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._max_tokens,
+            "system": system,
+            "messages": messages,
+        }
+        if self._tools:
+            body["tools"] = [dict(tool) for tool in self._tools]
+        return body
+
+    def cache_ttl_for(self, history: Sequence[HistoryEntry], now: datetime) -> CacheTtl:
+        """ "1h" when this conversation's recent user turns usually come > ~4.5 minutes apart."""
+        times = [e.at for e in history if e.role == "user" and not e.summary and e.at is not None]
+        moments = sorted(_aware(t) for t in times[-PACE_SAMPLE:])
+        moments.append(max(_aware(now), moments[-1]) if moments else _aware(now))
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(moments)]
+        if not gaps:
+            return "5m"
+        return "1h" if statistics.median(gaps) > SLOW_PACE_SECONDS else "5m"
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": json.loads(json.dumps(spec.input_schema)),
+    }
+
+
+def _cache_control(ttl: CacheTtl) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}

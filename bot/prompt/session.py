@@ -1,0 +1,118 @@
+"""The session block (section 5): facts about this conversation, never its route, never a clock.
+
+It must be byte-identical for every turn of one conversation, so it is built only from values that
+stay fixed for the conversation (kind, channel, surface, notify, the console id, memory on/off).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.prompt.fence import neutralize, one_line
+from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
+
+# The exact answer that keeps a notifying request-driven run silent (nothing is posted).
+SILENT_TOKEN = "NO_REPLY"
+SURFACE_NAME_MAX_CHARS = 80
+CONVERSATION_ID_MAX_CHARS = 200
+# Surface ids are platform ids (`C0123ABCD`, `-1001234567890`); anything else is not shown.
+_SURFACE_ID = re.compile(r"^-?[A-Za-z0-9_.:]{1,64}$")
+# A console id is shown only when it can be quoted exactly inside backticks on one line.
+_CONSOLE_ID = re.compile(r"^[\x21-\x5f\x61-\x7e]{1,200}$")
+
+_PLATFORM_NAMES = {"slack": "Slack", "telegram": "Telegram"}
+_TRIGGERS = {"cron": "a scheduled job", "webhook": "a webhook call"}
+
+
+def session_block(request: TurnRequest, *, memory_enabled: bool) -> str:
+    lines = ["# This conversation"]
+    if request.kind is ConversationKind.PUSH:
+        lines += _push_lines(request)
+    elif request.kind is ConversationKind.CONSOLE:
+        lines += _console_lines(request.conversation_key)
+    else:
+        lines += _request_lines(request)
+    lines.append(_SECRECY)
+    if memory_enabled:
+        lines.append(_MEMORY)
+    return "\n\n".join(lines)
+
+
+def _push_lines(request: TurnRequest) -> list[str]:
+    platform = _PLATFORM_NAMES.get(request.channel, "a chat platform")
+    lines = [
+        f"This is a live conversation on {platform}: people write to you there and read your "
+        "answers there. You can ask them questions, and they can answer."
+    ]
+    if request.surface is not None:
+        lines.append(surface_line(request.surface))
+        lines.append(_budget_line(request.surface.message_budget))
+    return lines
+
+
+def surface_line(surface: Surface) -> str:
+    name = neutralize(one_line(surface.name or "", SURFACE_NAME_MAX_CHARS).replace('"', "'"))
+    where = surface.kind.value
+    if name:
+        where += f" with {name}" if surface.kind is SurfaceKind.DM else f' "{name}"'
+    if _SURFACE_ID.match(surface.id):
+        where += f", id {surface.id}"
+    readers = (
+        "It is shared: several people can read what you write here."
+        if surface.shared
+        else "Only the person you are talking with reads it."
+    )
+    return f"Surface: {where}. {readers}"
+
+
+def _budget_line(budget: int) -> str:
+    return (
+        f"Your answer is posted in parts of at most {budget} characters. A longer answer is split: "
+        "the first part is posted, and the rest follows in the thread under it. Write to that "
+        "budget when you can."
+    )
+
+
+def _console_lines(conversation_key: str) -> list[str]:
+    lines = [
+        "This is a console conversation: the person reads your reply right here, in the "
+        "terminal, and can answer you."
+    ]
+    shown = one_line(neutralize(conversation_key), CONVERSATION_ID_MAX_CHARS)
+    if shown == conversation_key and _CONSOLE_ID.match(conversation_key):
+        lines.append(
+            f"Conversation id: `{conversation_key}` (quote it exactly when a tool asks for it)."
+        )
+    return lines
+
+
+def _request_lines(request: TurnRequest) -> list[str]:
+    trigger = _TRIGGERS.get(request.channel, "an automated request")
+    lines = [
+        f"This turn was started by {trigger}, not by a person typing. Nobody can answer back in "
+        "this conversation, so do not ask questions: do the work with what you have."
+    ]
+    if request.notifies:
+        lines.append(
+            "Your final answer is posted verbatim to the job's destination, where people will "
+            f"read it. If there is nothing worth posting this time, answer with exactly "
+            f"{SILENT_TOKEN} and nothing else: then nothing is posted."
+        )
+    else:
+        lines.append(
+            "Your final answer is kept in this conversation's history and the run record; it is "
+            "not posted anywhere."
+        )
+    return lines
+
+
+_SECRECY = (
+    "Delivery is the host's job. Your reply goes back to where this message came from. Never ask "
+    "for, guess, copy or pass on a thread id, a callback URL or a delivery token, and never use a "
+    "surface id to send your answer somewhere else."
+)
+_MEMORY = (
+    "Remembering is also the host's job: after each turn it stores what was said, and related "
+    "memories may be added to a message as background. When someone asks you to remember "
+    "something, acknowledge it; you do not need to save it yourself."
+)

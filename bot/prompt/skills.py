@@ -1,0 +1,161 @@
+"""Skills in the prompt: the agent's texts, the skill index, capped skill bodies, `/skill` commands.
+
+Selected skills ride the system prompt whole (capped); every other skill is one line of the index,
+which tells the model it can read a body with the read-only `load_skill` tool (`LoadSkillTool`).
+A person can pull a skill into one message by starting it with `/skill-name`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.ports import ToolError, ToolSpec
+from bot.prompt.fence import cut_utf8, one_line, utf8_len
+
+INDEX_MAX_BYTES = 16 * 1024
+DESCRIPTION_MAX_CHARS = 300
+LOAD_SKILL_TOOL = "load_skill"
+# `/name`, `/name rest` or Telegram's `/name@botname rest`; a path like `/etc/hosts` is not one.
+_COMMAND = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?:@[A-Za-z0-9_]{1,64})?(?=\s|$)")
+# Commands the host handles itself, before skills are considered.
+HOST_COMMANDS = frozenset({"compact"})
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    body: str
+
+
+@dataclass(frozen=True)
+class AgentTexts:
+    """Everything the agent-wide part of the prompt is made of, as read from the agent's files."""
+
+    guardrails: str
+    identity: str
+    skills: tuple[Skill, ...]  # every skill found, selected or not
+    selected: tuple[str, ...]  # names of the skills whose bodies always ride the system prompt
+
+
+class UnknownSkill(Exception):
+    """A `/name` command named no skill. The message is a short reply for the person."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        shown = one_line(name, 64)
+        if known:
+            listed = ", ".join(f"/{k}" for k in sorted(known))
+            message = f'There is no skill called "{shown}". Skills you can use: {listed}.'
+        else:
+            message = f'There is no skill called "{shown}", and no skills are set up here.'
+        super().__init__(message)
+        self.name = name
+
+
+def find_skill(skills: Sequence[Skill], name: str) -> Skill | None:
+    """The skill called `name`: exact match first, then ignoring case."""
+    for skill in skills:
+        if skill.name == name:
+            return skill
+    lowered = name.lower()
+    for skill in skills:
+        if skill.name.lower() == lowered:
+            return skill
+    return None
+
+
+def split_skill_command(skills: Sequence[Skill], text: str) -> tuple[tuple[Skill, ...], str]:
+    """`/name rest` -> ((skill,), "rest"); other text -> ((), text); unknown names raise."""
+    match = _COMMAND.match(text)
+    if match is None:
+        return (), text
+    name = match.group(1)
+    if name.lower() in HOST_COMMANDS:
+        return (), text
+    skill = find_skill(skills, name)
+    if skill is None:
+        raise UnknownSkill(name, [s.name for s in skills])
+    return (skill,), text[match.end() :].strip()
+
+
+def capped_body(skill: Skill, max_bytes: int) -> str:
+    """The skill's body, cut at `max_bytes` of UTF-8 with a visible note when it was longer."""
+    body = skill.body.strip()
+    size = utf8_len(body)
+    if size <= max_bytes:
+        return body
+    kept = cut_utf8(body, max_bytes)
+    return (
+        f"{kept}\n\n[Skill {skill.name!r} is cut here: its instructions are {size} bytes and only "
+        f"the first {max_bytes} are shown.]"
+    )
+
+
+def render_index(skills: Sequence[Skill]) -> str:
+    """The skill index (section 3), or "" when there is nothing to list. Bounded at 16 KiB."""
+    if not skills:
+        return ""
+    header = (
+        "# Skills you can load\n"
+        f"Each line names a skill and what it is for. When one fits the task, call the "
+        f"`{LOAD_SKILL_TOOL}` tool with its name to read its full instructions, then follow them."
+    )
+    lines: list[str] = []
+    used = utf8_len(header)
+    for position, skill in enumerate(skills):
+        line = f"- {one_line(skill.name, 64)}: {one_line(skill.description, DESCRIPTION_MAX_CHARS)}"
+        left = len(skills) - position - 1
+        reserve = utf8_len(_omitted_line(len(skills))) + 1 if left else 0
+        if used + 1 + utf8_len(line) + reserve > INDEX_MAX_BYTES:
+            lines.append(_omitted_line(len(skills) - position))
+            break
+        lines.append(line)
+        used += 1 + utf8_len(line)
+    return "\n".join([header, *lines])
+
+
+def _omitted_line(count: int) -> str:
+    noun = "skill is" if count == 1 else "skills are"
+    return f"({count} more {noun} not listed: the index is full.)"
+
+
+def render_selected(skills: Sequence[Skill], max_bytes: int) -> str:
+    """The selected skills' instructions (section 4), or "" when none is selected."""
+    parts = [f"# Skill: {one_line(s.name, 64)}\n\n{capped_body(s, max_bytes)}" for s in skills]
+    return "\n\n".join(parts)
+
+
+class LoadSkillTool:
+    """The read-only `load_skill` tool: returns an indexed skill's instructions, capped."""
+
+    def __init__(self, agent: AgentTexts, *, skill_max_bytes: int = 48_000) -> None:
+        self._skills = agent.skills
+        self._max_bytes = skill_max_bytes
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=LOAD_SKILL_TOOL,
+            description=(
+                "Read the full instructions of a skill listed in the skill index. Read-only; "
+                "returns the instructions as text."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "the skill's name"}},
+                "required": ["name"],
+            },
+        )
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+        name = arguments.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ToolError("load_skill needs a `name` argument: a skill name from the index.")
+        skill = find_skill(self._skills, name.strip().lstrip("/"))
+        if skill is None:
+            known = ", ".join(sorted(s.name for s in self._skills)) or "none"
+            raise ToolError(f"There is no skill called {name!r}. Known skills: {known}.")
+        return capped_body(skill, self._max_bytes)
