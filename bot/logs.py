@@ -25,7 +25,7 @@ SECRET_PATTERNS = re.compile(
     r"xox[abpers]-[A-Za-z0-9-]{8,}"  # Slack bot/user/legacy tokens
     r"|xapp-[A-Za-z0-9-]{8,}"  # Slack app-level tokens
     r"|sk-ant-[A-Za-z0-9_-]{8,}"  # Anthropic keys
-    r"|\b\d{6,12}:[A-Za-z0-9_-]{30,}"  # Telegram bot tokens
+    r"|(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}"  # Telegram bot tokens (also inside /bot<token>/)
 )
 
 

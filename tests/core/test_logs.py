@@ -1,0 +1,69 @@
+"""Logging: JSON lines off a terminal, and no secret survives into a line."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.config import LoggingSettings, Secrets
+from bot.logs import REDACTED, configure_logging, redact_text
+
+SLACK_BOT = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUv"
+SLACK_APP = "xapp-1-A0123456789-1234567890123-abcdef0123456789abcdef"
+TELEGRAM = "7123456789:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0"
+ANTHROPIC = "sk-ant-api03-AbCdEf0123456789_ghIJklMNopQRstu-vwXYZ"
+CUSTOM = "webhook-shared-secret-42"
+
+
+def _configure(stream: io.StringIO) -> None:
+    secrets = Secrets({"ANTHROPIC_API_KEY": ANTHROPIC, "DEPLOY_TOKEN": CUSTOM})
+    configure_logging(LoggingSettings(level="debug", format="json"), secrets, stream)
+
+
+def test_structlog_lines_are_json_and_redacted() -> None:
+    stream = io.StringIO()
+    _configure(stream)
+    log = structlog.get_logger("test")
+    with structlog.contextvars.bound_contextvars(turn_id="t1", conversation_key="slack:T:C:1"):
+        log.info(
+            "delivery_failed",
+            error=f"bad token {SLACK_BOT} / {SLACK_APP}",
+            nested={"items": [TELEGRAM, ANTHROPIC, CUSTOM]},
+        )
+    line = json.loads(stream.getvalue().strip().splitlines()[-1])
+    assert line["event"] == "delivery_failed"
+    assert line["turn_id"] == "t1"
+    assert line["conversation_key"] == "slack:T:C:1"
+    text = stream.getvalue()
+    for secret in (SLACK_BOT, SLACK_APP, TELEGRAM, ANTHROPIC, CUSTOM):
+        assert secret not in text
+    assert REDACTED in text
+
+
+def test_standard_library_logs_from_sdks_are_redacted_too() -> None:
+    stream = io.StringIO()
+    _configure(stream)
+    logging.getLogger("telegram.ext").warning(
+        "POST https://api.telegram.org/bot%s/getUpdates failed", TELEGRAM
+    )
+    try:
+        raise RuntimeError(f"auth failed for {SLACK_BOT}")
+    except RuntimeError:
+        logging.getLogger("slack_bolt").exception("listener error")
+    text = stream.getvalue()
+    assert "getUpdates failed" in text
+    assert TELEGRAM not in text
+    assert SLACK_BOT not in text
+
+
+_TOKENS = st.sampled_from([SLACK_BOT, SLACK_APP, TELEGRAM, ANTHROPIC])
+
+
+@given(st.text(max_size=40), _TOKENS, st.text(max_size=40))
+def test_any_text_around_a_token_loses_the_token(before: str, token: str, after: str) -> None:
+    assert token not in redact_text(f"{before} {token} {after}")
