@@ -522,9 +522,7 @@ def memory_scope(request: TurnRequest) -> MemoryScope:
     )
 
 
-def continuity_account(
-    user_entry: HistoryEntry, partial: str, reason: str
-) -> list[HistoryEntry]:
+def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:
     """The request plus one host-written entry saying plainly the turn did not complete."""
     note = f"[The host: this turn did not complete ({reason}). The person got no full answer.]"
     if partial.strip():
@@ -555,4 +553,3 @@ def _drain_queue(
     while not queue.empty():
         items.append(queue.get_nowait())
     return items
-

@@ -51,7 +51,9 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            sub.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            sub.add_argument(
+                "--config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+            )
             _module(module_name).add_arguments(sub)
     return parser
 

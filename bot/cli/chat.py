@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 from bot.config import Config, LoggingSettings
 from bot.logs import configure_logging
@@ -41,5 +40,3 @@ async def _chat(name: str | None, config: Config) -> int:
         await channel.start(app.host)
         await app.host.idle()
     return 0
-
-

@@ -98,7 +98,7 @@ class _Reader:
         value = self.raw.get(key)
         if value is None:
             if required:
-                raise EventError(f"{self.where}{key} is missing. Fix: add \"{key}\": \"...\".")
+                raise EventError(f'{self.where}{key} is missing. Fix: add "{key}": "...".')
             return None
         if not isinstance(value, str | int):
             raise EventError(f"{self.where}{key} must be a string, got {type(value).__name__}.")
@@ -123,9 +123,7 @@ def parse_event(raw: Any) -> TurnRequest:
     try:
         kind = ConversationKind(kind_name)
     except ValueError:
-        raise EventError(
-            f"kind = {kind_name!r} is not one of push, console, request."
-        ) from None
+        raise EventError(f"kind = {kind_name!r} is not one of push, console, request.") from None
     conversation = event.text("conversation") or f"{channel}:{uuid.uuid4()}"
     speaker_raw = event.child("speaker")
     speaker = person = None
@@ -159,7 +157,9 @@ def _surface(reader: _Reader | None, channel: str) -> Surface | None:
     try:
         kind = SurfaceKind(kind_name)
     except ValueError:
-        raise EventError(f"surface.kind = {kind_name!r} is not one of dm, channel, group.") from None
+        raise EventError(
+            f"surface.kind = {kind_name!r} is not one of dm, channel, group."
+        ) from None
     return Surface(
         kind=kind,
         id=reader.text("id", required=True) or "",
