@@ -1,0 +1,125 @@
+"""Compaction (SPEC §4): where history is split, and the summary request and entry.
+
+The older part of a conversation becomes one summary entry written by the same model; the last
+`KEEP_VERBATIM` messages stay as they were. The split never separates a tool call from its
+result: a tail that would open on tool results starts one message earlier, on their call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+
+KEEP_VERBATIM = 4
+THRESHOLD = 0.85  # share of the context window at which a call is preceded by compaction
+SUMMARY_MAX_TOKENS = 4096
+# Each block of the transcript is bounded so one huge tool result cannot crowd out the rest.
+_BLOCK_MAX_CHARS = 8_000
+# Characters per token is roughly 3-4 for English; 3 keeps the transcript safely inside the window.
+_CHARS_PER_TOKEN = 3
+_TRANSCRIPT_SHARE = 0.6
+
+SUMMARY_HEADER = "Summary of the earlier conversation (written when its history was compacted):"
+
+SUMMARY_SYSTEM = """\
+You keep the running record of a chat conversation between people and an AI assistant. Its \
+older messages are about to be dropped from the assistant's context, and your summary will stand \
+in for them from now on. The assistant will have nothing else to go on, so anything you leave \
+out is lost.
+
+Write the summary in plain prose and short lists, in the conversation's language. Keep:
+- every request people made, who made it, and whether it was answered or is still open;
+- decisions and agreements, with their reasons when given;
+- open work: what was promised, started or left pending, and by whom;
+- facts the conversation established, and corrections made along the way;
+- exact names, handles, file paths, URLs, ids, numbers, dates, commands and code identifiers, \
+copied character for character;
+- what tools were used for and what they found, briefly.
+
+Leave out greetings and small talk. Do not invent anything, do not answer open requests \
+yourself, and do not address anyone: write a record, not a reply. If the transcript starts with \
+an earlier summary, fold it in so nothing it held is lost."""
+
+
+def split_point(history: Sequence[HistoryEntry]) -> int:
+    """Index where the verbatim tail starts; 0 means there is nothing older to summarize."""
+    start = max(len(history) - KEEP_VERBATIM, 0)
+    while start > 0 and _opens_on_results(history[start]):
+        start -= 1
+    return start
+
+
+def _opens_on_results(entry: HistoryEntry) -> bool:
+    return bool(entry.blocks) and isinstance(entry.blocks[0], ToolResultBlock)
+
+
+def summary_entry(text: str, tokens: int = 0) -> HistoryEntry:
+    body = f"{SUMMARY_HEADER}\n\n{text.strip()}"
+    return HistoryEntry("user", (TextBlock(body),), tokens=tokens, summary=True)
+
+
+def summary_body(
+    model: str, max_tokens: int, older: Sequence[HistoryEntry], window: int
+) -> dict[str, Any]:
+    """The Messages API request that asks the model for the summary of `older`."""
+    max_chars = int(window * _TRANSCRIPT_SHARE * _CHARS_PER_TOKEN)
+    text = (
+        "Here is the part of the conversation to summarize, oldest first:\n\n"
+        f"<transcript>\n{transcript(older, max_chars)}\n</transcript>\n\n"
+        "Write the summary now."
+    )
+    return {
+        "model": model,
+        "max_tokens": min(max_tokens, SUMMARY_MAX_TOKENS),
+        "system": SUMMARY_SYSTEM,
+        "messages": [{"role": "user", "content": text}],
+    }
+
+
+def transcript(entries: Sequence[HistoryEntry], max_chars: int) -> str:
+    """A readable rendering of `entries`, the newest kept when it is over `max_chars`."""
+    lines = [_render(entry) for entry in entries]
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        if size + len(line) > max_chars and kept:
+            kept.append(f"[{len(lines) - len(kept)} older messages omitted for length]")
+            break
+        kept.append(line)
+        size += len(line) + 2
+    return _FENCE.sub(r"&lt;\1", "\n\n".join(reversed(kept)))
+
+
+# Conversation text cannot close the transcript fence early and pose as instructions.
+_FENCE = re.compile(r"<(\s*/?\s*transcript)", re.IGNORECASE)
+
+
+def _render(entry: HistoryEntry) -> str:
+    if entry.summary:
+        who = "Earlier summary"
+    elif entry.role == "user":
+        who = f"User ({entry.speaker})" if entry.speaker else "User"
+    else:
+        who = "Assistant"
+    parts = [_render_block(block) for block in entry.blocks]
+    return f"{who}: " + "\n".join(p for p in parts if p)
+
+
+def _render_block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> str:
+    if isinstance(block, TextBlock):
+        return _bounded(block.text)
+    if isinstance(block, ToolUseBlock):
+        arguments = json.dumps(dict(block.input), ensure_ascii=False, sort_keys=True)
+        return f"[called tool {block.name} with {_bounded(arguments)}]"
+    label = "tool error" if block.is_error else "tool result"
+    return f"[{label}: {_bounded(block.content)}]"
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _BLOCK_MAX_CHARS:
+        return text
+    return text[:_BLOCK_MAX_CHARS] + f" [... {len(text) - _BLOCK_MAX_CHARS} characters cut]"

@@ -1,0 +1,126 @@
+"""Which model-call failures are worth another try, and how long to wait before it.
+
+The SDK's own retries are off (`max_retries=0`): the runtime owns the policy so it can count
+attempts, honour a retry budget and put every wait through an injectable sleep.
+
+- retried: 408, 409, 429, 5xx and 529 (overloaded), the same error types arriving mid-stream,
+  connection errors and timeouts;
+- `OVERFLOW`: a 400 (or 413) saying the prompt is too long: compaction may cure it;
+- `AUTH`: 401, the key is wrong; `DENIED`: 403; everything else is `FATAL`. None of these is
+  retried as is.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+import anthropic
+
+BASE_DELAY = 0.5
+MAX_DELAY = 30.0
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+_RETRY_ERROR_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+_OVERFLOW_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
+
+
+class Verdict(Enum):
+    RETRY = "retry"
+    OVERFLOW = "overflow"
+    AUTH = "auth"
+    DENIED = "denied"
+    FATAL = "fatal"
+
+
+def classify(exc: BaseException) -> Verdict:
+    if isinstance(exc, anthropic.APIConnectionError | TimeoutError):
+        return Verdict.RETRY
+    if not isinstance(exc, anthropic.APIStatusError):
+        return Verdict.FATAL
+    status = exc.status_code
+    if status in _RETRY_STATUS or status >= 500:
+        return Verdict.RETRY
+    if status in {400, 413} and _is_overflow(exc):
+        return Verdict.OVERFLOW
+    if status == 401:
+        return Verdict.AUTH
+    if status == 403:
+        return Verdict.DENIED
+    if status < 400 and error_type(exc) in _RETRY_ERROR_TYPES:
+        return Verdict.RETRY  # an error event in the middle of a 200 stream
+    return Verdict.FATAL
+
+
+def error_type(exc: anthropic.APIStatusError) -> str:
+    error = _error_object(exc)
+    return str(error.get("type", "")) if error else ""
+
+
+def error_message(exc: BaseException) -> str:
+    """A short description of a failure for logs and TurnFailed (no request content)."""
+    if isinstance(exc, anthropic.APIStatusError):
+        error = _error_object(exc)
+        detail = str(error.get("message", "")) if error else ""
+        kind = error_type(exc) or type(exc).__name__
+        return f"{exc.status_code} {kind}" + (f": {detail[:300]}" if detail else "")
+    if isinstance(exc, TimeoutError):
+        return "the call timed out"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _error_object(exc: anthropic.APIStatusError) -> Mapping[str, Any] | None:
+    body = exc.body
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            return error
+    return None
+
+
+def _is_overflow(exc: anthropic.APIStatusError) -> bool:
+    if exc.status_code == 413:
+        return True
+    error = _error_object(exc)
+    message = str(error.get("message", "")) if error else str(exc)
+    return any(marker in message.lower() for marker in _OVERFLOW_MARKERS)
+
+
+def retry_after(exc: BaseException, now: float | None = None) -> float | None:
+    """The server's requested wait in seconds (`retry-after-ms` or `retry-after`), if any."""
+    if not isinstance(exc, anthropic.APIStatusError):
+        return None
+    headers = exc.response.headers
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Exponential backoff with jitter: attempt 1 waits 0.25-0.5 s, doubling up to 30 s."""
+    ceiling = min(BASE_DELAY * 2.0 ** (attempt - 1), MAX_DELAY)
+    return ceiling * rng.uniform(0.5, 1.0)
+
+
+def delay_for(exc: BaseException, attempt: int, rng: random.Random) -> float:
+    """Honour the server's retry-after when it gives one, else back off."""
+    requested = retry_after(exc)
+    return requested if requested is not None else backoff(attempt, rng)

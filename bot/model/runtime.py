@@ -1,0 +1,480 @@
+"""AnthropicRuntime: one turn's model calls, tool rounds, retries and compaction.
+
+The host hands over a `TurnPlan`; the runtime sends the assembled body as is (streaming), runs
+the tools the model asks for, and returns the final text with the turn's new history entries.
+Every call goes through one retry loop (`_Calls.call`) whose waits use an injectable sleep and
+clock. Compaction (SPEC §4) replaces the older history with a summary when a call would reach 85%
+of the context window, or once after the provider says the prompt is too long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anthropic
+import structlog
+from anthropic.types import Message
+
+from bot.config import ModelSettings
+from bot.model import compaction, wire
+from bot.model.retry import Verdict, classify, delay_for, error_message
+from bot.model.tooloutput import bound_tool_output
+from bot.ports import (
+    AssembledRequest,
+    Tool,
+    ToolError,
+    TurnFailed,
+    TurnOutcome,
+    TurnPlan,
+    Usage,
+)
+from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
+
+log = structlog.get_logger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+OnText = Callable[[str], Awaitable[None]]
+
+FAILED_REPLY = (
+    "Sorry, I couldn't answer right now: the language model isn't responding. "
+    "Please try again in a few minutes."
+)
+MISCONFIGURED_REPLY = (
+    "Sorry, I can't answer right now: my access to the language model is misconfigured. "
+    "Whoever runs this bot needs to fix it."
+)
+COMPACT_FAILED_REPLY = (
+    "I couldn't compact this conversation right now; its history is unchanged. "
+    "Please try again in a few minutes."
+)
+ROUND_LIMIT_NOTE = (
+    "(The limit of {limit} tool rounds for one answer is reached. Answer now with what you "
+    "have; no more tool calls.)"
+)
+ROUND_LIMIT_END = "(I stopped here: I reached the limit of {limit} tool rounds for one answer.)"
+EMPTY_ENTRY_TEXT = "(no reply)"
+
+
+class Counter(Protocol):
+    """What the runtime needs of `bot.prompt.tokens.TokenCounter`."""
+
+    def count(self, text: str) -> int: ...
+
+    def observe(self, estimated: int, actual: int) -> None: ...
+
+
+class ModelError(Exception):
+    """The model API could not be used (see the message for what failed and how to fix it)."""
+
+
+class ModelAuthError(ModelError):
+    """The model API refused the key: ANTHROPIC_API_KEY is wrong, revoked or missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    message: Message
+    attempts: int
+    usage: Usage
+
+
+class _CallError(Exception):
+    """A call that will not be retried (any more); `verdict` says why."""
+
+    def __init__(self, verdict: Verdict, cause: BaseException, attempts: int, spent: float):
+        super().__init__(error_message(cause))
+        self.verdict = verdict
+        self.cause = cause
+        self.attempts = attempts
+        self.spent = spent
+
+
+class _CompactionFailed(Exception):
+    pass
+
+
+class AnthropicRuntime:
+    """The production `ModelRuntime`: the Messages API through the official SDK."""
+
+    def __init__(
+        self,
+        settings: ModelSettings,
+        api_key: str,
+        counter: Counter | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.counter = counter
+        # The SDK's own retries are off: ours count attempts and honour the retry budget.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=settings.base_url,
+            max_retries=0,
+            timeout=settings.timeout,
+        )
+        self._calls = _Calls(self._client, settings, sleep, clock, rng or random.Random())
+
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        return await _Turn(self._calls, self.settings, self.counter, plan).run()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def ping(self) -> None:
+        """One minimal call (max_tokens=1) to prove the key, the endpoint and the model work."""
+        try:
+            await self._client.messages.create(
+                model=self.settings.name,
+                max_tokens=1,
+                messages=[{"role": "user", "content": "ping"}],
+            )
+        except anthropic.AuthenticationError as exc:
+            raise ModelAuthError(
+                f"the model API at {self._client.base_url} refused the key "
+                f"({error_message(exc)}). Fix: set ANTHROPIC_API_KEY to a valid Anthropic API key "
+                "(environment or .env)."
+            ) from None
+        except (anthropic.APIError, TimeoutError) as exc:
+            raise ModelError(
+                f"model ping to {self._client.base_url} with model {self.settings.name!r} failed "
+                f"({error_message(exc)}). Fix: check model.name, model.base_url and the network."
+            ) from None
+
+
+class _Calls:
+    """One streaming Messages call with retries, waits and a `model_call` log line per answer."""
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        settings: ModelSettings,
+        sleep: Sleep,
+        clock: Callable[[], float],
+        rng: random.Random,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._sleep = sleep
+        self._clock = clock
+        self._rng = rng
+
+    async def call(self, body: Mapping[str, Any], on_text: OnText | None, **fields: Any) -> _Call:
+        started = self._clock()
+        attempt = 0
+        while True:
+            attempt += 1
+            began = self._clock()
+            try:
+                message = await self._stream(body, on_text)
+            except (anthropic.APIError, TimeoutError) as exc:
+                spent = self._clock() - started
+                delay = self._retry_delay(exc, attempt, spent)
+                log.warning(
+                    "model_call_failed",
+                    error=error_message(exc),
+                    attempt=attempt,
+                    retry_in=None if delay is None else round(delay, 3),
+                    **fields,
+                )
+                if delay is None:
+                    raise _CallError(classify(exc), exc, attempt, spent) from exc
+                await self._sleep(delay)
+                continue
+            usage = wire.usage_of(message.usage)
+            self._log_answer(message, usage, attempt, self._clock() - began, fields)
+            return _Call(message, attempt, usage)
+
+    def _retry_delay(self, exc: BaseException, attempt: int, spent: float) -> float | None:
+        """How long to wait before the next attempt, or None when there is none."""
+        if classify(exc) is not Verdict.RETRY or attempt > self._settings.max_retries:
+            return None
+        delay = delay_for(exc, attempt, self._rng)
+        return delay if spent + delay <= self._settings.retry_budget else None
+
+    async def _stream(self, body: Mapping[str, Any], on_text: OnText | None) -> Message:
+        # The SDK's timeout bounds each read; this bounds the whole call, a trickling stream too.
+        async with (
+            asyncio.timeout(self._settings.timeout),
+            self._client.messages.stream(**body) as stream,
+        ):
+            if on_text is not None:
+                async for text in stream.text_stream:
+                    await on_text(text)
+            return await stream.get_final_message()
+
+    @staticmethod
+    def _log_answer(
+        message: Message, usage: Usage, attempt: int, latency: float, fields: Mapping[str, Any]
+    ) -> None:
+        log.info(
+            "model_call",
+            attempt=attempt,
+            latency_ms=round(latency * 1000, 1),
+            stop_reason=message.stop_reason,
+            input_tokens=usage.input_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            **fields,
+        )
+
+
+class _Turn:
+    """The state of one `run(plan)`: history, this turn's round messages, entries, usage."""
+
+    request: AssembledRequest  # set by run(), replaced after a compaction
+    summary_body: Mapping[str, Any]  # set by a successful _summarize
+    summary_attempts: int
+    summarized: int
+
+    def __init__(
+        self, calls: _Calls, settings: ModelSettings, counter: Counter | None, plan: TurnPlan
+    ) -> None:
+        self.calls = calls
+        self.settings = settings
+        self.counter = counter
+        self.plan = plan
+        self.history: list[HistoryEntry] = list(plan.history)
+        self.new_history: list[HistoryEntry] | None = None
+        self.rounds: list[dict[str, Any]] = []  # this turn's assistant/tool-result messages
+        self.entries: list[HistoryEntry] = []
+        self.usage = Usage()
+        self.attempts = 0
+        self.streamed: list[str] = []
+        self.last_body: Mapping[str, Any] | None = None
+        self.overflow_handled = False
+
+    async def run(self) -> TurnOutcome:
+        if self.plan.compact_only:
+            return await self._compact_only()
+        self.request = self.plan.assemble(self.history)
+        if self.request.estimated_tokens >= compaction.THRESHOLD * self.settings.window:
+            await self._compact_before_call()
+        return await self._loop()
+
+    # --- the tool loop ---
+
+    async def _loop(self) -> TurnOutcome:
+        limit = self.settings.max_turns
+        while True:
+            last = limit > 0 and len(self.rounds) // 2 >= limit
+            message = await self._turn_call(last)
+            text = wire.text_of(message.content)
+            calls = wire.tool_calls(message.content)
+            if not calls:
+                return self._finish(text)
+            if last:  # the model asked for tools anyway: end honestly, without the calls
+                note = ROUND_LIMIT_END.format(limit=limit)
+                return self._finish(f"{text}\n\n{note}" if text else note)
+            results = await self._run_tools(calls)
+            self.entries += [wire.assistant_entry(text, calls), wire.results_entry(results)]
+            self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
+
+    def _finish(self, text: str) -> TurnOutcome:
+        self.entries.append(wire.assistant_entry(text or EMPTY_ENTRY_TEXT))
+        return TurnOutcome(
+            text=text,
+            entries=tuple(self.entries),
+            history=self.new_history,
+            request=self.last_body,
+            usage=self.usage,
+            attempts=self.attempts,
+        )
+
+    def _body(self, last: bool) -> dict[str, Any]:
+        body = {k: v for k, v in self.request.body.items() if k != "stream"}
+        rounds = list(self.rounds)
+        if last and rounds:
+            if body.get("tools"):
+                body["tool_choice"] = {"type": "none"}
+            note = {"type": "text", "text": ROUND_LIMIT_NOTE.format(limit=self.settings.max_turns)}
+            rounds[-1] = {**rounds[-1], "content": [*rounds[-1]["content"], note]}
+        return wire.extend_messages(body, rounds)
+
+    async def _turn_call(self, last: bool) -> Message:
+        try:
+            return await self._send(self._body(last))
+        except _CallError as error:
+            if error.verdict is not Verdict.OVERFLOW or self.overflow_handled:
+                raise self._failed(error) from None
+            self.overflow_handled = True
+            await self._compact_after_overflow(error)
+        try:
+            return await self._send(self._body(last))
+        except _CallError as error:
+            raise self._failed(error) from None
+
+    async def _send(self, body: dict[str, Any]) -> Message:
+        self.last_body = body
+        first_of_request = not self.rounds
+        call = await self.calls.call(
+            body,
+            self._on_text,
+            purpose="turn",
+            round=len(self.rounds) // 2,
+            turn_id=self.plan.turn_id,
+        )
+        self.usage += call.usage
+        self.attempts = call.attempts
+        if first_of_request and self.counter is not None:
+            # The estimate covers the assembled request only, so only its first call teaches.
+            self.counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
+        return call.message
+
+    async def _on_text(self, delta: str) -> None:
+        self.streamed.append(delta)
+        if self.plan.on_text is not None:
+            await self.plan.on_text(delta)
+
+    async def _run_tools(self, calls: Sequence[ToolUseBlock]) -> list[ToolResultBlock]:
+        tools = {tool.spec.name: tool for tool in self.plan.tools}
+        return [await self._run_tool(call, tools.get(call.name), tools) for call in calls]
+
+    async def _run_tool(
+        self, call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
+    ) -> ToolResultBlock:
+        began = time.monotonic()
+        if tool is None:
+            known = ", ".join(sorted(tools)) or "none"
+            output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
+        else:
+            try:
+                output, failed = str(await tool(call.input)), False
+            except ToolError as exc:
+                output, failed = str(exc) or type(exc).__name__, True
+            except Exception as exc:  # any tool bug becomes an error result, not a lost turn
+                output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
+        content = bound_tool_output(output)
+        log.info(
+            "tool_call",
+            tool=call.name,
+            ok=not failed,
+            result_bytes=len(content.encode("utf-8", errors="replace")),
+            latency_ms=round((time.monotonic() - began) * 1000, 1),
+            turn_id=self.plan.turn_id,
+        )
+        return ToolResultBlock(call.id, content, is_error=failed)
+
+    def _failed(self, error: _CallError) -> TurnFailed:
+        verdict = error.verdict
+        reply = MISCONFIGURED_REPLY if verdict in {Verdict.AUTH, Verdict.DENIED} else FAILED_REPLY
+        return TurnFailed(
+            _failure_message(error, self.settings),
+            partial_text="".join(self.streamed),
+            entries=tuple(self.entries),
+            reply=reply,
+            attempts=error.attempts,
+            request=self.last_body,
+            usage=self.usage,
+        )
+
+    # --- compaction ---
+
+    async def _compact_before_call(self) -> None:
+        try:
+            history = await self._summarize("threshold")
+        except _CompactionFailed as exc:
+            log.warning("compaction_failed", reason="threshold", error=str(exc), going_on=True)
+            return
+        if history is not None:
+            self.request = self.plan.assemble(history)
+
+    async def _compact_after_overflow(self, error: _CallError) -> None:
+        try:
+            history = await self._summarize("overflow")
+        except _CompactionFailed as exc:
+            raise TurnFailed(
+                f"the request is over the model's context window ({error}) and compacting the "
+                f"history failed ({exc}).",
+                partial_text="".join(self.streamed),
+                entries=tuple(self.entries),
+                reply=FAILED_REPLY,
+                attempts=error.attempts,
+                request=self.last_body,
+                usage=self.usage,
+            ) from None
+        if history is None:
+            raise self._failed(error)
+        self.request = self.plan.assemble(history)
+
+    async def _summarize(self, reason: str) -> list[HistoryEntry] | None:
+        """Replace the older history by a summary; None when there is nothing older to replace."""
+        cut = compaction.split_point(self.history)
+        if cut == 0:
+            log.info("compaction_skipped", reason=reason, messages=len(self.history))
+            return None
+        older, tail = self.history[:cut], self.history[cut:]
+        s = self.settings
+        body = compaction.summary_body(s.name, s.max_tokens, older, s.window)
+        try:
+            call = await self.calls.call(body, None, purpose="summary", turn_id=self.plan.turn_id)
+        except _CallError as exc:
+            raise _CompactionFailed(f"the summary call failed: {exc}") from exc
+        self.usage += call.usage
+        text = wire.text_of(call.message.content).strip()
+        if not text:
+            raise _CompactionFailed("the summary call returned no text")
+        tokens = self.counter.count(text) if self.counter is not None else 0
+        self.history = [compaction.summary_entry(text, tokens), *tail]
+        self.new_history = self.history
+        self.summary_body, self.summary_attempts, self.summarized = body, call.attempts, cut
+        log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))
+        return self.history
+
+    async def _compact_only(self) -> TurnOutcome:
+        try:
+            history = await self._summarize("command")
+        except _CompactionFailed as exc:
+            raise TurnFailed(
+                f"/compact failed: {exc}", reply=COMPACT_FAILED_REPLY, usage=self.usage
+            ) from None
+        if history is None:
+            kept = len(self.history)
+            text = f"Nothing to compact yet: the conversation has {kept} messages, all kept as is."
+            return TurnOutcome(text=text, entries=(), usage=self.usage, attempts=0)
+        text = (
+            f"Compacted: {self.summarized} earlier messages are now one summary; the last "
+            f"{len(history) - 1} are kept as they were."
+        )
+        return TurnOutcome(
+            text=text,
+            entries=(),
+            history=history,
+            request=self.summary_body,
+            usage=self.usage,
+            attempts=self.summary_attempts,
+        )
+
+
+def _failure_message(error: _CallError, settings: ModelSettings) -> str:
+    verdict = error.verdict
+    if verdict is Verdict.RETRY:
+        return (
+            f"the model API kept failing ({error}) after {error.attempts} attempts in "
+            f"{error.spent:.1f}s; gave up (model.max_retries = {settings.max_retries}, "
+            f"model.retry_budget = {settings.retry_budget:g}s)."
+        )
+    if verdict is Verdict.AUTH:
+        return (
+            f"the model API refused the API key ({error}). Fix: set ANTHROPIC_API_KEY to a valid "
+            "Anthropic API key (environment or .env) and restart."
+        )
+    if verdict is Verdict.DENIED:
+        return (
+            f"the model API denied access ({error}). Fix: check that the key in "
+            f"ANTHROPIC_API_KEY may use model {settings.name!r}."
+        )
+    if verdict is Verdict.OVERFLOW:
+        return (
+            f"the request is over the model's context window even after compacting ({error}). "
+            "Fix: set model.context_window to the model's real window, or shrink the skills."
+        )
+    return f"the model API refused the request ({error}); not retried."

@@ -1,0 +1,155 @@
+"""The Messages API wire shapes the tool loop builds: round messages, entries, cache breakpoints.
+
+The assembler builds the turn's request; the tool loop only appends to its `messages`. Here live
+the conversions between what the API returned and what the loop sends back or stores:
+
+- an assistant message is replayed exactly as returned (thinking blocks included: the API wants
+  them back within a tool loop), but its HistoryEntry keeps only text and tool calls;
+- the last-message cache breakpoint moves to the end of the newest round, so each round re-reads
+  the previous one, within the API's limit of four `cache_control` blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from anthropic.types import ContentBlock
+
+from bot.ports import Usage
+from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+
+MAX_BREAKPOINTS = 4
+# Rounds of one turn follow each other within seconds: the default 5-minute lifetime suffices.
+ROUND_CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
+
+
+def block_dict(block: ContentBlock) -> dict[str, Any]:
+    """One returned content block as the request form the API accepts back."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if block.type == "thinking":
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if block.type == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return block.model_dump(mode="json", exclude_none=True)
+
+
+def assistant_message(content: Sequence[ContentBlock]) -> dict[str, Any]:
+    """The assistant turn to replay; empty text blocks are dropped (the API refuses them)."""
+    blocks = [block_dict(b) for b in content if not (b.type == "text" and not b.text)]
+    return {"role": "assistant", "content": blocks}
+
+
+def results_message(results: Sequence[ToolResultBlock]) -> dict[str, Any]:
+    return {"role": "user", "content": [result_dict(r) for r in results]}
+
+
+def result_dict(result: ToolResultBlock) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": result.tool_use_id,
+        "content": result.content,
+    }
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def text_of(content: Sequence[ContentBlock]) -> str:
+    return "".join(block.text for block in content if block.type == "text")
+
+
+def tool_calls(content: Sequence[ContentBlock]) -> list[ToolUseBlock]:
+    return [
+        ToolUseBlock(block.id, block.name, dict(block.input))
+        for block in content
+        if block.type == "tool_use"
+    ]
+
+
+def assistant_entry(text: str, calls: Sequence[ToolUseBlock] = ()) -> HistoryEntry:
+    """The stored form of an assistant message: text and tool calls, never thinking."""
+    blocks: list[Block] = [TextBlock(text)] if text else []
+    blocks += calls
+    return HistoryEntry("assistant", tuple(blocks), at=datetime.now(UTC))
+
+
+def results_entry(results: Sequence[ToolResultBlock]) -> HistoryEntry:
+    return HistoryEntry("user", tuple(results), at=datetime.now(UTC))
+
+
+def usage_of(raw: Any) -> Usage:
+    """Our Usage from the SDK's usage object (cache fields may be absent or None)."""
+    return Usage(
+        input_tokens=int(getattr(raw, "input_tokens", 0) or 0),
+        cache_read_tokens=int(getattr(raw, "cache_read_input_tokens", 0) or 0),
+        cache_write_tokens=int(getattr(raw, "cache_creation_input_tokens", 0) or 0),
+        output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
+    )
+
+
+def total_input(usage: Usage) -> int:
+    return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+
+
+# --- cache breakpoints ----------------------------------------------------------------------------
+
+
+def _content_blocks(message: Mapping[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def count_breakpoints(body: Mapping[str, Any]) -> int:
+    system = body.get("system")
+    blocks: list[Any] = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
+    for message in body.get("messages") or []:
+        blocks += _content_blocks(message)
+    return sum(1 for b in blocks if isinstance(b, Mapping) and "cache_control" in b)
+
+
+def _without_cache_control(message: Mapping[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return dict(message)
+    stripped = [
+        {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b
+        for b in content
+    ]
+    return {**message, "content": stripped}
+
+
+def _with_cache_control(message: Mapping[str, Any]) -> dict[str, Any]:
+    content = list(_content_blocks(message))
+    if not content:
+        return dict(message)
+    content[-1] = {**content[-1], "cache_control": dict(ROUND_CACHE_CONTROL)}
+    return {**message, "content": content}
+
+
+def extend_messages(body: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`body` with this turn's tool-round messages appended and a breakpoint on the newest one.
+
+    When the assembler already used every breakpoint, the oldest message-level ones give way (the
+    provider looks back up to 20 blocks from a breakpoint, so the round's breakpoint still finds
+    the history prefix). With all four spent on tools and system, the rounds go uncached.
+    """
+    messages = [dict(m) for m in body.get("messages") or []]
+    if not rounds:
+        return {**body, "messages": messages}
+    used = count_breakpoints(body)
+    for index, message in enumerate(messages):
+        if used < MAX_BREAKPOINTS:
+            break
+        marked = sum(1 for b in _content_blocks(message) if "cache_control" in b)
+        if marked:
+            messages[index] = _without_cache_control(message)
+            used -= marked
+    tail = [_without_cache_control(m) for m in rounds]
+    if used < MAX_BREAKPOINTS:
+        tail[-1] = _with_cache_control(tail[-1])
+    return {**body, "messages": messages + tail}

@@ -1,0 +1,159 @@
+"""Fixtures for the model runtime: the fake Anthropic server, a runtime on it, a tiny assembler.
+
+The tiny assembler stands in for `bot.prompt`'s: one cached system block, history replayed as
+messages (tool calls as tool_use / tool_result blocks) with a breakpoint on the last history
+message, then the current user text. Time is fake: sleeps advance a clock and are recorded.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from bot.config import ModelSettings
+from bot.model import AnthropicRuntime
+from bot.ports import AssembledRequest, Tool, ToolSpec, TurnPlan
+from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.fakes.anthropic import FakeAnthropic, count_request
+
+MODEL = "claude-test-1"
+SYSTEM = "You are Testbot, a careful assistant for the test team. " * 40
+
+
+class FakeTime:
+    """An injectable clock and sleep: sleeping only moves the clock and is recorded."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def entry_message(entry: HistoryEntry) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    for block in entry.blocks:
+        if isinstance(block, TextBlock):
+            label = f"{entry.speaker}: " if entry.speaker else ""
+            blocks.append({"type": "text", "text": label + block.text})
+        elif isinstance(block, ToolUseBlock):
+            blocks.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+        elif isinstance(block, ToolResultBlock):
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": block.tool_use_id,
+                "content": block.content,
+            }
+            if block.is_error:
+                result["is_error"] = True
+            blocks.append(result)
+    return {"role": entry.role, "content": blocks}
+
+
+def make_assemble(
+    text: str, tools: Sequence[Tool] = (), max_tokens: int = 1024
+) -> Callable[[Sequence[HistoryEntry]], AssembledRequest]:
+    def assemble(history: Sequence[HistoryEntry]) -> AssembledRequest:
+        messages = [entry_message(entry) for entry in history]
+        if messages:
+            last = messages[-1]["content"]
+            last[-1] = {**last[-1], "cache_control": {"type": "ephemeral"}}
+        messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        body: dict[str, Any] = {
+            "model": MODEL,
+            "max_tokens": max_tokens,
+            "system": [
+                {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}},
+            ],
+            "messages": messages,
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "name": t.spec.name,
+                    "description": t.spec.description,
+                    "input_schema": dict(t.spec.input_schema),
+                }
+                for t in tools
+            ]
+        return AssembledRequest(body, count_request(body), len(history))
+
+    return assemble
+
+
+def plan(
+    text: str,
+    history: Sequence[HistoryEntry] = (),
+    tools: Sequence[Tool] = (),
+    **kwargs: Any,
+) -> TurnPlan:
+    return TurnPlan(
+        turn_id="turn-1",
+        conversation_key="console:test",
+        history=tuple(history),
+        assemble=make_assemble(text, tools),
+        tools=tuple(tools),
+        **kwargs,
+    )
+
+
+class RecordingTool:
+    """A real Tool: answers from a function and records every call's arguments."""
+
+    def __init__(self, name: str, answer: Callable[[dict[str, Any]], str]) -> None:
+        self.spec = ToolSpec(
+            name=name,
+            description=f"The {name} test tool.",
+            input_schema={"type": "object", "properties": {"query": {"type": "string"}}},
+        )
+        self.calls: list[dict[str, Any]] = []
+        self._answer = answer
+
+    async def __call__(self, arguments: Any) -> str:
+        self.calls.append(dict(arguments))
+        return self._answer(dict(arguments))
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_time() -> FakeTime:
+    return FakeTime()
+
+
+@pytest.fixture
+def make_runtime(fake: FakeAnthropic, fake_time: FakeTime) -> Callable[..., AnthropicRuntime]:
+    """Build runtimes on the fake; closed at teardown by the fixture's caller (`runtime`)."""
+
+    def build(**settings: Any) -> AnthropicRuntime:
+        values: dict[str, Any] = {"name": MODEL, "base_url": fake.base_url, **settings}
+        return AnthropicRuntime(
+            ModelSettings(**values),
+            "sk-test-key",
+            sleep=fake_time.sleep,
+            clock=fake_time.clock,
+            rng=random.Random(7),
+        )
+
+    return build
+
+
+@pytest.fixture
+async def runtime(make_runtime: Callable[..., AnthropicRuntime]) -> AsyncIterator[AnthropicRuntime]:
+    built = make_runtime()
+    yield built
+    await built.aclose()

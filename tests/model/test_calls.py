@@ -1,0 +1,218 @@
+"""Streaming calls, retries and failures of the model runtime, against the fake server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import pytest
+
+from bot.config import ModelSettings
+from bot.model import AnthropicRuntime, ModelAuthError, ModelError
+from bot.ports import AssembledRequest, TurnFailed, Usage
+from bot.prompt.tokens import TokenCounter
+from bot.turns import HistoryEntry
+from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.model.conftest import MODEL, FakeTime, plan
+
+
+async def test_streams_deltas_and_returns_the_answer(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.script("The deploy runs at nine, from the main branch.")
+    deltas: list[str] = []
+
+    async def on_text(delta: str) -> None:
+        deltas.append(delta)
+
+    outcome = await runtime.run(plan("When is the deploy?", on_text=on_text))
+
+    assert outcome.text == "The deploy runs at nine, from the main branch."
+    assert len(deltas) > 1
+    assert "".join(deltas) == outcome.text
+    assert [(e.role, e.text) for e in outcome.entries] == [("assistant", outcome.text)]
+    assert outcome.history is None
+    assert outcome.attempts == 1
+    sent = fake.requests[0]
+    assert sent["stream"] is True
+    assert outcome.request is not None
+    assert outcome.request["messages"] == sent["messages"]
+    usage = fake.usages[0]
+    assert outcome.usage == Usage(
+        usage["input_tokens"],
+        usage["cache_read_input_tokens"],
+        usage["cache_creation_input_tokens"],
+        usage["output_tokens"],
+    )
+
+
+async def test_sends_the_key_and_the_assembled_body_as_is(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    p = plan("hello")
+    await runtime.run(p)
+    expected = dict(p.assemble(()).body)
+    sent = {k: v for k, v in fake.requests[0].items() if k != "stream"}
+    assert sent == expected
+
+
+async def test_overload_then_rate_limit_then_answer(
+    runtime: AnthropicRuntime, fake: FakeAnthropic, fake_time: FakeTime
+) -> None:
+    fake.fail(529)
+    fake.fail(429, retry_after=1)
+    fake.script("third time lucky")
+
+    outcome = await runtime.run(plan("hi"))
+
+    assert outcome.text == "third time lucky"
+    assert outcome.attempts == 3
+    assert len(fake.requests) == 3
+    assert len(fake_time.sleeps) == 2
+    assert 0 < fake_time.sleeps[0] <= 0.5  # backoff with jitter on the first retry
+    assert fake_time.sleeps[1] == 1.0  # the server's retry-after, honoured
+
+
+@pytest.mark.parametrize("status", [500, 503])
+async def test_server_errors_and_dropped_connections_are_retried(
+    runtime: AnthropicRuntime, fake: FakeAnthropic, status: int
+) -> None:
+    fake.fail(status)
+    fake.disconnect()
+    outcome = await runtime.run(plan("hi"))
+    assert outcome.attempts == 3
+    assert outcome.text.startswith("Answer to: hi")
+
+
+async def test_a_stalled_call_times_out_and_is_retried(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
+) -> None:
+    runtime = make_runtime(timeout=0.2)
+    fake.stall(1.0)
+    try:
+        outcome = await runtime.run(plan("hi"))
+    finally:
+        await runtime.aclose()
+    assert outcome.attempts == 2
+
+
+async def test_bad_request_is_not_retried(runtime: AnthropicRuntime, fake: FakeAnthropic) -> None:
+    fake.fail(400)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    assert len(fake.requests) == 1
+    assert caught.value.attempts == 1
+    assert "not retried" in str(caught.value)
+    assert caught.value.reply
+    assert "couldn't answer right now" in caught.value.reply
+
+
+async def test_bad_key_is_not_retried_and_names_the_variable(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.fail(401)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    assert len(fake.requests) == 1
+    assert "ANTHROPIC_API_KEY" in str(caught.value)
+    assert "sk-test-key" not in str(caught.value)
+
+
+async def test_forbidden_is_not_retried(runtime: AnthropicRuntime, fake: FakeAnthropic) -> None:
+    fake.fail(403)
+    with pytest.raises(TurnFailed):
+        await runtime.run(plan("hi"))
+    assert len(fake.requests) == 1
+
+
+async def test_gives_up_after_max_retries(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
+) -> None:
+    runtime = make_runtime(max_retries=2)
+    fake.fail(529, times=5)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    await runtime.aclose()
+    assert len(fake.requests) == 3
+    assert caught.value.attempts == 3
+    assert "max_retries = 2" in str(caught.value)
+    assert caught.value.reply
+    assert "couldn't answer right now" in caught.value.reply
+
+
+async def test_gives_up_when_retry_after_exceeds_the_budget(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic, fake_time: FakeTime
+) -> None:
+    runtime = make_runtime(retry_budget=10)
+    fake.fail(429, retry_after=30)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    await runtime.aclose()
+    assert caught.value.attempts == 1
+    assert fake_time.sleeps == []
+
+
+async def test_budget_counts_the_time_already_spent(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic, fake_time: FakeTime
+) -> None:
+    runtime = make_runtime(retry_budget=5, max_retries=10)
+    fake.fail(429, times=10, retry_after=2)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    await runtime.aclose()
+    assert fake_time.sleeps == [2, 2]  # a third wait would pass the 5-second budget
+    assert caught.value.attempts == 3
+
+
+async def test_failure_carries_partial_text_and_usage(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.fail(400)
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    assert caught.value.partial_text == ""
+    assert caught.value.request is not None
+    assert caught.value.request["messages"][-1]["content"][0]["text"] == "hi"
+
+
+async def test_thinking_is_streamed_nowhere_and_never_stored(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.script(Reply(text="The answer.", thinking="Let me think about secrets."))
+    outcome = await runtime.run(plan("q"))
+    assert outcome.text == "The answer."
+    assert all("secrets" not in e.text for e in outcome.entries)
+
+
+async def test_usage_calibrates_the_token_counter(fake: FakeAnthropic, fake_time: FakeTime) -> None:
+    counter = TokenCounter(calibration=1.0)
+    runtime = AnthropicRuntime(
+        ModelSettings(name=MODEL, base_url=fake.base_url),
+        "sk-test-key",
+        counter,
+        sleep=fake_time.sleep,
+        clock=fake_time.clock,
+    )
+    base = plan("hi")
+
+    def underestimate(history: Sequence[HistoryEntry]) -> AssembledRequest:
+        request = base.assemble(history)
+        return replace(request, estimated_tokens=request.estimated_tokens // 2)
+
+    await runtime.run(replace(base, assemble=underestimate))
+    await runtime.aclose()
+    assert counter.calibration > 1.0  # billed twice the estimate: the factor moves up
+
+
+async def test_ping_names_the_key_on_401(runtime: AnthropicRuntime, fake: FakeAnthropic) -> None:
+    fake.fail(401)
+    with pytest.raises(ModelAuthError, match="ANTHROPIC_API_KEY"):
+        await runtime.ping()
+    await runtime.ping()  # and works once the key is accepted
+    assert fake.requests[-1]["max_tokens"] == 1
+
+
+async def test_ping_reports_other_failures(runtime: AnthropicRuntime, fake: FakeAnthropic) -> None:
+    fake.fail(500)
+    with pytest.raises(ModelError, match=r"model\.name"):
+        await runtime.ping()
