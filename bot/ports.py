@@ -49,6 +49,9 @@ class MemoryScope:
     surface: str
     person: str | None = None
     private: bool = False
+    # A console or request-driven turn, whose surface is its conversation key: it recalls only
+    # that conversation's memories unless `memory.wide_console_recall` widens it to all.
+    surfaceless: bool = False
 
 
 @dataclass(frozen=True, slots=True)

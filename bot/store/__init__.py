@@ -22,14 +22,18 @@ from bot.store.errors import (
 )
 from bot.store.history import ConversationInfo, SqliteHistory
 from bot.store.ledger import SqliteLedger
+from bot.store.memory import SqliteMemory, StoredMemory
+from bot.store.records import RecordSummary, SqliteTurnRecords
 
 __all__ = [
     "ConversationInfo",
+    "RecordSummary",
     "SchemaTooNewError",
     "Store",
     "StoreClosedError",
     "StoreError",
     "StoreOpenError",
+    "StoredMemory",
     "open_store",
 ]
 
@@ -40,6 +44,8 @@ class Store:
 
     db: Database
     history: SqliteHistory
+    memory: SqliteMemory
+    records: SqliteTurnRecords
     ledger: SqliteLedger
     buffer: SqliteChatBuffer
 
@@ -62,6 +68,8 @@ async def open_store(
     return Store(
         db=db,
         history=SqliteHistory(db, settings, clock),
+        memory=SqliteMemory(db, memory, clock),
+        records=SqliteTurnRecords(db, settings.turn_records_keep),
         ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
     )

@@ -1,0 +1,134 @@
+"""Turn records: what each turn sent and got (request as sent, usage, latency, outcome), bounded.
+
+A record is stored as one JSON document with every string passed through the log redactor first,
+so a credential pasted into a message or echoed in an error never reaches the file. Only the
+newest `turn_records_keep` records are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiosqlite
+
+from bot.logs import redact_value
+from bot.ports import TurnRecord
+from bot.store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """One line of `bot turns list`."""
+
+    turn_id: str
+    conversation_key: str
+    started_at: datetime
+    outcome: str
+    latency_ms: float
+    input_tokens: int
+    output_tokens: int
+
+
+def record_document(record: TurnRecord) -> dict[str, Any]:
+    """The record as a redacted, JSON-ready document."""
+    latency = (record.finished_at - record.started_at).total_seconds() * 1000
+    document = {
+        "turn_id": record.turn_id,
+        "conversation_key": record.conversation_key,
+        "channel": record.channel,
+        "started_at": record.started_at.isoformat(),
+        "finished_at": record.finished_at.isoformat(),
+        "latency_ms": round(latency, 1),
+        "outcome": record.outcome,
+        "attempts": record.attempts,
+        "error": record.error,
+        "usage": {
+            "input_tokens": record.usage.input_tokens,
+            "cache_read_tokens": record.usage.cache_read_tokens,
+            "cache_write_tokens": record.usage.cache_write_tokens,
+            "output_tokens": record.usage.output_tokens,
+        },
+        "details": _plain(record.details),
+        "request": _plain(record.request) if record.request is not None else None,
+    }
+    redacted: dict[str, Any] = redact_value(document, ())
+    return redacted
+
+
+def _plain(value: Mapping[str, Any]) -> Any:
+    """Plain JSON data (dicts, lists, strings...) so the redactor reaches every string."""
+    return json.loads(json.dumps(dict(value), ensure_ascii=False, default=str))
+
+
+class SqliteTurnRecords:
+    """The TurnRecords port, plus `show` and `recent` for `bot turns`."""
+
+    def __init__(self, db: Database, keep: int):
+        self._db = db
+        self._keep = keep
+
+    async def save(self, record: TurnRecord) -> None:
+        if self._keep == 0:
+            return
+        body = json.dumps(record_document(record), ensure_ascii=False)
+
+        async def save(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                """INSERT OR REPLACE INTO turn_records
+                       (turn_id, conversation_key, started_at, outcome, body)
+                   VALUES (?, ?, ?, ?, ?)""",
+                (
+                    record.turn_id,
+                    record.conversation_key,
+                    record.started_at.timestamp(),
+                    record.outcome,
+                    body,
+                ),
+            )
+            await conn.execute(
+                """DELETE FROM turn_records WHERE seq < (
+                       SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET ?)""",
+                (self._keep - 1,),
+            )
+
+        await self._db.write(save)
+
+    async def show(self, turn_id: str) -> dict[str, Any] | None:
+        """The whole stored record (redacted), or None."""
+        row = await self._db.fetch_one(
+            "SELECT body FROM turn_records WHERE turn_id = ?", (turn_id,)
+        )
+        if row is None:
+            return None
+        document: dict[str, Any] = json.loads(row["body"])
+        return document
+
+    async def recent(
+        self, conversation: str | None = None, *, limit: int = 20
+    ) -> list[RecordSummary]:
+        """The newest records, newest first; of one conversation when given."""
+        where, params = (
+            ("WHERE conversation_key = ?", (conversation,)) if conversation else ("", ())
+        )
+        rows = await self._db.fetch_all(
+            f"SELECT body FROM turn_records {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+        )
+        return [_summary(json.loads(row["body"])) for row in rows]
+
+
+def _summary(document: Mapping[str, Any]) -> RecordSummary:
+    usage = document.get("usage") or {}
+    started = datetime.fromisoformat(document["started_at"])
+    return RecordSummary(
+        turn_id=document["turn_id"],
+        conversation_key=document["conversation_key"],
+        started_at=started if started.tzinfo else started.replace(tzinfo=UTC),
+        outcome=document["outcome"],
+        latency_ms=float(document.get("latency_ms", 0.0)),
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+    )
