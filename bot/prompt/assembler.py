@@ -20,8 +20,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-import structlog
-
 from bot.ports import AssembledRequest, MemoryHit, ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.message import (
@@ -45,8 +43,6 @@ from bot.prompt.skills import (
 )
 from bot.prompt.tokens import TokenCounter
 from bot.turns import HistoryEntry, TextBlock, TurnRequest
-
-log = structlog.get_logger(__name__)
 
 CacheTtl = Literal["5m", "1h"]
 # Floors above this share of the input budget leave history too little room to be useful (it is
@@ -179,15 +175,6 @@ class Assembler:
     ) -> str:
         fence = preceding_fence(request.preceding, self._zone)
         label = speaker_label(request.speaker) if request.speaker is not None else None
-        log.info(
-            "turn_context",
-            turn_id=request.turn_id,
-            conversation_key=request.conversation_key,
-            speaker=label,
-            preceding=fence.shown,
-            preceding_dropped=fence.dropped,
-            preceding_bytes=fence.entry_bytes,
-        )
         said = person_text(request.text if text is None else text, request.attachments)
         core = [speaker_tag(label)] if label is not None else []
         core += [skill_block(skill, self._skill_max_bytes) for skill in turn_skills]

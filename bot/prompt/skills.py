@@ -1,18 +1,16 @@
 """Skills in the prompt: the agent's texts, the skill index, capped skill bodies, `/skill` commands.
 
 Selected skills ride the system prompt whole (capped); every other skill is one line of the index,
-which tells the model it can read a body with the read-only `load_skill` tool (`LoadSkillTool`).
+which tells the model it can read a body with the read-only `load_skill` tool (`bot.tools`).
 A person can pull a skill into one message by starting it with `/skill-name`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bot.ports import ToolError, ToolSpec
 from bot.prompt.fence import cut_utf8, one_line, utf8_len
 
 INDEX_MAX_BYTES = 16 * 1024
@@ -126,36 +124,3 @@ def render_selected(skills: Sequence[Skill], max_bytes: int) -> str:
     """The selected skills' instructions (section 4), or "" when none is selected."""
     parts = [f"# Skill: {one_line(s.name, 64)}\n\n{capped_body(s, max_bytes)}" for s in skills]
     return "\n\n".join(parts)
-
-
-class LoadSkillTool:
-    """The read-only `load_skill` tool: returns an indexed skill's instructions, capped."""
-
-    def __init__(self, agent: AgentTexts, *, skill_max_bytes: int = 48_000) -> None:
-        self._skills = agent.skills
-        self._max_bytes = skill_max_bytes
-
-    @property
-    def spec(self) -> ToolSpec:
-        return ToolSpec(
-            name=LOAD_SKILL_TOOL,
-            description=(
-                "Read the full instructions of a skill listed in the skill index. Read-only; "
-                "returns the instructions as text."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {"name": {"type": "string", "description": "the skill's name"}},
-                "required": ["name"],
-            },
-        )
-
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
-        name = arguments.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise ToolError("load_skill needs a `name` argument: a skill name from the index.")
-        skill = find_skill(self._skills, name.strip().lstrip("/"))
-        if skill is None:
-            known = ", ".join(sorted(s.name for s in self._skills)) or "none"
-            raise ToolError(f"There is no skill called {name!r}. Known skills: {known}.")
-        return capped_body(skill, self._max_bytes)
