@@ -55,7 +55,7 @@ class AgentSettings(_Section):
 
 
 class ModelSettings(_Section):
-    name: str = "claude-sonnet-4-5"
+    name: str = "claude-sonnet-4-6"
     base_url: str | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
     context_window: Annotated[int, Field(ge=1024)] | None = None
@@ -117,6 +117,10 @@ class TelegramSettings(_Section):
     allowed_chat_ids: list[int] = []
     allowed_user_ids: list[int] = []
     group_buffer: Annotated[int, Field(ge=1, le=1000)] = 50
+    # Webhook mode: the route on the [http] port that Telegram posts updates to.
+    webhook_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/telegram/webhook"
+    # Polling mode: how long one getUpdates long poll may wait for news (Telegram allows 0-50 s).
+    poll_timeout: Annotated[int, Field(ge=0, le=50)] = 30
 
 
 class HttpSettings(_Section):

@@ -514,7 +514,9 @@ class Host:
 def memory_scope(request: TurnRequest) -> MemoryScope:
     """Where this turn's words were heard, for the memory privacy rule (SPEC §6)."""
     if request.surface is None:
-        return MemoryScope(surface=request.conversation_key, person=request.person)
+        return MemoryScope(
+            surface=request.conversation_key, person=request.person, surfaceless=True
+        )
     return MemoryScope(
         surface=f"{request.channel}:{request.surface.id}",
         person=request.person,

@@ -1,0 +1,46 @@
+"""Fixtures for host tests: the real composition (store, assembler, Anthropic runtime) against the
+fake Anthropic server, with the console channel as the way in and out."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from bot.cli.compose import App
+from bot.config import Config, load_config
+from channels.console import ConsoleChannel
+from tests.conftest import write_config
+from tests.fakes.anthropic import FakeAnthropic
+
+AppFactory = Callable[..., App]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def make_config(agent_dir: Path, fake: FakeAnthropic) -> Callable[..., Config]:
+    def make(extra: str = "", **env: str) -> Config:
+        write_config(agent_dir, "[model]\nmax_retries = 0\n" + extra)
+        environment = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            **env,
+        }
+        return load_config(agent_dir / "bot.toml", env=environment)
+
+    return make
+
+
+def console(app: App, name: str = "test", text: str = "") -> tuple[ConsoleChannel, io.StringIO]:
+    """A console channel attached to `app`, reading `text` and writing to the returned buffer."""
+    out = io.StringIO()
+    channel = ConsoleChannel(f"console:{name}", stdin=io.StringIO(text), stdout=out)
+    app.host.attach(channel.name, channel.deliverer)
+    return channel, out

@@ -1,0 +1,269 @@
+"""The host pipeline end to end: lanes, publish, continuity accounts, refusals, shutdown.
+
+Everything real except the model server: the composition root builds the SQLite store, the
+assembler and the Anthropic runtime (the real SDK), pointed at the fake Messages API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+
+from bot.cli.compose import App
+from bot.config import Config
+from bot.ports import Admission
+from bot.turns import TextBlock
+from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply
+from tests.host.conftest import console
+
+MakeConfig = Callable[..., Config]
+
+
+def _user_texts(body: dict[str, object]) -> list[str]:
+    texts = []
+    for message in body["messages"]:  # type: ignore[attr-defined]
+        for block in message["content"]:
+            if block.get("type") == "text":
+                texts.append(block["text"])
+    return texts
+
+
+async def test_console_turns_publish_history_that_survives_a_restart(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    config = make_config()
+    fake.script("first answer", "second answer")
+    async with App(config, channels=False, http=False) as app:
+        channel, out = console(app, "demo", "hello there\nwhat did I say?\n")
+        await channel.start(app.host)
+    assert out.getvalue().splitlines() == ["first answer", "second answer"]
+
+    async with App(config, channels=False, http=False) as app:
+        history = await app.store.history.load("console:demo")
+    assert [entry.role for entry in history] == ["user", "assistant"] * 2
+    assert [entry.text for entry in history] == [
+        "hello there",
+        "first answer",
+        "what did I say?",
+        "second answer",
+    ]
+    # The second request replayed the first turn as structured history, exactly once.
+    second = fake.requests[1]
+    assert _user_texts(second).count("hello there") == 1
+    assert second["messages"][1]["role"] == "assistant"
+    assert second["messages"][1]["content"][0]["text"] == "first answer"
+
+
+async def test_one_conversation_runs_strictly_in_order(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.stall(0.05, times=3)
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        results = await asyncio.gather(
+            *(app.host.run(channel.request(f"message {n}")) for n in range(3))
+        )
+    assert [r.outcome for r in results] == ["ok", "ok", "ok"]
+    # Each request saw every earlier turn of the conversation: the lane ran them one by one.
+    for n, body in enumerate(fake.requests):
+        texts = " ".join(_user_texts(body))
+        assert all(f"message {m}" in texts for m in range(n + 1))
+
+
+async def test_different_conversations_run_concurrently(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.stall(0.3, times=2)
+    async with App(make_config(), channels=False, http=False) as app:
+        one, _ = console(app, "one")
+        two, _ = console(app, "two")
+        first = asyncio.create_task(app.host.run(one.request("hi from one")))
+        second = asyncio.create_task(app.host.run(two.request("hi from two")))
+        await asyncio.sleep(0.15)
+        # Both turns are in flight at once: each lane holds one running turn.
+        assert app.host.queue_depth == 2
+        await asyncio.gather(first, second)
+
+
+async def test_a_full_lane_answers_busy_without_a_model_call(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.stall(0.2, times=1)
+    config = make_config("[host]\nqueue_per_conversation = 1\n")
+    async with App(config, channels=False, http=False) as app:
+        channel, out = console(app)
+        running = asyncio.create_task(app.host.run(channel.request("first")))
+        await asyncio.sleep(0.05)  # the first turn is running; the queue is empty
+        queued = asyncio.create_task(app.host.run(channel.request("second")))
+        await asyncio.sleep(0)
+        refused = await app.host.submit(channel.request("third"))
+        await asyncio.gather(running, queued)
+    assert refused is Admission.BUSY
+    assert "still working" in out.getvalue()
+    assert len(fake.requests) == 2
+
+
+async def test_a_person_over_the_rate_gets_a_polite_answer(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    config = make_config("[host]\nturns_per_person_per_minute = 2\n")
+    async with App(config, channels=False, http=False) as app:
+        channel, out = console(app)
+        outcomes = []
+        for n in range(3):
+            request = replace(channel.request(f"m{n}"), person="slack:T1:U1")
+            outcomes.append((await app.host.run(request)).outcome)
+    assert outcomes == ["ok", "ok", "rate_limited"]
+    assert "faster than I can answer" in out.getvalue()
+    assert len(fake.requests) == 2
+
+
+async def test_a_failed_turn_publishes_a_continuity_account(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.fail(400, body="bad request for testing")
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        failed = await app.host.run(channel.request("please do the thing"))
+        ok = await app.host.run(channel.request("did it work?"))
+        history = await app.store.history.load(channel.conversation)
+    assert failed.outcome == "failed"
+    assert "couldn't" in out.getvalue().lower() or "could not" in out.getvalue().lower()
+    assert ok.outcome == "ok"
+    assert history[0].text == "please do the thing"
+    assert history[1].role == "assistant"
+    assert "did not complete" in history[1].text
+    # The next turn's request carries the account, so the model knows what happened.
+    assert any("did not complete" in text for text in _assistant_texts(fake.requests[-1]))
+
+
+def _assistant_texts(body: dict[str, object]) -> list[str]:
+    return [
+        block["text"]
+        for message in body["messages"]  # type: ignore[attr-defined]
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if block.get("type") == "text"
+    ]
+
+
+async def test_shutdown_cancels_a_turn_past_the_grace_and_keeps_its_account(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.stall(5.0, times=1)
+    config = make_config("[host]\nshutdown_grace = 0.1\n")
+    async with App(config, channels=False, http=False) as app:
+        channel, _ = console(app)
+        running = asyncio.create_task(app.host.run(channel.request("a long job")))
+        await asyncio.sleep(0.1)
+        await app.host.close()
+        result = await running
+        history = await app.store.history.load(channel.conversation)
+    assert result.outcome == "cancelled"
+    assert [entry.role for entry in history] == ["user", "assistant"]
+    assert "did not complete" in history[1].text
+    assert await _closed_refuses(config)
+
+
+async def _closed_refuses(config: Config) -> bool:
+    async with App(config, channels=False, http=False) as app:
+        channel, _ = console(app)
+        await app.host.close()
+        return await app.host.submit(channel.request("late")) is Admission.CLOSED
+
+
+async def test_unknown_skill_gets_a_clear_reply_and_no_model_call(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        result = await app.host.run(channel.request("/no-such-skill do it"))
+    assert result.outcome == "refused"
+    assert "no-such-skill" in out.getvalue()
+    assert "summarize" in out.getvalue()
+    assert fake.requests == []
+
+
+async def test_a_skill_command_rides_the_user_message_not_the_system_prompt(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        await app.host.run(channel.request("/summarize the thread above"))
+        history = await app.store.history.load(channel.conversation)
+    body = fake.requests[0]
+    system = " ".join(block["text"] for block in body["system"])
+    assert "List decisions, then open questions" not in system
+    current = " ".join(block["text"] for block in body["messages"][-1]["content"])
+    assert "List decisions, then open questions" in current
+    assert history[0].text == "the thread above"
+
+
+async def test_overflow_compacts_and_the_next_request_starts_with_the_summary(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        for n in range(4):
+            await app.host.run(channel.request(f"note {n}: the deploy key is kept in vault"))
+        fake.fail(400, body=OVERFLOW)
+        fake.script("Summary: four notes about the deploy key in vault.", "answer after compaction")
+        result = await app.host.run(channel.request("what do you know?"))
+        history = await app.store.history.load(channel.conversation)
+    assert result.outcome == "ok"
+    assert history[0].summary
+    assert history[-1].text == "answer after compaction"
+    assert len(history) < 10
+
+
+async def test_compact_command_replaces_history_with_a_summary(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        for n in range(3):
+            await app.host.run(channel.request(f"fact {n}"))
+        fake.script("Summary of facts 0 to 2.")
+        result = await app.host.run(channel.request("/compact"))
+        history = await app.store.history.load(channel.conversation)
+    assert result.outcome == "ok"
+    assert history[0].summary
+    assert isinstance(history[0].blocks[0], TextBlock)
+
+
+async def test_memory_captured_in_one_conversation_is_recalled_in_the_same_scope(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    config = make_config("[memory]\nwide_console_recall = true\n")
+    async with App(config, channels=False, http=False) as app:
+        first, _ = console(app, "first")
+        await app.host.run(first.request("remember: the staging database is called heron"))
+        await app.host.idle()
+        second, _ = console(app, "second")
+        await app.host.run(second.request("which staging database?"))
+    last = fake.requests[-1]["messages"][-1]
+    last_user = " ".join(block["text"] for block in last["content"])
+    assert "heron" in last_user
+    assert "which staging database?" in last_user
+
+
+async def test_tool_rounds_are_published_and_replayed(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    from tests.fakes.anthropic import ToolCall
+
+    fake.script(
+        Reply(tool_calls=[ToolCall(name="memory_recall", input={"query": "heron"})]),
+        "done",
+    )
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        await app.host.run(channel.request("look it up"))
+        await app.host.run(channel.request("again"))
+        history = await app.store.history.load(channel.conversation)
+    kinds = [[type(b).__name__ for b in entry.blocks] for entry in history]
+    assert kinds[:4] == [["TextBlock"], ["ToolUseBlock"], ["ToolResultBlock"], ["TextBlock"]]
+    replayed = fake.requests[-1]["messages"]
+    assert replayed[1]["content"][0]["type"] == "tool_use"
+    assert replayed[2]["content"][0]["type"] == "tool_result"
