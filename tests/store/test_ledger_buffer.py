@@ -1,0 +1,97 @@
+"""The processed-event ledger and the per-chat buffer."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bot.config import MemorySettings, StoreSettings
+from bot.store import Store, open_store
+from bot.store.ledger import SqliteLedger
+from bot.turns import PrecedingMessage
+from tests.store.conftest import Clock
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def message(n: int, text: str | None = None) -> PrecedingMessage:
+    return PrecedingMessage(
+        at=T0 + timedelta(seconds=n), name=f"Person {n}", text=text or f"line {n}", handle="p"
+    )
+
+
+async def test_first_sight_is_true_once_per_source_and_id(store: Store) -> None:
+    assert await store.ledger.first_sight("slack", "Ev1") is True
+    assert await store.ledger.first_sight("slack", "Ev1") is False
+    assert await store.ledger.first_sight("telegram", "Ev1") is True
+
+
+async def test_racing_redeliveries_get_exactly_one_true(store: Store) -> None:
+    answers = await asyncio.gather(*(store.ledger.first_sight("slack", "Ev9") for _ in range(20)))
+    assert answers.count(True) == 1
+
+
+async def test_ledger_is_bounded_by_age_and_count(store: Store, clock: Clock) -> None:
+    ledger = SqliteLedger(store.db, clock, keep=5, max_age_days=1)
+    for n in range(3):
+        await ledger.first_sight("slack", f"old{n}")
+    clock.advance(2 * 86_400)
+    for n in range(8):
+        await ledger.first_sight("slack", f"new{n}")
+        clock.advance(1)
+
+    await ledger.prune()
+
+    rows = await store.db.fetch_all("SELECT event_id FROM events ORDER BY seen_at")
+    assert [row["event_id"] for row in rows] == [f"new{n}" for n in range(3, 8)]
+
+
+async def test_take_returns_oldest_first_and_empties(store: Store) -> None:
+    for n in range(3):
+        await store.buffer.append("telegram:-100", message(n))
+    await store.buffer.append("telegram:-200", message(9))
+
+    taken = await store.buffer.take("telegram:-100")
+
+    assert [m.text for m in taken] == ["line 0", "line 1", "line 2"]
+    assert taken[0] == message(0)
+    assert await store.buffer.take("telegram:-100") == []
+    assert [m.text for m in await store.buffer.take("telegram:-200")] == ["line 9"]
+
+
+async def test_buffer_keeps_the_newest_per_chat(db_path: Path, clock: Clock) -> None:
+    store = await open_store(
+        StoreSettings(path=db_path), MemorySettings(), buffer_size=4, clock=clock
+    )
+    try:
+        for n in range(10):
+            await store.buffer.append("telegram:-100", message(n))
+        assert [m.text for m in await store.buffer.take("telegram:-100")] == [
+            "line 6",
+            "line 7",
+            "line 8",
+            "line 9",
+        ]
+    finally:
+        await store.aclose()
+
+
+async def test_buffer_bounds_each_message(store: Store) -> None:
+    await store.buffer.append("telegram:-100", message(1, text="w" * 100_000))
+
+    (taken,) = await store.buffer.take("telegram:-100")
+
+    assert len(taken.text.encode()) <= 4096
+
+
+async def test_buffer_survives_a_restart(db_path: Path) -> None:
+    first = await open_store(StoreSettings(path=db_path), MemorySettings())
+    await first.buffer.append("telegram:-100", message(1))
+    await first.aclose()
+
+    second = await open_store(StoreSettings(path=db_path), MemorySettings())
+    try:
+        assert [m.text for m in await second.buffer.take("telegram:-100")] == ["line 1"]
+    finally:
+        await second.aclose()
