@@ -32,6 +32,7 @@ from bot.turns import (
 )
 
 HELP = "print the exact model request for an event file"
+DEFAULT_BUDGET = 4000  # channels without a splitter of their own (console)
 
 
 class EventError(ValueError):
@@ -68,7 +69,7 @@ async def _preview(config: Config, request: TurnRequest) -> Mapping[str, Any]:
 
     settings = config.settings
     agent = load_agent(settings.agent)
-    assembler = build_assembler(config, agent, TokenCounter(settings.model.token_calibration))
+    assembler = build_assembler(config, agent, TokenCounter(calibration=settings.model.token_calibration))
     skills, text = assembler.split_skill_command(request.text)
     history: list[HistoryEntry] = []
     hits: list[Any] = []
@@ -197,13 +198,13 @@ def _time(value: str) -> datetime:
 
 
 def message_budget(channel: str) -> int:
-    """The per-part limit the channel's deliverer splits with (the same constant)."""
+    """The per-part limit the channel's deliverer splits with (the very same constant)."""
     if channel == "slack":
-        from channels.slack import MESSAGE_BUDGET as slack_budget
+        from channels.slack.split import MESSAGE_BUDGET
 
-        return slack_budget
+        return MESSAGE_BUDGET
     if channel == "telegram":
-        from channels.telegram import MESSAGE_BUDGET as telegram_budget
+        from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT
 
-        return telegram_budget
-    return Surface.__dataclass_fields__["message_budget"].default  # type: ignore[no-any-return]
+        return TELEGRAM_MESSAGE_LIMIT
+    return DEFAULT_BUDGET

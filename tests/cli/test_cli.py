@@ -1,0 +1,171 @@
+"""The `bot` command as a person runs it: real subprocesses, exit codes, what gets printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_config
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+
+
+def bot(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
+    }
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd or REPO,
+        timeout=60,
+    )
+
+
+def test_help_lists_every_command() -> None:
+    result = bot("--help")
+    assert result.returncode == 0
+    for command in (
+        "chat",
+        "run",
+        "preview",
+        "history",
+        "memory",
+        "turns",
+        "cron",
+        "init",
+        "doctor",
+    ):
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ("[model]\nmax_turn = 3\n", "model.max_turn"),
+        ("[model]\nmax_turns = 'lots'\n", "model.max_turns"),
+    ],
+)
+def test_broken_config_exits_non_zero_with_one_clear_message(
+    agent_dir: Path, extra: str, key: str
+) -> None:
+    write_config(agent_dir, extra)
+    result = bot("--config", str(agent_dir / "bot.toml"), "chat")
+    assert result.returncode == 2
+    assert key in result.stderr
+    assert "Fix:" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_identity_exits_with_the_key_and_the_fix(agent_dir: Path) -> None:
+    (agent_dir / "IDENTITY.md").unlink()
+    result = bot(
+        "--config", str(agent_dir / "bot.toml"), "preview", str(HERE / "slack-group-event.json")
+    )
+    assert result.returncode == 2
+    assert "agent.identity_path" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_chat_without_an_api_key_says_which_variable(agent_dir: Path) -> None:
+    result = bot("--config", str(agent_dir / "bot.toml"), "chat", stdin="hi\n")
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr
+
+
+def test_preview_of_a_slack_group_event_shows_what_the_model_sees(agent_dir: Path) -> None:
+    event = HERE / "slack-group-event.json"
+    result = bot("--config", str(agent_dir / "bot.toml"), "preview", str(event))
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    system = [block["text"] for block in body["system"]]
+    # Guardrails, identity, then (skills) and the session block, in that order.
+    identity_at = next(i for i, text in enumerate(system) if "You are Testbot" in text)
+    session_at = next(i for i, text in enumerate(system) if "C0PLATFORM" in text)
+    assert 0 < identity_at < session_at == len(system) - 1
+    assert "3800" in system[session_at] or "3,800" in system[session_at]
+    assert "team-platform" in system[session_at]
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    current = "\n".join(block["text"] for block in last["content"])
+    assert "Alice Chen (@alice)" in current
+    assert "Bob Stone (@bob): can we ship the slack thing today" in current
+    assert "Ship it then." in current
+    # The person's own text cannot close or open a fence: the host's tags in it are neutralized.
+    own = current.split("Ship it then.")[1]
+    assert "</speaker>" not in own
+    assert "<preceding_messages>" not in own
+    assert "&lt;/speaker>" in own
+    serialized = result.stdout
+    route = json.loads(event.read_text())["route"]
+    # The channel id is also the surface id, which the model may see; every other route value,
+    # and every user id, must not appear.
+    hidden = [value for key, value in route.items() if key != "channel"]
+    for value in [*hidden, "U0ALICE7777", "U0BOB8888", "U0CHANDRA99"]:
+        assert value not in serialized, value
+    assert "1722247000.000100" not in serialized
+    assert "xoxb-" not in serialized
+
+
+def test_preview_rejects_a_malformed_event_clearly(agent_dir: Path, tmp_path: Path) -> None:
+    event = tmp_path / "bad.json"
+    event.write_text(
+        json.dumps({"channel": "slack", "surface": {"kind": "room", "id": "C1"}, "text": "x"})
+    )
+    result = bot("--config", str(agent_dir / "bot.toml"), "preview", str(event))
+    assert result.returncode == 2
+    assert "surface.kind" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_init_writes_a_working_starter_and_never_overwrites(tmp_path: Path) -> None:
+    first = bot("init", "demo", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    for name in ("bot.toml", "IDENTITY.md", ".env.example", "skills/summarize/SKILL.md"):
+        assert (tmp_path / "demo" / name).is_file()
+    (tmp_path / "demo" / "IDENTITY.md").write_text("mine")
+    again = bot("init", "demo", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "--force" in again.stderr
+    assert (tmp_path / "demo" / "IDENTITY.md").read_text() == "mine"
+    forced = bot("init", "demo", "--force", cwd=tmp_path)
+    assert forced.returncode == 0
+    assert (tmp_path / "demo" / "IDENTITY.md").read_text() != "mine"
+
+
+def test_doctor_on_a_fresh_starter_names_the_missing_token(tmp_path: Path) -> None:
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    result = bot("doctor", "--config", "demo/bot.toml", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("ok") and "config" in line for line in lines)
+    assert any(line.startswith("ok") and "agent files" in line for line in lines)
+    missing = [line for line in lines if line.startswith("FAIL")]
+    assert len(missing) == 1
+    assert "ANTHROPIC_API_KEY" in missing[0]
+    assert "export ANTHROPIC_API_KEY" in missing[0]
+
+
+def test_doctor_names_every_token_an_enabled_channel_needs(tmp_path: Path) -> None:
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    env = {"BOT_SLACK__ENABLED": "true", "BOT_TELEGRAM__ENABLED": "true"}
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    failed = "\n".join(line for line in result.stdout.splitlines() if line.startswith("FAIL"))
+    for name in ("ANTHROPIC_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TELEGRAM_BOT_TOKEN"):
+        assert name in failed
+    assert result.returncode == 1
