@@ -69,7 +69,9 @@ async def _preview(config: Config, request: TurnRequest) -> Mapping[str, Any]:
 
     settings = config.settings
     agent = load_agent(settings.agent)
-    assembler = build_assembler(config, agent, TokenCounter(calibration=settings.model.token_calibration))
+    assembler = build_assembler(
+        config, agent, TokenCounter(calibration=settings.model.token_calibration)
+    )
     skills, text = assembler.split_skill_command(request.text)
     history: list[HistoryEntry] = []
     hits: list[Any] = []
