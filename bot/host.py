@@ -31,7 +31,6 @@ from bot.ports import (
     MemoryScope,
     MemoryStore,
     ModelRuntime,
-    ReplyRoute,
     Tool,
     TurnFailed,
     TurnOutcome,
@@ -49,7 +48,14 @@ from bot.prompt import (
     speaker_label,
 )
 from bot.recall import RecallCache
-from bot.turns import ConversationKind, HistoryEntry, SurfaceKind, TextBlock, TurnRequest
+from bot.turns import (
+    ConversationKind,
+    HistoryEntry,
+    ReplyRoute,
+    SurfaceKind,
+    TextBlock,
+    TurnRequest,
+)
 
 log = structlog.get_logger(__name__)
 

@@ -195,8 +195,11 @@ class TurnSink(Protocol):
 
 
 class Channel(Protocol):
-    name: str
-    deliverer: Deliverer
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deliverer(self) -> Deliverer: ...
 
     async def start(self, sink: TurnSink) -> None: ...
 
@@ -239,7 +242,7 @@ class Assemble(Protocol):
     """Build the request for this turn over a given history (the runtime re-runs it after
     compaction)."""
 
-    def __call__(self, history: Sequence[HistoryEntry]) -> AssembledRequest: ...
+    def __call__(self, history: Sequence[HistoryEntry], /) -> AssembledRequest: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ def parse_event(raw: Any) -> TurnRequest:
         kind=kind,
         channel=channel,
         text=event.text("text", required=True) or "",
-        received_at=_time(event.text("at")) if event.text("at") else datetime.now(UTC),
+        received_at=_time(at) if (at := event.text("at")) else datetime.now(UTC),
         turn_id=uuid.uuid4().hex,
         speaker=speaker,
         surface=_surface(event.child("surface"), channel),
