@@ -1,0 +1,61 @@
+"""The starter config documents every setting the settings model has, and loads as it is."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bot.config import CronJob, Settings, WebhookSettings, load_config
+
+STARTER = resources.files("bot.starter")
+
+
+def _documented_keys(text: str) -> set[str]:
+    """`section.key` for every key line, commented or not, under its [section] heading."""
+    keys: set[str] = set()
+    section = ""
+    for line in text.splitlines():
+        stripped = line.lstrip("# ").rstrip()
+        heading = re.match(r"^\[\[?([a-z_.]+)\]\]?", stripped)
+        if heading:
+            section = heading.group(1)
+            continue
+        key = re.match(r"^([a-z_]+) = ", stripped)
+        if key and section:
+            keys.add(f"{section}.{key.group(1)}")
+    return keys
+
+
+def _model_keys() -> set[str]:
+    keys: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.update(f"{name}.{key}" for key in annotation.model_fields if key != "jobs")
+    keys.update(f"cron.jobs.{key}" for key in CronJob.model_fields)
+    keys.update(f"webhooks.{key}" for key in WebhookSettings.model_fields)
+    return keys
+
+
+def test_every_setting_is_in_the_starter_config() -> None:
+    documented = _documented_keys(STARTER.joinpath("bot.toml").read_text(encoding="utf-8"))
+    missing = sorted(_model_keys() - documented)
+    assert missing == [], f"document these in bot/starter/bot.toml: {missing}"
+
+
+def test_the_starter_documents_no_setting_that_does_not_exist() -> None:
+    documented = _documented_keys(STARTER.joinpath("bot.toml").read_text(encoding="utf-8"))
+    assert sorted(documented - _model_keys()) == []
+
+
+def test_the_starter_folder_loads_as_it_is(tmp_path: Path) -> None:
+    for name in ("bot.toml", "IDENTITY.md"):
+        (tmp_path / name).write_text(STARTER.joinpath(name).read_text(encoding="utf-8"))
+    skill = tmp_path / "skills" / "summarize" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(STARTER.joinpath("skills/summarize/SKILL.md").read_text(encoding="utf-8"))
+    config = load_config(tmp_path / "bot.toml", env={})
+    assert config.settings.agent.identity_path == tmp_path / "IDENTITY.md"
