@@ -21,6 +21,8 @@ Replies, in order of precedence for each `/v1/messages` call:
   `fake.stall(seconds, times=1)` waits before answering (for timeout tests).
 - `fake.script(*replies)`: queued replies, each a str (text), a `Reply` (text, tool calls,
   thinking, stop reason) or a callable `body -> Reply | str`.
+- `fake.respond_with(fn)`: when nothing is scripted, `fn(body) -> Reply | str | None` answers
+  (None falls through to the default);
 - otherwise the default reply, deterministic and instant: `"Answer to: " + the first 40 characters
   of the last user text block`.
 
@@ -299,6 +301,7 @@ class FakeAnthropic:
         self.usages: list[dict[str, Any]] = []
         self.count_requests: list[dict[str, Any]] = []
         self._script: deque[Scripted] = deque()
+        self._responder: Callable[[dict[str, Any]], Reply | str | None] | None = None
         self._failures: deque[_Failure] = deque()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -340,6 +343,9 @@ class FakeAnthropic:
 
     def stall(self, seconds: float, times: int = 1) -> None:
         self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
+
+    def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
+        self._responder = responder
 
     @property
     def pending(self) -> int:
@@ -396,7 +402,10 @@ class FakeAnthropic:
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         if not self._script:
-            return Reply(text="Answer to: " + _last_user_text(body)[:40])
+            answer = self._responder(body) if self._responder is not None else None
+            if answer is None:
+                return Reply(text="Answer to: " + _last_user_text(body)[:40])
+            return Reply(text=answer) if isinstance(answer, str) else answer
         scripted = self._script.popleft()
         if callable(scripted) and not isinstance(scripted, Reply):
             scripted = scripted(body)

@@ -1,0 +1,248 @@
+"""The fake Anthropic server: wire behaviour through the real SDK, and its cache simulator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import anthropic
+import pytest
+
+from tests.fakes.anthropic import (
+    BLOCK_OVERHEAD,
+    FakeAnthropic,
+    ManualClock,
+    Reply,
+    ToolCall,
+    count_request,
+    count_text,
+)
+
+LONG = "The agent-wide part of the prompt, shared by every conversation. " * 120
+
+
+def body(
+    *texts: str, system: str = LONG, model: str = "claude-x", ttl: str | None = None
+) -> dict[str, Any]:
+    """A request: one cached system block, then alternating user/assistant texts, the last one
+    marked with a breakpoint when there is more than one."""
+    control: dict[str, str] = {"type": "ephemeral"}
+    if ttl:
+        control["ttl"] = ttl
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": t}]}
+        for i, t in enumerate(texts)
+    ]
+    if len(messages) > 1:
+        messages[-2]["content"][-1]["cache_control"] = dict(control)
+    return {
+        "model": model,
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": system, "cache_control": dict(control)}],
+        "messages": messages,
+    }
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def server(clock: ManualClock) -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic(clock=clock) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def client(server: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    sdk = anthropic.AsyncAnthropic(api_key="sk-test", base_url=server.base_url, max_retries=0)
+    yield sdk
+    await sdk.close()
+
+
+async def send(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic, request: dict[str, Any]
+) -> dict[str, Any]:
+    await client.messages.create(**request)
+    return server.usages[-1]
+
+
+def system_tokens() -> int:
+    return count_text(LONG) + BLOCK_OVERHEAD
+
+
+async def test_first_call_writes_and_the_next_reads(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    first = await send(client, server, body("hello"))
+    assert first["cache_creation_input_tokens"] == system_tokens()
+    assert first["cache_read_input_tokens"] == 0
+    assert first["input_tokens"] == count_text("hello") + BLOCK_OVERHEAD
+
+    second = await send(client, server, body("a different question"))
+    assert second["cache_read_input_tokens"] == system_tokens()
+    assert second["cache_creation_input_tokens"] == 0
+    total = count_request(body("a different question"))
+    assert sum(second[k] for k in ("input_tokens", "cache_read_input_tokens")) == total
+
+
+async def test_a_growing_conversation_reads_the_previous_prefix(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    await send(client, server, body("q1", "a1", "q2"))
+    grown = body("q1", "a1", "q2", "a2", "q3")
+    usage = await send(client, server, grown)
+    previous = count_request(body("q1", "a1"))
+    assert usage["cache_read_input_tokens"] == previous
+    through_a2 = count_request(body("q1", "a1", "q2", "a2"))
+    assert usage["cache_creation_input_tokens"] == through_a2 - previous
+    assert usage["input_tokens"] == count_request(grown) - through_a2
+
+
+async def test_a_changed_block_breaks_the_prefix_from_there(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    await send(client, server, body("q1", "a1", "q2"))
+    usage = await send(client, server, body("q1 edited", "a1", "q2"))
+    assert usage["cache_read_input_tokens"] == system_tokens()  # only the system part still matches
+
+
+async def test_moving_the_breakpoint_marker_alone_keeps_the_cache(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    await send(client, server, body("q1", "a1", "q2"))
+    same = body("q1", "a1", "q2")
+    del same["messages"][1]["content"][0]["cache_control"]
+    same["messages"][2]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    usage = await send(client, server, same)
+    assert usage["cache_read_input_tokens"] == count_request(body("q1", "a1"))
+
+
+async def test_other_model_or_tools_miss(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    await send(client, server, body("q"))
+    assert (await send(client, server, body("q", model="claude-y")))["cache_read_input_tokens"] == 0
+    with_tools = body("q")
+    with_tools["tools"] = [{"name": "t", "description": "d", "input_schema": {"type": "object"}}]
+    assert (await send(client, server, with_tools))["cache_read_input_tokens"] == 0
+
+
+async def test_entries_expire_after_their_ttl(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic, clock: ManualClock
+) -> None:
+    await send(client, server, body("q"))
+    clock.advance(299)
+    assert (await send(client, server, body("q")))["cache_read_input_tokens"] > 0  # refreshed
+    clock.advance(299)
+    assert (await send(client, server, body("q")))["cache_read_input_tokens"] > 0
+    clock.advance(301)
+    assert (await send(client, server, body("q")))["cache_read_input_tokens"] == 0
+
+
+async def test_one_hour_lifetime(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic, clock: ManualClock
+) -> None:
+    first = await send(client, server, body("q", ttl="1h"))
+    assert first["cache_creation"]["ephemeral_1h_input_tokens"] == system_tokens()
+    assert first["cache_creation"]["ephemeral_5m_input_tokens"] == 0
+    clock.advance(1800)
+    assert (await send(client, server, body("q", ttl="1h")))["cache_read_input_tokens"] > 0
+
+
+async def test_prefixes_under_the_minimum_are_not_cached(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    short = body("q", system="A short system prompt.")
+    first = await send(client, server, short)
+    assert first["cache_creation_input_tokens"] == 0
+    assert (await send(client, server, short))["cache_read_input_tokens"] == 0
+
+
+async def test_lookback_is_bounded_to_twenty_blocks(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    texts = [f"m{i}" for i in range(30)]
+    await send(client, server, body(*texts[:3]))  # caches the prefix through m1 (block 2)
+
+    def only_last_breakpoint(count: int) -> dict[str, Any]:
+        request = body(*texts[:count])
+        del request["system"][0]["cache_control"]
+        return request
+
+    # A breakpoint on block 23 looks back to block 3 at most: block 2 is out of reach.
+    assert (await send(client, server, only_last_breakpoint(24)))["cache_read_input_tokens"] == 0
+    near = await send(client, server, only_last_breakpoint(12))  # breakpoint on block 11
+    assert near["cache_read_input_tokens"] == count_request(body(*texts[:2]))
+
+
+async def test_streaming_and_count_tokens_through_the_sdk(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    server.script(
+        Reply(text="Two words", tool_calls=[ToolCall("lookup", {"q": "x"}, id="toolu_1")])
+    )
+    request = body("what?")
+    async with client.messages.stream(**request) as stream:
+        deltas = [text async for text in stream.text_stream]
+        message = await stream.get_final_message()
+    assert "".join(deltas) == "Two words"
+    assert message.stop_reason == "tool_use"
+    assert message.content[1].type == "tool_use"
+    assert message.content[1].input == {"q": "x"}
+    counted = await client.messages.count_tokens(
+        model="claude-x", system=request["system"], messages=request["messages"]
+    )
+    assert counted.input_tokens == count_request(request)
+
+
+async def test_default_reply_and_request_record(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    message = await client.messages.create(**body("What is the weather like on the moon today?"))
+    assert message.content[0].type == "text"
+    assert (
+        message.content[0].text
+        == "Answer to: " + "What is the weather like on the moon today?"[:40]
+    )
+    assert server.requests[-1]["messages"][0]["content"][0]["text"].startswith("What is")
+
+
+async def test_errors_carry_the_api_shape(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    server.fail(429, retry_after=3)
+    with pytest.raises(anthropic.RateLimitError) as rate:
+        await client.messages.create(**body("q"))
+    assert rate.value.response.headers["retry-after"] == "3"
+    server.fail(529)
+    with pytest.raises(anthropic.InternalServerError) as overloaded:
+        await client.messages.create(**body("q"))
+    assert overloaded.value.status_code == 529
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 401),
+        ({"x-api-key": "k"}, 200),
+        ({"authorization": "Bearer k"}, 200),
+        ({"authorization": "Bearer "}, 401),
+    ],
+)
+async def test_auth_headers(server: FakeAnthropic, headers: dict[str, str], status: int) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{server.base_url}/v1/messages", json=body("q"), headers=headers) as response,
+    ):
+        assert response.status == status
+
+
+async def test_a_configured_key_must_match() -> None:
+    async with FakeAnthropic(api_key="right") as fake:
+        wrong = anthropic.AsyncAnthropic(api_key="wrong", base_url=fake.base_url, max_retries=0)
+        with pytest.raises(anthropic.AuthenticationError):
+            await wrong.messages.create(**body("q"))
+        await wrong.close()
