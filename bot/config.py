@@ -143,6 +143,10 @@ class CronJob(_Section):
 
 class CronSettings(_Section):
     misfire_grace: Annotated[float, Field(ge=0)] = 300.0
+    # A failed run is tried again up to `retries` times: after `retry_delay` seconds, then four
+    # times longer each time, never past the job's next slot.
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    retry_delay: Annotated[float, Field(gt=0, le=3600)] = 30.0
     jobs: list[CronJob] = []
 
 

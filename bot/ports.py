@@ -303,3 +303,46 @@ class ModelRuntime(Protocol):
 
     async def aclose(self) -> None: ...
 
+
+
+# --- scheduled runs -----------------------------------------------------------------------------
+# The record one cron or webhook run leaves. Its port (`channels.cron.CronRuns`) lives with the
+# scheduler; the value lives here so the SQLite implementation in bot.store can speak it too.
+
+
+class CronRunStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"  # the turn finished; posted (when the run notifies) or kept in history only
+    SILENT = "silent"  # the agent answered with the silent token: nothing posted
+    UNDELIVERED = "undelivered"  # the turn finished but the platform did not take every part
+    FAILED = "failed"  # the turn did not finish, or the host refused it
+    INTERRUPTED = "interrupted"  # the process stopped while the run was in flight
+
+
+class CronTrigger(StrEnum):
+    SCHEDULE = "schedule"
+    CATCH_UP = "catch_up"  # a slot missed while down or busy, run late within the grace
+    RETRY = "retry"  # the turn again after a failure
+    REDELIVERY = "redelivery"  # the same answer posted again after nothing was accepted
+    MANUAL = "manual"  # `bot cron run NAME`
+    WEBHOOK = "webhook"
+
+
+@dataclass(frozen=True, slots=True)
+class CronRun:
+    """One attempt of a job (or webhook call). `scheduled_for` is the schedule slot it serves
+    (None for manual and webhook runs); `parts`/`accepted` count the answer's messages and how
+    many the platform took; `delivered` is true only when it took every one."""
+
+    run_id: str
+    job: str
+    trigger: CronTrigger
+    fired_at: datetime
+    status: CronRunStatus = CronRunStatus.RUNNING
+    attempt: int = 1
+    scheduled_for: datetime | None = None
+    finished_at: datetime | None = None
+    delivered: bool = False
+    parts: int = 0
+    accepted: int = 0
+    error: str | None = None

@@ -1,0 +1,203 @@
+"""Durable cron and webhook run records (the `channels.cron.CronRuns` port) in the store's file.
+
+`SqliteCronRuns` works on one open aiosqlite connection in autocommit mode and creates its table
+when missing, so it needs no migration of the shared schema. `open_cron_runs(path)` gives it a
+connection of its own to the store's SQLite file (WAL lets it write beside the store's writer;
+SQLite's busy timeout settles the rare collision). Bounded: the newest `keep_per_job` records of
+each job, none older than `max_age_days`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiosqlite
+
+from bot.ports import CronRun, CronRunStatus, CronTrigger
+
+DEFAULT_KEEP_PER_JOB = 200
+DEFAULT_MAX_AGE_DAYS = 90.0
+BUSY_TIMEOUT_MS = 10_000
+INTERRUPTED_ERROR = "the process stopped before the run finished"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS cron_runs (
+        run_id TEXT PRIMARY KEY,
+        job TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        scheduled_for REAL,
+        fired_at REAL NOT NULL,
+        finished_at REAL,
+        status TEXT NOT NULL,
+        delivered INTEGER NOT NULL,
+        parts INTEGER NOT NULL,
+        accepted INTEGER NOT NULL,
+        error TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS cron_runs_by_job ON cron_runs (job, fired_at)",
+)
+_COLUMNS = (
+    "run_id, job, trigger, attempt, scheduled_for, fired_at, finished_at, status, delivered, "
+    "parts, accepted, error"
+)
+
+
+class SqliteCronRuns:
+    """Run records on an open connection. Call `await ensure_table()` once before use."""
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        keep_per_job: int = DEFAULT_KEEP_PER_JOB,
+        max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+        owns_connection: bool = False,
+    ) -> None:
+        self._conn = conn
+        self._keep = keep_per_job
+        self._max_age = max_age_days * 86_400.0
+        self._owns = owns_connection
+        self._table = False
+
+    async def ensure_table(self) -> None:
+        for statement in _SCHEMA:
+            await self._conn.execute(statement)
+        self._table = True
+
+    async def save(self, run: CronRun) -> None:
+        await self._conn.execute(
+            f"INSERT OR REPLACE INTO cron_runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            _row(run),
+        )
+        if run.status is not CronRunStatus.RUNNING:
+            await self._prune(run.job, run.fired_at)
+
+    async def latest(self, job: str) -> CronRun | None:
+        rows = await self.recent(job, limit=1)
+        return rows[0] if rows else None
+
+    async def last_slot(self, job: str) -> datetime | None:
+        row = await self._one("SELECT MAX(scheduled_for) FROM cron_runs WHERE job = ?", (job,))
+        return _time(row[0]) if row else None
+
+    async def recent(self, job: str, limit: int = 20) -> list[CronRun]:
+        if not await self._has_table():
+            return []
+        async with self._conn.execute(
+            f"SELECT {_COLUMNS} FROM cron_runs WHERE job = ? ORDER BY fired_at DESC, rowid DESC "
+            "LIMIT ?",
+            (job, limit),
+        ) as cursor:
+            return [_run(row) for row in await cursor.fetchall()]
+
+    async def interrupt_running(self, finished_at: datetime) -> int:
+        async with self._conn.execute(
+            "UPDATE cron_runs SET status = ?, finished_at = ?, error = ? WHERE status = ?",
+            (
+                CronRunStatus.INTERRUPTED.value,
+                finished_at.timestamp(),
+                INTERRUPTED_ERROR,
+                CronRunStatus.RUNNING.value,
+            ),
+        ) as cursor:
+            return cursor.rowcount
+
+    async def aclose(self) -> None:
+        if self._owns:
+            await self._conn.close()
+
+    async def _prune(self, job: str, now: datetime) -> None:
+        await self._conn.execute(
+            "DELETE FROM cron_runs WHERE fired_at < ?", (now.timestamp() - self._max_age,)
+        )
+        await self._conn.execute(
+            """DELETE FROM cron_runs WHERE job = ? AND run_id NOT IN (
+                   SELECT run_id FROM cron_runs WHERE job = ? ORDER BY fired_at DESC LIMIT ?)""",
+            (job, job, self._keep),
+        )
+
+    async def _one(self, sql: str, params: tuple[object, ...]) -> sqlite3.Row | None:
+        if not await self._has_table():
+            return None
+        async with self._conn.execute(sql, params) as cursor:
+            row = await cursor.fetchone()
+        return row if row is not None and row[0] is not None else None
+
+    async def _has_table(self) -> bool:
+        """A store that never ran a job has no table yet (read-only views); that reads as empty."""
+        if not self._table:
+            async with self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cron_runs'"
+            ) as cursor:
+                self._table = await cursor.fetchone() is not None
+        return self._table
+
+
+async def open_cron_runs(path: Path, *, read_only: bool = False) -> SqliteCronRuns:
+    """Run records on their own connection to the store file at `path` (which must exist: the
+    store creates it owner-only). `read_only` for inspection (`bot cron list`)."""
+    conn = await aiosqlite.connect(_uri(path, read_only), uri=True, isolation_level=None)
+    try:
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        runs = SqliteCronRuns(conn, owns_connection=True)
+        if not read_only:
+            await runs.ensure_table()
+    except BaseException:
+        await conn.close()
+        raise
+    return runs
+
+
+def _uri(path: Path, read_only: bool) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no store file. Fix: start the host once (`bot run`) so the store exists, "
+            "or check store.path."
+        )
+    # mode=rw never creates the file: only the store creates it, owner-only.
+    return f"{path.resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
+
+
+def _row(run: CronRun) -> tuple[object, ...]:
+    return (
+        run.run_id,
+        run.job,
+        run.trigger.value,
+        run.attempt,
+        run.scheduled_for.timestamp() if run.scheduled_for else None,
+        run.fired_at.timestamp(),
+        run.finished_at.timestamp() if run.finished_at else None,
+        run.status.value,
+        int(run.delivered),
+        run.parts,
+        run.accepted,
+        run.error,
+    )
+
+
+def _run(row: sqlite3.Row | tuple[object, ...]) -> CronRun:
+    (run_id, job, trigger, attempt, scheduled, fired, finished, status, delivered, parts,
+     accepted, error) = tuple(row)  # fmt: skip
+    return CronRun(
+        run_id=str(run_id),
+        job=str(job),
+        trigger=CronTrigger(str(trigger)),
+        attempt=int(str(attempt)),
+        scheduled_for=_time(scheduled),
+        fired_at=_time(fired) or datetime.fromtimestamp(0, UTC),
+        finished_at=_time(finished),
+        status=CronRunStatus(str(status)),
+        delivered=bool(delivered),
+        parts=int(str(parts)),
+        accepted=int(str(accepted)),
+        error=None if error is None else str(error),
+    )
+
+
+def _time(value: object) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(float(str(value)), UTC)

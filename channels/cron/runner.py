@@ -1,0 +1,192 @@
+"""Running one request-driven turn for a job or webhook, and keeping its run record honest.
+
+The runner builds the TurnRequest (routed to the notify destination's top level), hands it to the
+host and waits for the turn to be published and delivered. The host does the posting; the runner
+only reads the outcome: `delivered` is true only when the platform accepted every part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+import structlog
+
+from bot.ports import (
+    CronRun,
+    CronRunStatus,
+    CronTrigger,
+    Deliverer,
+    DeliveryReport,
+    TurnResult,
+    TurnSink,
+)
+from bot.turns import ReplyRoute
+from channels.cron.plan import RunPlan
+from channels.cron.runs import CronRuns, bounded_error
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], datetime]
+DelivererFor = Callable[[str], Deliverer | None]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A finished attempt: its record, and the final text (for `bot cron run` and redelivery)."""
+
+    record: CronRun
+    text: str = ""
+
+
+class CronRunner:
+    """Runs one attempt at a time for whoever asks (the scheduler, webhooks, `bot cron run`)."""
+
+    def __init__(
+        self,
+        sink: TurnSink,
+        deliverer_for: DelivererFor,
+        runs: CronRuns,
+        *,
+        now: Clock = utc_now,
+    ) -> None:
+        self._sink = sink
+        self._deliverer_for = deliverer_for
+        self._runs = runs
+        self._now = now
+
+    async def run(
+        self,
+        plan: RunPlan,
+        text: str,
+        *,
+        trigger: CronTrigger,
+        scheduled_for: datetime | None = None,
+        attempt: int = 1,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Run the turn and record it; never raises for a failed turn (the record says why)."""
+        record = CronRun(
+            run_id=run_id or uuid.uuid4().hex,
+            job=plan.record_key,
+            trigger=trigger,
+            fired_at=self._now(),
+            attempt=attempt,
+            scheduled_for=scheduled_for,
+        )
+        bound = log.bind(job=plan.record_key, run_id=record.run_id, trigger=trigger.value)
+        route, missing = self._route(plan)
+        if missing:
+            return RunResult(await self._finish(record, CronRunStatus.FAILED, error=missing))
+        await self._save(record)
+        bound.info("cron_run_started", attempt=attempt, conversation_key=plan.conversation_key)
+        request = plan.request(
+            text, turn_id=record.run_id, received_at=record.fired_at, route=route
+        )
+        try:
+            result = await self._sink.run(request)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._finish(record, CronRunStatus.INTERRUPTED, error="cancelled"))
+            raise
+        except Exception as exc:  # the record must say what happened, whatever the host did
+            bound.exception("cron_run_crashed", error=type(exc).__name__)
+            return RunResult(
+                await self._finish(record, CronRunStatus.FAILED, error=type(exc).__name__)
+            )
+        finished = await self._finish_with(record, plan, result)
+        bound.info(
+            "cron_run_finished",
+            status=finished.status.value,
+            delivered=finished.delivered,
+            error=finished.error,
+        )
+        return RunResult(finished, result.text)
+
+    async def redeliver(self, plan: RunPlan, previous: RunResult, *, attempt: int) -> RunResult:
+        """Post an answer again that the platform took no part of (no new turn, no new history)."""
+        record = CronRun(
+            run_id=uuid.uuid4().hex,
+            job=plan.record_key,
+            trigger=CronTrigger.REDELIVERY,
+            fired_at=self._now(),
+            attempt=attempt,
+            scheduled_for=previous.record.scheduled_for,
+        )
+        route, missing = self._route(plan)
+        if missing or route is None:
+            return RunResult(await self._finish(record, CronRunStatus.FAILED, error=missing))
+        deliverer = self._deliverer_for(route.platform)
+        assert deliverer is not None  # _route found it
+        try:
+            report = await deliverer.deliver(route, previous.text)
+        except Exception as exc:  # a deliverer should report, but a raise is an answer too
+            report = DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
+        status = CronRunStatus.OK if report.delivered else CronRunStatus.UNDELIVERED
+        finished = await self._finish(record, status, report=report)
+        log.info(
+            "cron_redelivered",
+            job=plan.record_key,
+            run_id=record.run_id,
+            delivered=finished.delivered,
+            error=finished.error,
+        )
+        return RunResult(finished, previous.text)
+
+    def _route(self, plan: RunPlan) -> tuple[ReplyRoute | None, str | None]:
+        if plan.notify is None:
+            return None, None
+        deliverer = self._deliverer_for(plan.notify.platform)
+        if deliverer is None:
+            return None, f"the {plan.notify.platform} channel is not running in this process"
+        return deliverer.route_to(plan.notify.id), None
+
+    async def _finish_with(self, record: CronRun, plan: RunPlan, result: TurnResult) -> CronRun:
+        if result.outcome == "silent":
+            return await self._finish(record, CronRunStatus.SILENT)
+        if result.outcome != "ok":
+            reason = result.error or f"the host answered {result.outcome!r}"
+            # The host may have posted a short apology; that is not this run's answer.
+            return await self._finish(
+                record, CronRunStatus.FAILED, error=f"{result.outcome}: {reason}"
+            )
+        if plan.notify is None:
+            return await self._finish(record, CronRunStatus.OK)
+        report = result.delivery or DeliveryReport(parts=1, accepted=0, error="nothing was posted")
+        status = CronRunStatus.OK if report.delivered else CronRunStatus.UNDELIVERED
+        return await self._finish(record, status, report=report)
+
+    async def _finish(
+        self,
+        record: CronRun,
+        status: CronRunStatus,
+        *,
+        error: str | None = None,
+        report: DeliveryReport | None = None,
+    ) -> CronRun:
+        delivered = bool(report and report.delivered and status is CronRunStatus.OK)
+        if report is not None and not report.delivered and error is None:
+            error = report.error or "the platform did not accept every part"
+        finished = replace(
+            record,
+            status=status,
+            finished_at=self._now(),
+            delivered=delivered,
+            parts=report.parts if report else 0,
+            accepted=report.accepted if report else 0,
+            error=bounded_error(error),
+        )
+        await self._save(finished)
+        return finished
+
+    async def _save(self, record: CronRun) -> None:
+        try:
+            await self._runs.save(record)
+        except Exception as exc:  # a lost record must not stop the job; say so in the log
+            log.exception("cron_run_record_failed", run_id=record.run_id, error=type(exc).__name__)
