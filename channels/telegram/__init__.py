@@ -1,0 +1,6 @@
+"""Telegram: the channel adapter (python-telegram-bot) and its deliverer."""
+
+from channels.telegram.channel import TelegramChannel, TelegramConfigError
+from channels.telegram.deliver import TelegramDeliverer, TelegramRouteError
+
+__all__ = ["TelegramChannel", "TelegramConfigError", "TelegramDeliverer", "TelegramRouteError"]

@@ -1,0 +1,206 @@
+"""The Telegram channel: python-telegram-bot's Application, run inside the host's event loop.
+
+Updates arrive by long polling (the default) or, in webhook mode, as POSTs to a route on the
+host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET` and then fed to the Application.
+Either way each update goes through one handler, one at a time (so a group message is buffered
+before a later mention in that chat takes the buffer): it is recorded in the durable event ledger
+first (a redelivered update_id starts nothing), then `mapping.decide` says whether it starts a
+turn, is kept in the chat buffer as context, or is ignored.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from aiohttp import web
+from telegram import Update
+from telegram.ext import Application, ContextTypes, TypeHandler
+
+from bot.config import Secrets, TelegramSettings
+from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
+from channels.telegram.deliver import TelegramDeliverer
+from channels.telegram.mapping import (
+    PLATFORM,
+    Access,
+    BotIdentity,
+    Ignore,
+    Keep,
+    StartTurn,
+    decide,
+)
+
+log = structlog.get_logger(__name__)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+# Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST]
+
+
+class TelegramConfigError(Exception):
+    """The Telegram channel cannot start with this configuration; the message says the fix."""
+
+
+class TelegramChannel:
+    """The Channel port for Telegram."""
+
+    name = PLATFORM
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        secrets: Secrets,
+        ledger: EventLedger,
+        http: web.Application | None = None,
+        *,
+        buffer: ChatBuffer,
+    ) -> None:
+        token = secrets.get("TELEGRAM_BOT_TOKEN")
+        if not token:
+            raise TelegramConfigError(
+                "TELEGRAM_BOT_TOKEN is not set but [telegram] enabled = true. Fix: export the "
+                "token BotFather gave you (or put it in .env), or set telegram.enabled = false."
+            )
+        self._settings = settings
+        self._ledger = ledger
+        self._buffer = buffer
+        self._access = Access(
+            frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
+        )
+        self._sink: TurnSink | None = None
+        self._me: BotIdentity | None = None
+        self._webhook_secret: str | None = None
+        builder = Application.builder().token(token).base_url(settings.api_url)
+        if settings.mode == "webhook":
+            self._webhook_secret = _webhook_secret(secrets, http)
+            assert http is not None
+            http.router.add_post(settings.webhook_path, self._on_webhook)
+            builder = builder.updater(None)
+        self._app = builder.build()
+        self._app.add_handler(TypeHandler(Update, self._on_update))
+        self.deliverer = TelegramDeliverer(self._app.bot)
+
+    @property
+    def connected(self) -> bool:
+        """For /healthz: started, and (when polling) the polling loop is running."""
+        updater = self._app.updater
+        return self._app.running and (updater is None or updater.running)
+
+    async def start(self, sink: TurnSink) -> None:
+        self._sink = sink
+        await self._app.initialize()  # getMe: who the bot is, for mentions and replies
+        bot = self._app.bot
+        self._me = BotIdentity(bot.id, bot.username)
+        await self._app.start()
+        if self._app.updater is not None:
+            await self._app.updater.start_polling(
+                timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
+            )
+        elif self._settings.webhook_url:
+            await bot.set_webhook(
+                url=self._settings.webhook_url,
+                secret_token=self._webhook_secret,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        log.info("telegram_started", mode=self._settings.mode, bot=bot.username)
+
+    async def stop(self) -> None:
+        """Stop polling (confirming what was handled), then the Application."""
+        if self._app.updater is not None and self._app.updater.running:
+            await self._app.updater.stop()
+        if self._app.running:
+            await self._app.stop()
+        await self._app.shutdown()
+
+    # --- intake ---------------------------------------------------------------------------------
+
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        try:
+            await self.handle(update.to_dict())
+        except Exception:  # one bad update must not stop the ones behind it
+            log.exception("telegram_update_failed", update_id=update.update_id)
+
+    async def handle(self, payload: dict[str, Any]) -> None:
+        """Decide what one update (Bot API JSON) means and act on it."""
+        assert self._sink is not None, "start() the channel first"
+        assert self._me is not None
+        update_id = str(payload.get("update_id"))
+        if not await self._ledger.first_sight(PLATFORM, update_id):
+            log.info("telegram_update_duplicate", update_id=update_id)
+            return
+        decision = decide(
+            payload,
+            self._me,
+            self._access,
+            turn_id=uuid.uuid4().hex,
+            received_at=datetime.now(UTC),
+        )
+        if isinstance(decision, Ignore):
+            log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)
+        elif isinstance(decision, Keep):
+            await self._buffer.append(decision.key, decision.message)
+            log.debug(
+                "telegram_message_kept", conversation_key=decision.key, reason=decision.reason
+            )
+        else:
+            await self._start_turn(decision)
+
+    async def _start_turn(self, decision: StartTurn) -> None:
+        assert self._sink is not None
+        key = decision.request.conversation_key
+        preceding = tuple(await self._buffer.take(key))
+        request = replace(decision.request, preceding=preceding)
+        admission = await self._sink.submit(request)
+        log.info(
+            "telegram_turn_submitted",
+            turn_id=request.turn_id,
+            conversation_key=key,
+            preceding=len(preceding),
+            admission=admission.value,
+        )
+        if admission is not Admission.ACCEPTED:
+            # The turn that would have read them did not run: keep them for the next one.
+            for message in preceding:
+                await self._buffer.append(key, message)
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        secret = request.headers.get(SECRET_HEADER, "")
+        assert self._webhook_secret is not None
+        if not hmac.compare_digest(secret.encode(), self._webhook_secret.encode()):
+            log.warning("telegram_webhook_forbidden", remote=request.remote)
+            return web.Response(status=403, text="wrong or missing secret token\n")
+        if not self._app.running:
+            return web.Response(status=503, text="not started\n")
+        try:
+            data = json.loads(await request.read())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.Response(status=400, text="body is not JSON\n")
+        try:
+            update = Update.de_json(data, self._app.bot)
+        except (KeyError, TypeError, ValueError):
+            update = None
+        if update is None:
+            return web.Response(status=400, text="body is not a Telegram update\n")
+        await self._app.update_queue.put(update)
+        return web.Response(text="ok\n")
+
+
+def _webhook_secret(secrets: Secrets, http: web.Application | None) -> str:
+    secret = secrets.get("TELEGRAM_WEBHOOK_SECRET")
+    if not secret:
+        raise TelegramConfigError(
+            "telegram.mode = 'webhook' needs TELEGRAM_WEBHOOK_SECRET (1-256 characters of "
+            "A-Z, a-z, 0-9, _ and -), which Telegram sends back with every update. Fix: export "
+            "it, or use telegram.mode = 'polling'."
+        )
+    if http is None:
+        raise TelegramConfigError(
+            "telegram.mode = 'webhook' needs the host's HTTP server. Fix: set [http] "
+            "enabled = true, or use telegram.mode = 'polling'."
+        )
+    return secret

@@ -1,0 +1,210 @@
+"""Delivering answers to Telegram: format, split, send in order; typing while a turn runs.
+
+The only reader of a Telegram `ReplyRoute`'s values (`chat_id`, `thread_id` for a forum topic,
+`reply_to` for the message that triggered the turn in a group). The first part of an answer in a
+group replies to the triggering message; the rest follow it in the same chat or topic.
+
+Failures handled here, per part: `RetryAfter` (flood control) waits as long as Telegram asks and
+tries again; "can't parse entities" resends that part as plain text; a group that became a
+supergroup (`ChatMigrated`) is followed to its new id; a network error that cannot have posted
+anything is retried briefly. Anything else stops the delivery and is reported honestly: the report
+says how many parts Telegram accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+
+import structlog
+from telegram import Bot, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.warnings import PTBDeprecationWarning
+
+from bot.ports import DeliveryReport
+from bot.turns import ReplyRoute
+from channels.telegram.format import plain_text, to_telegram_html
+from channels.telegram.mapping import PLATFORM
+from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, split_html
+
+log = structlog.get_logger(__name__)
+
+TYPING_INTERVAL = 4.0  # Telegram shows "typing…" for about 5 s after each sendChatAction
+MAX_RATE_LIMIT_WAITS = 5
+MAX_RATE_LIMIT_WAIT = 300.0  # seconds; a longer flood wait fails the delivery instead of hanging
+NETWORK_RETRIES = 2
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TelegramRouteError(ValueError):
+    """A route or destination does not name a Telegram chat."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a message goes: a chat, maybe a forum topic, maybe a message to reply to."""
+
+    chat_id: int
+    thread_id: int | None = None
+    reply_to: int | None = None
+
+    @classmethod
+    def of(cls, route: ReplyRoute) -> Target:
+        values = route.values
+        if route.platform != PLATFORM or not isinstance(values.get("chat_id"), int):
+            raise TelegramRouteError(
+                f"route for platform {route.platform!r} has no integer chat_id; a Telegram route "
+                "comes from the Telegram channel or from route_to('<chat id>[:<topic id>]')."
+            )
+        return cls(values["chat_id"], values.get("thread_id"), values.get("reply_to"))
+
+
+def route_for(target: Target) -> ReplyRoute:
+    return ReplyRoute(
+        platform=PLATFORM,
+        values={
+            "chat_id": target.chat_id,
+            "thread_id": target.thread_id,
+            "reply_to": target.reply_to,
+        },
+    )
+
+
+class TelegramDeliverer:
+    """The Deliverer port for Telegram, on python-telegram-bot's Bot."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        *,
+        limit: int = TELEGRAM_MESSAGE_LIMIT,
+        typing_interval: float = TYPING_INTERVAL,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._bot = bot
+        self._limit = limit
+        self._typing_interval = typing_interval
+        self._sleep = sleep
+
+    def route_to(self, destination: str) -> ReplyRoute:
+        """A top-level route to `<chat id>` or `<chat id>:<topic id>` (cron's notify target)."""
+        chat, _, topic = destination.removeprefix(f"{PLATFORM}:").partition(":")
+        try:
+            return route_for(Target(int(chat), int(topic) if topic else None))
+        except ValueError:
+            raise TelegramRouteError(
+                f"Telegram destination {destination!r} is not '<chat id>' or "
+                "'<chat id>:<topic id>' (numbers, e.g. '-1001234567890'). Fix the notify setting."
+            ) from None
+
+    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
+        target = Target.of(route)
+        parts = split_html(to_telegram_html(text), self._limit)
+        accepted = 0
+        for index, part in enumerate(parts):
+            reply_to = target.reply_to if index == 0 else None
+            try:
+                target = await self._send(replace(target, reply_to=reply_to), part)
+            except TelegramError as exc:
+                log.warning(
+                    "telegram_delivery_failed",
+                    part=index + 1,
+                    parts=len(parts),
+                    error=type(exc).__name__,
+                    reason=exc.message,
+                )
+                return DeliveryReport(len(parts), accepted, f"{type(exc).__name__}: {exc.message}")
+            accepted += 1
+        return DeliveryReport(len(parts), accepted)
+
+    async def _send(self, target: Target, part: str) -> Target:
+        """Post one part; returns the target it went to (a migrated group has a new chat id)."""
+        parse_mode: str | None = ParseMode.HTML
+        waits = network_tries = 0
+        while True:
+            try:
+                await self._bot.send_message(
+                    chat_id=target.chat_id,
+                    text=part,
+                    parse_mode=parse_mode,
+                    message_thread_id=target.thread_id,
+                    reply_parameters=_reply(target.reply_to),
+                )
+                return target
+            except RetryAfter as exc:
+                seconds = retry_after_seconds(exc)
+                waits += 1
+                if waits > MAX_RATE_LIMIT_WAITS or seconds > MAX_RATE_LIMIT_WAIT:
+                    raise
+                log.info("telegram_rate_limited", retry_after=seconds, attempt=waits)
+                await self._sleep(seconds)
+            except BadRequest as exc:
+                if parse_mode is None or "can't parse entities" not in exc.message.lower():
+                    raise
+                log.warning("telegram_entities_rejected", reason=exc.message)
+                part, parse_mode = plain_text(part), None
+            except ChatMigrated as exc:
+                log.info("telegram_chat_migrated")
+                target = replace(target, chat_id=int(exc.new_chat_id))
+            except TimedOut:
+                raise  # the message may have been posted: retrying could post it twice
+            except NetworkError:
+                network_tries += 1
+                if network_tries > NETWORK_RETRIES:
+                    raise
+                await self._sleep(0.5 * network_tries)
+
+    def working(self, route: ReplyRoute) -> AbstractAsyncContextManager[None]:
+        """Keep "typing…" showing in the chat (or topic) while the context is open."""
+        return self._typing(Target.of(route))
+
+    @contextlib.asynccontextmanager
+    async def _typing(self, target: Target) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._keep_typing(target))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _keep_typing(self, target: Target) -> None:
+        while True:
+            try:
+                await self._bot.send_chat_action(
+                    chat_id=target.chat_id,
+                    action=ChatAction.TYPING,
+                    message_thread_id=target.thread_id,
+                )
+            except TelegramError as exc:  # a progress sign is never worth failing a turn
+                log.debug("telegram_typing_failed", error=type(exc).__name__)
+            await self._sleep(self._typing_interval)
+
+
+def _reply(message_id: int | None) -> ReplyParameters | None:
+    if message_id is None:
+        return None
+    # If the triggering message was deleted meanwhile, the answer still goes to the chat.
+    return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """RetryAfter's wait in seconds (PTB 22 warns when read as an int; the value is the same)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)

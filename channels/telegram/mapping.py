@@ -1,0 +1,285 @@
+"""Telegram updates to decisions: start a turn, keep the message as group context, or ignore.
+
+Pure: a Bot API `Update` as a dict in (the JSON Telegram sends), a decision out. What the model may
+see (speaker name and @username, chat kind, title and id) goes into the `TurnRequest`; everything
+that only directs the answer (chat id, topic id, the message to reply to) goes into the hidden
+`ReplyRoute`, and the user id only into `TurnRequest.person`.
+
+Rules (SPEC §7): in a private chat every text message is a turn. In a group, supergroup or channel
+only a message addressed to the bot is: an @mention (or a text mention of the bot), a reply to one
+of the bot's messages, or a command at the start of the text that is not addressed to another bot.
+Other text messages there are kept as context for the next turn. Edits, service and media messages
+without text, and messages from bots (the host's own included) start nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.turns import (
+    ConversationKind,
+    PrecedingMessage,
+    ReplyRoute,
+    Speaker,
+    Surface,
+    SurfaceKind,
+    TurnRequest,
+)
+from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT
+
+PLATFORM = "telegram"
+
+_KINDS = {
+    "private": SurfaceKind.DM,
+    "group": SurfaceKind.GROUP,
+    "supergroup": SurfaceKind.GROUP,
+    "channel": SurfaceKind.CHANNEL,
+}
+_EDITS = ("edited_message", "edited_channel_post", "edited_business_message")
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is (from getMe), to recognise mentions, commands and replies addressed to it."""
+
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Optional allowlists; an empty one allows everybody."""
+
+    chat_ids: frozenset[int] = frozenset()
+    user_ids: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class StartTurn:
+    """Run a turn. `request.preceding` is empty: the channel fills it from the chat buffer."""
+
+    request: TurnRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Keep the message as context for the next turn of conversation `key`."""
+
+    key: str
+    message: PrecedingMessage
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ignore:
+    reason: str
+
+
+Decision = StartTurn | Keep | Ignore
+
+
+def conversation_key(chat_id: int, topic_id: int | None = None) -> str:
+    """`telegram:<chat id>`, plus `:<topic id>` for a forum topic (its own conversation)."""
+    return f"{PLATFORM}:{chat_id}" if topic_id is None else f"{PLATFORM}:{chat_id}:{topic_id}"
+
+
+def decide(
+    update: Mapping[str, Any],
+    me: BotIdentity,
+    access: Access,
+    *,
+    turn_id: str,
+    received_at: datetime,
+) -> Decision:
+    """What to do with one update."""
+    if any(key in update for key in _EDITS):
+        return Ignore("edited message")
+    message = update.get("message") or update.get("channel_post")
+    if not isinstance(message, Mapping):
+        return Ignore("not a new message")
+    chat = message.get("chat") or {}
+    kind = _KINDS.get(str(chat.get("type")))
+    if kind is None:
+        return Ignore(f"unsupported chat type {chat.get('type')!r}")
+    chat_id = int(chat["id"])
+    if access.chat_ids and chat_id not in access.chat_ids:
+        return Ignore("chat not in telegram.allowed_chat_ids")
+    sender = message.get("from")
+    if isinstance(sender, Mapping) and sender.get("is_bot"):
+        return Ignore("sent by a bot")
+    text = message.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return Ignore("no text (a service or media message)")
+    topic = _topic(message)
+    key = conversation_key(chat_id, topic)
+    allowed = not access.user_ids or (
+        isinstance(sender, Mapping) and int(sender["id"]) in access.user_ids
+    )
+    if kind is SurfaceKind.DM:
+        if not allowed:
+            return Ignore("user not in telegram.allowed_user_ids")
+        return StartTurn(_request(message, kind, key, text, turn_id, received_at))
+    addressed = _addressed(message, me, topic)
+    if addressed and allowed:
+        return StartTurn(
+            _request(message, kind, key, _strip_address(message, me), turn_id, received_at)
+        )
+    reason = "user not in telegram.allowed_user_ids" if addressed else "not addressed to the bot"
+    return Keep(key, _preceding(message, text), reason)
+
+
+# --- addressing ---------------------------------------------------------------------------------
+
+
+def _topic(message: Mapping[str, Any]) -> int | None:
+    thread = message.get("message_thread_id")
+    return int(thread) if message.get("is_topic_message") and thread is not None else None
+
+
+def _addressed(message: Mapping[str, Any], me: BotIdentity, topic: int | None) -> bool:
+    return (
+        _mentions_me(message, me) or _commands_me(message, me) or _replies_to_me(message, me, topic)
+    )
+
+
+def _entities(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    entities = message.get("entities") or ()
+    return [e for e in entities if isinstance(e, Mapping)]
+
+
+def _entity_text(text: str, entity: Mapping[str, Any]) -> str:
+    """The entity's text; Telegram's offsets and lengths count UTF-16 code units."""
+    data = text.encode("utf-16-le")
+    start = int(entity.get("offset", 0)) * 2
+    end = start + int(entity.get("length", 0)) * 2
+    return data[start:end].decode("utf-16-le", errors="replace")
+
+
+def _mentions_me(message: Mapping[str, Any], me: BotIdentity) -> bool:
+    text = str(message.get("text", ""))
+    for entity in _entities(message):
+        if entity.get("type") == "mention":
+            if _entity_text(text, entity).lower() == f"@{me.username}".lower():
+                return True
+        elif entity.get("type") == "text_mention":
+            user = entity.get("user")
+            if isinstance(user, Mapping) and user.get("id") == me.id:
+                return True
+    return False
+
+
+def _leading_command(message: Mapping[str, Any]) -> str | None:
+    for entity in _entities(message):
+        if entity.get("type") == "bot_command" and int(entity.get("offset", -1)) == 0:
+            return _entity_text(str(message.get("text", "")), entity)
+    return None
+
+
+def _commands_me(message: Mapping[str, Any], me: BotIdentity) -> bool:
+    command = _leading_command(message)
+    if command is None:
+        return False
+    _, _, target = command.partition("@")
+    return not target or target.lower() == me.username.lower()
+
+
+def _replies_to_me(message: Mapping[str, Any], me: BotIdentity, topic: int | None) -> bool:
+    replied = message.get("reply_to_message")
+    if not isinstance(replied, Mapping):
+        return False
+    if topic is not None and replied.get("message_id") == topic:
+        return False  # every topic message "replies" to the topic's first message
+    author = replied.get("from")
+    return isinstance(author, Mapping) and author.get("id") == me.id
+
+
+def _strip_address(message: Mapping[str, Any], me: BotIdentity) -> str:
+    """Drop a leading @mention of the bot and the `@bot` suffix of a leading command."""
+    text = str(message["text"])
+    mention = f"@{me.username}".lower()
+    stripped = text
+    for entity in _entities(message):
+        if int(entity.get("offset", -1)) != 0:
+            continue
+        span = _entity_text(text, entity)
+        if entity.get("type") == "mention" and span.lower() == mention:
+            stripped = text[len(span) :].lstrip()
+        elif entity.get("type") == "bot_command" and span.lower().endswith(mention):
+            stripped = span[: -len(mention)] + text[len(span) :]
+    return stripped if stripped.strip() else text
+
+
+# --- building the request -----------------------------------------------------------------------
+
+
+def _request(
+    message: Mapping[str, Any],
+    kind: SurfaceKind,
+    key: str,
+    text: str,
+    turn_id: str,
+    received_at: datetime,
+) -> TurnRequest:
+    chat = message["chat"]
+    sender = message.get("from")
+    topic = _topic(message)
+    return TurnRequest(
+        conversation_key=key,
+        kind=ConversationKind.PUSH,
+        channel=PLATFORM,
+        text=text,
+        received_at=received_at,
+        turn_id=turn_id,
+        speaker=_speaker(message),
+        surface=Surface(
+            kind=kind,
+            id=str(chat["id"]),
+            name=_surface_name(chat),
+            shared=kind is not SurfaceKind.DM,
+            message_budget=TELEGRAM_MESSAGE_LIMIT,
+        ),
+        route=ReplyRoute(
+            platform=PLATFORM,
+            values={
+                "chat_id": int(chat["id"]),
+                "thread_id": topic,
+                "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
+            },
+        ),
+        person=f"{PLATFORM}:{sender['id']}" if isinstance(sender, Mapping) else None,
+    )
+
+
+def _speaker(message: Mapping[str, Any]) -> Speaker:
+    sender = message.get("from")
+    if isinstance(sender, Mapping):
+        name = " ".join(str(sender.get(k) or "") for k in ("first_name", "last_name")).strip()
+        handle = sender.get("username")
+        return Speaker(
+            name=name or str(handle or "someone"), handle=str(handle) if handle else None
+        )
+    # A channel post has no user: it speaks for the channel, signed or not.
+    chat = message.get("chat") or {}
+    return Speaker(name=str(message.get("author_signature") or chat.get("title") or "channel"))
+
+
+def _surface_name(chat: Mapping[str, Any]) -> str | None:
+    if chat.get("type") != "private":
+        return str(chat["title"]) if chat.get("title") else None
+    if chat.get("username"):
+        return f"@{chat['username']}"
+    name = " ".join(str(chat.get(k) or "") for k in ("first_name", "last_name")).strip()
+    return name or None
+
+
+def _preceding(message: Mapping[str, Any], text: str) -> PrecedingMessage:
+    speaker = _speaker(message)
+    return PrecedingMessage(
+        at=datetime.fromtimestamp(int(message.get("date", 0)), UTC),
+        name=speaker.name,
+        text=text,
+        handle=speaker.handle,
+    )
