@@ -23,8 +23,6 @@ _BLOCK_MAX_CHARS = 8_000
 _CHARS_PER_TOKEN = 3
 _TRANSCRIPT_SHARE = 0.6
 
-SUMMARY_HEADER = "Summary of the earlier conversation (written when its history was compacted):"
-
 SUMMARY_SYSTEM = """\
 You keep the running record of a chat conversation between people and an AI assistant. Its \
 older messages are about to be dropped from the assistant's context, and your summary will stand \
@@ -57,9 +55,9 @@ def _opens_on_results(entry: HistoryEntry) -> bool:
     return bool(entry.blocks) and isinstance(entry.blocks[0], ToolResultBlock)
 
 
-def summary_entry(text: str, tokens: int = 0) -> HistoryEntry:
-    body = f"{SUMMARY_HEADER}\n\n{text.strip()}"
-    return HistoryEntry("user", (TextBlock(body),), tokens=tokens, summary=True)
+def summary_entry(text: str) -> HistoryEntry:
+    """The summary as stored; the assembler frames it (`summary=True`) when it replays history."""
+    return HistoryEntry("user", (TextBlock(text.strip()),), summary=True)
 
 
 def summary_body(

@@ -13,7 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anthropic
@@ -33,6 +33,7 @@ from bot.ports import (
     TurnPlan,
     Usage,
 )
+from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 
 log = structlog.get_logger(__name__)
@@ -275,11 +276,14 @@ class _Turn:
                 note = ROUND_LIMIT_END.format(limit=limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
             results = await self._run_tools(calls)
-            self.entries += [wire.assistant_entry(text, calls), wire.results_entry(results)]
+            self.entries += [
+                self._counted(wire.assistant_entry(text, calls)),
+                self._counted(wire.results_entry(results)),
+            ]
             self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
 
     def _finish(self, text: str) -> TurnOutcome:
-        self.entries.append(wire.assistant_entry(text or EMPTY_ENTRY_TEXT))
+        self.entries.append(self._counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
         return TurnOutcome(
             text=text,
             entries=tuple(self.entries),
@@ -328,6 +332,12 @@ class _Turn:
             # The estimate covers the assembled request only, so only its first call teaches.
             self.counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
         return call.message
+
+    def _counted(self, entry: HistoryEntry) -> HistoryEntry:
+        """The entry with its token estimate cached, so history is never re-tokenized."""
+        if self.counter is None:
+            return entry
+        return replace(entry, tokens=entry_tokens(entry, self.counter.count))
 
     async def _on_text(self, delta: str) -> None:
         self.streamed.append(delta)
@@ -422,8 +432,7 @@ class _Turn:
         text = wire.text_of(call.message.content).strip()
         if not text:
             raise _CompactionFailed("the summary call returned no text")
-        tokens = self.counter.count(text) if self.counter is not None else 0
-        self.history = [compaction.summary_entry(text, tokens), *tail]
+        self.history = [self._counted(compaction.summary_entry(text)), *tail]
         self.new_history = self.history
         self.summary_body, self.summary_attempts, self.summarized = body, call.attempts, cut
         log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))

@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.model import AnthropicRuntime
-from bot.model.compaction import SUMMARY_HEADER, SUMMARY_SYSTEM, split_point, transcript
+from bot.model.compaction import SUMMARY_SYSTEM, split_point, transcript
 from bot.ports import TurnFailed
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic
@@ -67,8 +67,7 @@ async def test_long_conversation_compacts_and_keeps_answering(
     await runtime.run(plan("and now?", history))
     await runtime.aclose()
     first = fake.requests[-1]["messages"][0]["content"][0]["text"]
-    assert first.startswith(SUMMARY_HEADER)
-    assert SUMMARY in first
+    assert first == SUMMARY
 
 
 async def test_summary_request_carries_the_older_history(
@@ -111,7 +110,7 @@ async def test_overflow_compacts_once_and_retries_once(
     assert [is_summary(b) for b in fake.requests] == [False, True, False]
     assert outcome.history is not None
     assert outcome.history[0].summary
-    assert fake.requests[2]["messages"][0]["content"][0]["text"].startswith(SUMMARY_HEADER)
+    assert fake.requests[2]["messages"][0]["content"][0]["text"] == SUMMARY
 
 
 async def test_overflow_again_after_compaction_fails_the_turn(
