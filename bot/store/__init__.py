@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
 from bot.store.buffer import SqliteChatBuffer
@@ -34,6 +35,7 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoredMemory",
+    "existing_database",
     "open_store",
 ]
 
@@ -73,3 +75,14 @@ async def open_store(
         ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
     )
+
+
+def existing_database(settings: StoreSettings) -> Path:
+    """The database path, for commands that inspect a store and must not create an empty one."""
+    path = settings.path.expanduser()
+    if not path.is_file():
+        raise StoreOpenError(
+            f"{path}: no database here yet. Fix: check store.path in the config (or pass "
+            "--config); the file is created when the bot first runs a turn."
+        )
+    return path

@@ -1,0 +1,112 @@
+"""`bot history`, `bot memory` and `bot turns` against a real store file, through `bot.cli.main`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.config import MemorySettings, StoreSettings
+from bot.ports import MemoryCapture, TurnRecord, Usage
+from bot.store import open_store
+from tests.store.helpers import turn
+
+KEY = "slack:T1:C1:1.0"
+AT = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    (tmp_path / "IDENTITY.md").write_text("# Identity\n")
+    path = tmp_path / "bot.toml"
+    path.write_text('[agent]\nidentity_path = "IDENTITY.md"\n[store]\npath = "data/bot.sqlite3"\n')
+    return path
+
+
+@pytest.fixture
+def seeded(config_path: Path) -> Path:
+    async def seed() -> None:
+        store = await open_store(
+            StoreSettings(path=config_path.parent / "data" / "bot.sqlite3"), MemorySettings()
+        )
+        try:
+            await store.history.publish(KEY, turn(1))
+            await store.memory.capture(
+                MemoryCapture(KEY, "slack:C1", "u1", "Alice (@alice)", "badge 7731", "Noted.", AT)
+            )
+            await store.records.save(
+                TurnRecord(
+                    "turn-1",
+                    KEY,
+                    "slack",
+                    AT,
+                    AT,
+                    "ok",
+                    request={"messages": [{"role": "user", "content": "key xoxb-1234567890-abc"}]},
+                    usage=Usage(input_tokens=120, output_tokens=9),
+                )
+            )
+        finally:
+            await store.aclose()
+
+    asyncio.run(seed())
+    return config_path
+
+
+def bot(config: Path, *args: str) -> int:
+    return main(["--config", str(config), *args])
+
+
+def test_history_show_list_and_reset(seeded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bot(seeded, "history", "show", "--list") == 0
+    assert KEY in capsys.readouterr().out
+
+    assert bot(seeded, "history", "show", KEY) == 0
+    shown = capsys.readouterr().out
+    assert "[1] user · Alice (@alice)" in shown
+    assert "-> tool call memory_recall (call-1)" in shown
+    assert "answer 1" in shown
+
+    assert bot(seeded, "history", "show", KEY, "--json") == 0
+    assert json.loads(capsys.readouterr().out)[0]["speaker"] == "Alice (@alice)"
+
+    assert bot(seeded, "history", "reset", KEY) == 0
+    assert bot(seeded, "history", "show", KEY) == 1
+    assert "no stored conversation" in capsys.readouterr().err
+
+
+def test_memory_search_and_forget(seeded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bot(seeded, "memory", "search", "badge", "--json") == 0
+    (found,) = json.loads(capsys.readouterr().out)
+    assert "User (Alice (@alice)): badge 7731" in found["text"]
+
+    assert bot(seeded, "memory", "forget", found["id"]) == 0
+    assert bot(seeded, "memory", "forget", found["id"]) == 1
+    assert bot(seeded, "memory", "forget", "nope") == 1
+    assert "not a number" in capsys.readouterr().err
+    assert bot(seeded, "memory", "search", "badge") == 0
+    assert "No memory entry matches." in capsys.readouterr().out
+
+
+def test_turns_show_and_list(seeded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bot(seeded, "turns", "show", "turn-1") == 0
+    shown = capsys.readouterr().out
+    assert "outcome       ok" in shown
+    assert "xoxb-1234567890" not in shown
+
+    assert bot(seeded, "turns", "list", "--conversation", KEY) == 0
+    assert "turn-1" in capsys.readouterr().out
+    assert bot(seeded, "turns", "show", "turn-2") == 1
+
+
+def test_a_missing_database_is_reported_not_created(
+    config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bot(config_path, "history", "show", "--list") == 1
+
+    assert "no database here yet" in capsys.readouterr().err
+    assert not (config_path.parent / "data").exists()
