@@ -1,0 +1,115 @@
+"""Graceful shutdown of a real `bot run` process: SIGTERM lets the running turn finish.
+
+The host runs as a subprocess with Telegram enabled against the fake Bot API and the model
+pointed at the fake Anthropic server (both in this test process, on loopback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from bot.config import load_config
+from bot.store import open_store
+from tests.conftest import write_config
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+
+async def _start_bot(
+    agent_dir: Path, fake: FakeAnthropic, tg: FakeTelegram
+) -> asyncio.subprocess.Process:
+    write_config(
+        agent_dir,
+        f"""
+        [model]
+        max_retries = 0
+
+        [telegram]
+        enabled = true
+        api_url = "{tg.base_url}"
+        poll_timeout = 1
+
+        [host]
+        shutdown_grace = 20
+        """,
+    )
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
+    }
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-0123456789",
+        ANTHROPIC_BASE_URL=fake.base_url,
+        TELEGRAM_BOT_TOKEN=tg.token,
+    )
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(agent_dir / "bot.toml"),
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def _wait_until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+async def test_sigterm_during_a_turn_lets_it_finish_and_exits_zero(agent_dir: Path) -> None:
+    async with FakeAnthropic() as fake, FakeTelegram() as tg:
+        fake.stall(1.5, times=1)
+        fake.script("the slow answer")
+        bot = await _start_bot(agent_dir, fake, tg)
+        try:
+            alice = tg.user("Alice", "Chen", "alice")
+            await tg.push(tg.message(tg.private_chat(alice), alice, "please think hard"))
+            await _wait_until(lambda: len(fake.requests) >= 1)  # the turn is running
+            bot.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(30):
+                _, stderr = await bot.communicate()
+        finally:
+            if bot.returncode is None:
+                bot.kill()
+        assert bot.returncode == 0, stderr.decode()[-2000:]
+        assert [sent.plain for sent in tg.sent] == ["the slow answer"]
+
+    config = load_config(agent_dir / "bot.toml", env={})
+    store = await open_store(config.settings.store, config.settings.memory)
+    try:
+        keys = await store.history.conversations()
+        assert len(keys) == 1
+        history = await store.history.load(keys[0])
+    finally:
+        await store.aclose()
+    assert [entry.text for entry in history] == ["please think hard", "the slow answer"]
+
+
+async def test_a_second_signal_exits_at_once(agent_dir: Path) -> None:
+    async with FakeAnthropic() as fake, FakeTelegram() as tg:
+        fake.stall(30.0, times=1)
+        bot = await _start_bot(agent_dir, fake, tg)
+        try:
+            alice = tg.user("Alice", "Chen", "alice")
+            await tg.push(tg.message(tg.private_chat(alice), alice, "a very long job"))
+            await _wait_until(lambda: len(fake.requests) >= 1)
+            bot.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            bot.send_signal(signal.SIGINT)
+            async with asyncio.timeout(10):  # far less than the stalled model call
+                await bot.communicate()
+        finally:
+            if bot.returncode is None:
+                bot.kill()
+        assert bot.returncode == 130
+        assert tg.sent == []
