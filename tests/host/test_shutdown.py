@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import load_config
@@ -60,8 +61,8 @@ async def _start_bot(
     )
 
 
-async def _wait_until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
+async def _wait_until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(20):
         while not predicate():
             await asyncio.sleep(0.02)
 
