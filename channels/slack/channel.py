@@ -1,0 +1,254 @@
+"""The Slack channel: slack-bolt's async app in Socket Mode (default) or on the host's HTTP port,
+turning mentions and DMs into TurnRequests for the host.
+
+Bolt acknowledges each event before our listener runs, so Slack never waits on a turn. The
+listener then deduplicates durably (the event id, then the message itself, because a mention in a
+DM or group can arrive as both `message` and `app_mention`), checks the allowlists, gathers the
+speaker, surface and preceding messages, and submits the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+import aiohttp
+import structlog
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import ConfigError, Secrets, SlackSettings
+from bot.ports import EventLedger, TurnSink
+from bot.turns import Speaker, TurnRequest
+from channels.slack import events
+from channels.slack.deliver import SlackDeliverer
+from channels.slack.directory import LOOKUP_ERRORS, SlackDirectory
+from channels.slack.events import BotIdentity, Skip, SlackMessage
+
+log = structlog.get_logger(__name__)
+
+EVENTS_PATH = "/slack/events"
+LEDGER_SOURCE = "slack"
+STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
+
+
+class SlackSetupError(ConfigError):
+    """The Slack channel cannot start; the message names the setting or token and the fix."""
+
+
+class SlackChannel:
+    """The Slack implementation of `bot.ports.Channel`."""
+
+    name = events.PLATFORM
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        secrets: Secrets,
+        ledger: EventLedger,
+        http: web.Application | None = None,
+    ) -> None:
+        self._settings = settings
+        self._ledger = ledger
+        self._app_token = _require_tokens(settings, secrets, http)
+        self._client = AsyncWebClient(
+            token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
+        )
+        self.deliverer = SlackDeliverer(self._client, reaction=settings.progress_reaction)
+        self._directory = SlackDirectory(
+            self._client,
+            cache_seconds=settings.user_cache_seconds,
+            resolve_channel_names=settings.resolve_channel_names,
+        )
+        self._app = AsyncApp(
+            client=self._client,
+            signing_secret=secrets.get("SLACK_SIGNING_SECRET") or "",
+            name="bot.slack",
+            logger=logging.getLogger("channels.slack.bolt"),
+            request_verification_enabled=settings.mode == "http",
+        )
+        self._app.event("app_mention")(self._on_event)
+        self._app.event("message")(self._on_event)
+        if settings.mode == "http" and http is not None:
+            http.router.add_post(EVENTS_PATH, self._on_http)
+        self._sink: TurnSink | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._intake: set[asyncio.Task[Any]] = set()
+
+    async def start(self, sink: TurnSink) -> None:
+        self._client.session = aiohttp.ClientSession()
+        await self._check_bot_token()
+        if self._settings.mode == "socket":
+            self._socket = AsyncSocketModeHandler(self._app, self._app_token)
+            try:
+                await self._socket.connect_async()  # type: ignore[no-untyped-call]
+            except SlackApiError as exc:
+                await self.stop()
+                raise SlackSetupError(
+                    f"Slack refused SLACK_APP_TOKEN ({exc.response.get('error')}). Fix: set "
+                    "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "
+                    "scope, and turn Socket Mode on in the app settings."
+                ) from None
+        self._sink = sink
+        log.info("slack_started", mode=self._settings.mode)
+
+    async def stop(self) -> None:
+        self._sink = None
+        if self._socket is not None:
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
+            self._socket = None
+        if self._intake:
+            await asyncio.wait(set(self._intake), timeout=STOP_GRACE)
+        await self.deliverer.aclose()
+        session, self._client.session = self._client.session, None
+        if session is not None:
+            await session.close()
+
+    async def _check_bot_token(self) -> None:
+        try:
+            await self._client.auth_test()
+        except SlackApiError as exc:
+            await self.stop()
+            raise SlackSetupError(
+                f"Slack refused SLACK_BOT_TOKEN ({exc.response.get('error')}) at "
+                f"{self._settings.api_url}. Fix: set SLACK_BOT_TOKEN to the bot token (xoxb-…) "
+                "of the installed app, and check slack.api_url."
+            ) from None
+        except LOOKUP_ERRORS as exc:
+            await self.stop()
+            raise SlackSetupError(
+                f"cannot reach Slack at slack.api_url = {self._settings.api_url!r} "
+                f"({type(exc).__name__}). Fix: check the network or slack.api_url."
+            ) from None
+
+    # --- intake ---------------------------------------------------------------------------------
+
+    async def _on_http(self, request: web.Request) -> web.StreamResponse:
+        if self._sink is None:
+            # Not started yet (or stopping): Slack retries later, so nothing is lost.
+            return web.json_response({"ok": False, "error": "not_ready"}, status=503)
+        response = await self._app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def _on_event(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        """Bolt runs this after the ack, in a task of its own."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._intake.add(task)
+            task.add_done_callback(self._intake.discard)
+        try:
+            await self._take(body, BotIdentity(context.bot_user_id, context.bot_id))
+        except Exception:
+            log.exception("slack_intake_failed", event_id=body.get("event_id"))
+
+    async def _take(self, body: dict[str, Any], bot: BotIdentity) -> None:
+        received_at = datetime.now(UTC)
+        message = events.read_event(body, bot, ignore_other_bots=self._settings.ignore_other_bots)
+        if isinstance(message, Skip):
+            log.debug("slack_event_skipped", reason=message.reason, event_id=body.get("event_id"))
+            return
+        sink = self._sink
+        if sink is None:
+            log.warning("slack_event_after_stop", event_id=message.event_id)
+            return
+        if not self._allowed(message):
+            return
+        if not events.plain_text(message.text, {}, bot.user_id):
+            log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
+            return
+        if not await self._first_sight(message):
+            return
+        request = await self._request(message, bot, received_at)
+        admission = await sink.submit(request)
+        log.info(
+            "slack_turn_submitted",
+            turn_id=request.turn_id,
+            conversation_key=request.conversation_key,
+            admission=admission.value,
+        )
+
+    def _allowed(self, message: SlackMessage) -> bool:
+        channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
+        if channels and message.channel not in channels:
+            log.warning("slack_event_not_allowed", reason="channel", channel=message.channel)
+            return False
+        if users and message.user not in users:
+            log.warning("slack_event_not_allowed", reason="user", user=message.user)
+            return False
+        return True
+
+    async def _first_sight(self, message: SlackMessage) -> bool:
+        if not await self._ledger.first_sight(LEDGER_SOURCE, message.event_id):
+            log.info("slack_event_duplicate", event_id=message.event_id)
+            return False
+        if not await self._ledger.first_sight(LEDGER_SOURCE, events.message_key(message)):
+            log.info("slack_message_duplicate", event_id=message.event_id)
+            return False
+        return True
+
+    async def _request(
+        self, message: SlackMessage, bot: BotIdentity, received_at: datetime
+    ) -> TurnRequest:
+        speaker, text, info, preceding = await asyncio.gather(
+            self._speaker(message),
+            self._directory.plain(message.text, strip_user=bot.user_id),
+            self._directory.conversation(message.channel),
+            self._directory.preceding(message, bot),
+        )
+        kind = events.surface_kind(info, message.channel_type, message.channel)
+        return events.build_request(
+            message,
+            text=text,
+            speaker=speaker,
+            surface=events.build_surface(message.channel, kind, info, speaker.handle),
+            preceding=preceding,
+            received_at=received_at,
+            turn_id=uuid4().hex,
+        )
+
+    async def _speaker(self, message: SlackMessage) -> Speaker:
+        if message.bot_name is not None:
+            return Speaker(name=message.bot_name)
+        return await self._directory.speaker(message.user)
+
+
+def api_base(url: str) -> str:
+    """The Web API base URL with the trailing slash slack-sdk needs to append method names."""
+    return url if url.endswith("/") else url + "/"
+
+
+def _require_tokens(settings: SlackSettings, secrets: Secrets, http: web.Application | None) -> str:
+    """Check the secrets this mode needs; return the app token (empty in HTTP mode)."""
+    if not secrets.get("SLACK_BOT_TOKEN"):
+        raise SlackSetupError(
+            "slack.enabled = true but SLACK_BOT_TOKEN is not set. Fix: export the app's bot token "
+            "(xoxb-…, under OAuth & Permissions) as SLACK_BOT_TOKEN or put it in .env."
+        )
+    if settings.mode == "socket":
+        token = secrets.get("SLACK_APP_TOKEN")
+        if not token:
+            raise SlackSetupError(
+                "slack.mode = 'socket' but SLACK_APP_TOKEN is not set. Fix: create an app-level "
+                "token (xapp-…) with connections:write under Basic Information and export it as "
+                "SLACK_APP_TOKEN, or set slack.mode = 'http'."
+            )
+        return token
+    if not secrets.get("SLACK_SIGNING_SECRET"):
+        raise SlackSetupError(
+            "slack.mode = 'http' but SLACK_SIGNING_SECRET is not set. Fix: export the app's "
+            "signing secret (Basic Information) as SLACK_SIGNING_SECRET."
+        )
+    if http is None:
+        raise SlackSetupError(
+            "slack.mode = 'http' needs the host's HTTP server. Fix: set http.enabled = true "
+            f"(Slack then posts events to {EVENTS_PATH} on the [http] port), or use "
+            "slack.mode = 'socket'."
+        )
+    return ""

@@ -1,0 +1,193 @@
+"""The Slack lookups behind a turn: who spoke (users.info), where (conversations.info) and what
+others said before (conversations.replies / conversations.history).
+
+Users and conversations are cached for `slack.user_cache_seconds` in bounded caches. Every lookup
+degrades instead of failing the turn: an unknown person is "someone", a channel the app may not
+read (missing_scope) is named by kind and id, unreadable history means no preceding messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+import structlog
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.turns import PrecedingMessage, Speaker
+from channels.slack import events
+from channels.slack.events import BotIdentity, SlackMessage
+
+log = structlog.get_logger(__name__)
+
+CACHE_ENTRIES = 5000
+HISTORY_PAGE = 100  # messages per conversations.* page
+THREAD_PAGES = 5  # a thread longer than this many pages is read from its start only
+LOOKUP_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError, OSError)
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class TtlCache(Generic[K, V]):
+    """A bounded mapping whose entries expire `ttl` seconds after they were stored."""
+
+    def __init__(
+        self, ttl: float, maxsize: int = CACHE_ENTRIES, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl
+        self._maxsize = maxsize
+        self._clock = clock
+        self._items: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: K) -> tuple[bool, V | None]:
+        """(True, value) for a live entry, (False, None) for a miss."""
+        item = self._items.get(key)
+        if item is None:
+            return False, None
+        stored_at, value = item
+        if self._clock() - stored_at >= self._ttl:
+            del self._items[key]
+            return False, None
+        self._items.move_to_end(key)
+        return True, value
+
+    def put(self, key: K, value: V) -> None:
+        if self._ttl <= 0:
+            return
+        self._items[key] = (self._clock(), value)
+        self._items.move_to_end(key)
+        while len(self._items) > self._maxsize:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class SlackDirectory:
+    """Names and context for a turn, read through the Web API."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        cache_seconds: float,
+        resolve_channel_names: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._resolve_channel_names = resolve_channel_names
+        self._users: TtlCache[str, Mapping[str, Any] | None] = TtlCache(cache_seconds, clock=clock)
+        self._channels: TtlCache[str, Mapping[str, Any] | None] = TtlCache(
+            cache_seconds, clock=clock
+        )
+
+    async def user(self, user_id: str) -> Mapping[str, Any] | None:
+        hit, cached = self._users.get(user_id)
+        if hit:
+            return cached
+        try:
+            response = await self._client.users_info(user=user_id)
+        except LOOKUP_ERRORS as exc:
+            _log_failure("users.info", exc)
+            return None
+        user = response.get("user")
+        found = user if isinstance(user, Mapping) else None
+        self._users.put(user_id, found)
+        return found
+
+    async def speaker(self, user_id: str) -> Speaker:
+        return events.speaker_from_user(await self.user(user_id))
+
+    async def plain(self, text: str, strip_user: str | None = None) -> str:
+        """The message as a person reads it, with every mentioned user resolved to a handle."""
+        handles = await self._handles(events.mentioned_users(text) - {strip_user})
+        return events.plain_text(text, handles, strip_user)
+
+    async def _handles(self, user_ids: Iterable[str]) -> dict[str, str]:
+        ids = sorted(user_ids)
+        speakers = await asyncio.gather(*(self.speaker(user_id) for user_id in ids))
+        return {
+            user_id: speaker.handle
+            for user_id, speaker in zip(ids, speakers, strict=True)
+            if speaker.handle
+        }
+
+    async def conversation(self, channel_id: str) -> Mapping[str, Any] | None:
+        """conversations.info's channel, or None when it cannot be read (scope, access)."""
+        if not self._resolve_channel_names:
+            return None
+        hit, cached = self._channels.get(channel_id)
+        if hit:
+            return cached
+        try:
+            response = await self._client.conversations_info(channel=channel_id)
+        except SlackApiError as exc:
+            # missing_scope and friends are configuration, not transient: remember the answer.
+            _log_failure("conversations.info", exc)
+            self._channels.put(channel_id, None)
+            return None
+        except LOOKUP_ERRORS as exc:
+            _log_failure("conversations.info", exc)
+            return None
+        channel = response.get("channel")
+        found = channel if isinstance(channel, Mapping) else None
+        self._channels.put(channel_id, found)
+        return found
+
+    async def preceding(
+        self, message: SlackMessage, bot: BotIdentity
+    ) -> tuple[PrecedingMessage, ...]:
+        """What others said since the bot's last turn there (nothing in a DM: every message
+        there is a turn of its own)."""
+        if message.is_dm:
+            return ()
+        try:
+            page = await self._read_around(message)
+        except LOOKUP_ERRORS as exc:
+            _log_failure("conversations.replies" if message.in_thread else "history", exc)
+            return ()
+        selected = events.select_preceding(page, message, bot)
+        return tuple(await asyncio.gather(*(self._preceding_one(item) for item in selected)))
+
+    async def _read_around(self, message: SlackMessage) -> list[Mapping[str, Any]]:
+        if message.in_thread:
+            return await self._thread(message.channel, str(message.thread_ts), message.ts)
+        response = await self._client.conversations_history(
+            channel=message.channel, latest=message.ts, inclusive=False, limit=HISTORY_PAGE
+        )
+        return _messages(response.get("messages"))
+
+    async def _thread(self, channel: str, root: str, latest: str) -> list[Mapping[str, Any]]:
+        found: list[Mapping[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(THREAD_PAGES):
+            response = await self._client.conversations_replies(
+                channel=channel, ts=root, latest=latest, limit=HISTORY_PAGE, cursor=cursor
+            )
+            found.extend(_messages(response.get("messages")))
+            metadata = response.get("response_metadata") or {}
+            cursor = metadata.get("next_cursor") if isinstance(metadata, Mapping) else None
+            if not cursor:
+                break
+        return found
+
+    async def _preceding_one(self, item: Mapping[str, Any]) -> PrecedingMessage:
+        author = events.author_of(item)
+        speaker = await self.speaker(author) if author else events.bot_speaker(item)
+        text = await self.plain(str(item.get("text") or ""), strip_user=None)
+        return events.preceding_message(item, speaker, text)
+
+
+def _messages(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value or () if isinstance(item, Mapping)]
+
+
+def _log_failure(method: str, exc: BaseException) -> None:
+    error = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+    log.warning("slack_lookup_failed", method=method, error=str(error))

@@ -1,0 +1,376 @@
+"""Slack payloads to turn facts (pure): what starts a turn, its conversation key, its hidden route,
+the speaker, the surface, the preceding messages and the plain text the model reads.
+
+Everything here is dict in, value out, tested against recorded payloads. The lookups that fill in
+names (users.info, conversations.info, history) live in `channels.slack.directory`.
+
+Platform user ids and thread timestamps never leave this module except inside a `ReplyRoute` or
+`TurnRequest.person`: message text is rewritten so `<@U123>` becomes `@handle`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.turns import (
+    ConversationKind,
+    PrecedingMessage,
+    ReplyRoute,
+    Speaker,
+    Surface,
+    SurfaceKind,
+    TurnRequest,
+)
+from channels.slack.mrkdwn import unescape
+from channels.slack.split import MESSAGE_BUDGET
+
+PLATFORM = "slack"
+MAX_PRECEDING = 30
+# Message subtypes that are still a person writing something new; every other subtype (edits,
+# deletions, joins, topic changes, bot posts...) starts nothing.
+PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+UNKNOWN_PERSON = "someone"
+
+_MARKUP = re.compile(r"<([^<>]*)>")
+_SPACES = re.compile(r"[ \t]{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """The message that may start a turn, as far as its event says."""
+
+    event_id: str
+    event_type: str  # "app_mention" or "message"
+    team: str
+    channel: str
+    channel_type: str | None
+    user: str
+    text: str
+    ts: str
+    thread_ts: str | None
+    bot_name: str | None = None  # set when another bot wrote it
+
+    @property
+    def in_thread(self) -> bool:
+        return self.thread_ts is not None and self.thread_ts != self.ts
+
+    @property
+    def is_dm(self) -> bool:
+        if self.channel_type is not None:
+            return self.channel_type == "im"
+        return self.channel.startswith("D")
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why an event starts no turn (logged, never answered)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is in this workspace (from auth.test), to recognise its own messages."""
+
+    user_id: str | None
+    bot_id: str | None
+
+
+def read_event(
+    body: Mapping[str, Any], bot: BotIdentity, *, ignore_other_bots: bool = True
+) -> SlackMessage | Skip:
+    """Decide whether an Events API `event_callback` body starts a turn."""
+    event = body.get("event")
+    if not isinstance(event, Mapping):
+        return Skip("malformed: no event object")
+    kind = event.get("type")
+    if kind not in ("app_mention", "message"):
+        return Skip(f"not a trigger: event type {kind!r}")
+    if event.get("subtype") not in PERSON_SUBTYPES and event.get("subtype") != "bot_message":
+        return Skip(f"not a new message: subtype {event.get('subtype')!r}")
+    if event.get("edited") is not None:
+        return Skip("not a new message: edited")
+    if _is_own(event, bot):
+        return Skip("own message")
+    bot_name = _other_bot_name(event)
+    if bot_name is not None and ignore_other_bots:
+        return Skip("another bot")
+    fields = {name: event.get(name) for name in ("channel", "ts")}
+    missing = [name for name, value in fields.items() if not isinstance(value, str) or not value]
+    if not missing and _ts_value(str(fields["ts"])) is None:
+        missing.append("a numeric ts")
+    team = body.get("team_id") or event.get("team")
+    if missing or not isinstance(team, str):
+        return Skip(f"malformed: missing {', '.join(missing) or 'team_id'}")
+    user = event.get("user") or event.get("bot_id")
+    if not isinstance(user, str) or not user:
+        return Skip("malformed: no user")
+    message = SlackMessage(
+        event_id=str(body.get("event_id") or f"{fields['channel']}:{fields['ts']}"),
+        event_type=kind,
+        team=team,
+        channel=str(fields["channel"]),
+        channel_type=_str_or_none(event.get("channel_type")),
+        user=user,
+        text=str(event.get("text") or ""),
+        ts=str(fields["ts"]),
+        thread_ts=_str_or_none(event.get("thread_ts")),
+        bot_name=bot_name,
+    )
+    if kind == "message" and not message.is_dm:
+        return Skip("channel message without a mention")
+    return message
+
+
+def _is_own(event: Mapping[str, Any], bot: BotIdentity) -> bool:
+    return bool(
+        (bot.user_id and event.get("user") == bot.user_id)
+        or (bot.bot_id and event.get("bot_id") == bot.bot_id)
+    )
+
+
+def _other_bot_name(event: Mapping[str, Any]) -> str | None:
+    if not event.get("bot_id") and event.get("subtype") != "bot_message":
+        return None
+    profile = event.get("bot_profile")
+    name = profile.get("name") if isinstance(profile, Mapping) else None
+    return str(name or event.get("username") or "a bot")
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# --- keys and routes ----------------------------------------------------------------------------
+
+
+def conversation_key(message: SlackMessage) -> str:
+    """Channel threads are conversations; a DM's top level is one; a DM thread is its own."""
+    base = f"{PLATFORM}:{message.team}:{message.channel}"
+    if message.is_dm:
+        return f"{base}:{message.thread_ts}" if message.in_thread else base
+    return f"{base}:{message.thread_ts or message.ts}"
+
+
+def reply_thread(message: SlackMessage) -> str | None:
+    """Where the first part of the answer goes: the mention's thread, or a DM's top level."""
+    if message.is_dm:
+        return message.thread_ts if message.in_thread else None
+    return message.thread_ts or message.ts
+
+
+def message_key(message: SlackMessage) -> str:
+    """One id per Slack message, shared by its `message` and `app_mention` deliveries."""
+    return f"message:{message.channel}:{message.ts}"
+
+
+def route_for(message: SlackMessage) -> ReplyRoute:
+    return ReplyRoute(
+        platform=PLATFORM,
+        values={
+            "team": message.team,
+            "channel": message.channel,
+            "thread_ts": reply_thread(message),
+            "message_ts": message.ts,
+            "user": message.user,
+        },
+    )
+
+
+def person_for(message: SlackMessage) -> str:
+    return f"{PLATFORM}:{message.team}:{message.user}"
+
+
+def build_request(
+    message: SlackMessage,
+    *,
+    text: str,
+    speaker: Speaker,
+    surface: Surface,
+    preceding: Sequence[PrecedingMessage],
+    received_at: datetime,
+    turn_id: str,
+) -> TurnRequest:
+    return TurnRequest(
+        conversation_key=conversation_key(message),
+        kind=ConversationKind.PUSH,
+        channel=PLATFORM,
+        text=text,
+        received_at=received_at,
+        turn_id=turn_id,
+        speaker=speaker,
+        surface=surface,
+        preceding=tuple(preceding),
+        route=route_for(message),
+        person=person_for(message),
+    )
+
+
+# --- speaker and surface ------------------------------------------------------------------------
+
+
+def speaker_from_user(user: Mapping[str, Any] | None) -> Speaker:
+    """A `users.info` user to a Speaker: real name (else display name), and the @handle."""
+    if not user:
+        return Speaker(name=UNKNOWN_PERSON)
+    profile = user.get("profile") if isinstance(user.get("profile"), Mapping) else {}
+    assert isinstance(profile, Mapping)
+    handle = _first_text(profile.get("display_name"), user.get("name"))
+    name = _first_text(profile.get("real_name"), user.get("real_name"), handle) or UNKNOWN_PERSON
+    return Speaker(name=name, handle=handle)
+
+
+def _first_text(*values: Any) -> str | None:
+    for value in values:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def surface_kind(
+    info: Mapping[str, Any] | None, channel_type: str | None, channel_id: str
+) -> SurfaceKind:
+    """From conversations.info, else the event's channel_type, else the id's prefix."""
+    if info:
+        if info.get("is_im"):
+            return SurfaceKind.DM
+        if info.get("is_mpim"):
+            return SurfaceKind.GROUP
+        if info.get("is_channel") or info.get("is_group"):
+            return SurfaceKind.CHANNEL
+    by_type = {"im": SurfaceKind.DM, "mpim": SurfaceKind.GROUP}
+    if channel_type in by_type:
+        return by_type[channel_type]
+    if channel_type in ("channel", "group"):
+        return SurfaceKind.CHANNEL
+    by_prefix = {"D": SurfaceKind.DM, "G": SurfaceKind.GROUP}
+    return by_prefix.get(channel_id[:1], SurfaceKind.CHANNEL)
+
+
+def build_surface(
+    channel_id: str,
+    kind: SurfaceKind,
+    info: Mapping[str, Any] | None,
+    dm_handle: str | None,
+) -> Surface:
+    """Name a channel by its name, a DM by the counterpart's handle; no name when unknown."""
+    channel_name = _first_text(info.get("name")) if info else None
+    name = dm_handle if kind is SurfaceKind.DM else channel_name
+    return Surface(
+        kind=kind,
+        id=channel_id,
+        name=name,
+        shared=kind is not SurfaceKind.DM,
+        message_budget=MESSAGE_BUDGET,
+    )
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+
+def mentioned_users(text: str) -> set[str]:
+    """The user ids of every `<@U…>` in a message, to resolve to handles."""
+    found: set[str] = set()
+    for match in _MARKUP.finditer(text):
+        inner = match.group(1)
+        if inner.startswith("@"):
+            found.add(inner[1:].split("|", 1)[0])
+    return found
+
+
+def plain_text(text: str, handles: Mapping[str, str], strip_user: str | None = None) -> str:
+    """Slack markup to the plain text a person saw: `<@U1>` → `@alice`, `<url|x>` → `x (url)`.
+
+    `strip_user` (the bot itself) is removed entirely, as a mention is an address, not content.
+    A mention nobody could resolve shows as `@someone`, never as the id.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        target, _, label = inner.partition("|")
+        if target.startswith("@"):
+            user = target[1:]
+            if strip_user is not None and user == strip_user:
+                return ""
+            return "@" + (handles.get(user) or label.lstrip("@") or UNKNOWN_PERSON)
+        if target.startswith("#"):
+            return "#" + (label or target[1:])
+        if target.startswith("!"):
+            return _special(target[1:], label)
+        if label and label != target:
+            return f"{label} ({target})"
+        return target.removeprefix("mailto:")
+
+    replaced = _MARKUP.sub(replace, text)
+    if strip_user is not None:
+        replaced = "\n".join(_SPACES.sub(" ", line).strip() for line in replaced.split("\n"))
+    return unescape(replaced).strip()
+
+
+def _special(command: str, label: str) -> str:
+    """`<!here>`, `<!subteam^S1|@team>`, `<!date^…|fallback>`: the label Slack would show."""
+    if label:
+        return label
+    name = command.split("^", 1)[0]
+    return f"@{name}" if name in ("here", "channel", "everyone") else ""
+
+
+# --- preceding messages -------------------------------------------------------------------------
+
+
+def select_preceding(
+    messages: Iterable[Mapping[str, Any]], trigger: SlackMessage, bot: BotIdentity
+) -> list[Mapping[str, Any]]:
+    """What people said before the trigger since the bot's last turn there, oldest first.
+
+    `messages` is a page of conversations.replies or conversations.history in any order. The
+    bot's last turn is its own latest message or the latest message that mentioned it (that
+    message was a turn of its own, and its answer may not have been posted yet).
+    """
+    before = _ts_value(trigger.ts) or 0.0
+    stamped = [(ts, m) for m in messages if (ts := _ts(m)) is not None and ts < before]
+    earlier = [m for _, m in sorted(stamped, key=lambda pair: pair[0])]
+    mention = f"<@{bot.user_id}" if bot.user_id else None
+    selected: list[Mapping[str, Any]] = []
+    for item in earlier:
+        if _is_own(item, bot) or (mention and mention in str(item.get("text") or "")):
+            selected.clear()
+            continue
+        if item.get("subtype") in PERSON_SUBTYPES or item.get("subtype") == "bot_message":
+            selected.append(item)
+    return selected[-MAX_PRECEDING:]
+
+
+def preceding_message(item: Mapping[str, Any], speaker: Speaker, text: str) -> PrecedingMessage:
+    return PrecedingMessage(
+        at=datetime.fromtimestamp(_ts(item) or 0.0, tz=UTC),
+        name=speaker.name,
+        handle=speaker.handle,
+        text=text,
+    )
+
+
+def author_of(item: Mapping[str, Any]) -> str | None:
+    """The user id behind a history message; None for a bot post without a user."""
+    user = item.get("user")
+    return user if isinstance(user, str) and user else None
+
+
+def bot_speaker(item: Mapping[str, Any]) -> Speaker:
+    return Speaker(name=_other_bot_name(item) or "a bot")
+
+
+def _ts(item: Mapping[str, Any]) -> float | None:
+    value = item.get("ts")
+    return _ts_value(value) if isinstance(value, str) else None
+
+
+def _ts_value(ts: str) -> float | None:
+    try:
+        return float(ts)
+    except ValueError:
+        return None

@@ -1,0 +1,274 @@
+"""The pure mapping from recorded Slack payloads to turn facts."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.turns import ConversationKind, Speaker, SurfaceKind
+from channels.slack import events
+from channels.slack.events import BotIdentity, Skip, SlackMessage
+from channels.slack.split import MESSAGE_BUDGET
+
+PAYLOADS = Path(__file__).parent / "payloads"
+BOT = BotIdentity(user_id="U0LAN0Z89", bot_id="B0LAN0Z89")
+
+
+def payload(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((PAYLOADS / f"{name}.json").read_text())
+    return loaded
+
+
+def read(name: str, **options: Any) -> SlackMessage | Skip:
+    return events.read_event(payload(name), BOT, **options)
+
+
+def message(name: str) -> SlackMessage:
+    found = read(name)
+    assert isinstance(found, SlackMessage), found
+    return found
+
+
+def test_a_channel_mention_starts_a_thread_conversation_under_it() -> None:
+    mention = message("app_mention_channel")
+    assert mention.event_id == "Ev0LAN670R"
+    assert events.conversation_key(mention) == "slack:T061EG9R6:C0LAN2Q65:1515449522.000016"
+    assert events.reply_thread(mention) == "1515449522.000016"
+
+
+def test_a_mention_inside_a_thread_continues_that_thread() -> None:
+    mention = message("app_mention_thread")
+    assert events.conversation_key(mention) == "slack:T061EG9R6:C0LAN2Q65:1515449522.000016"
+    assert events.reply_thread(mention) == "1515449522.000016"
+    assert mention.in_thread
+
+
+def test_a_dm_top_level_is_one_conversation_answered_at_top_level() -> None:
+    dm = message("message_im")
+    assert events.conversation_key(dm) == "slack:T061EG9R6:D0PNCRP9N"
+    assert events.reply_thread(dm) is None
+
+
+def test_a_dm_thread_is_its_own_conversation() -> None:
+    dm = message("message_im_thread")
+    assert events.conversation_key(dm) == "slack:T061EG9R6:D0PNCRP9N:1700000123.456789"
+    assert events.reply_thread(dm) == "1700000123.456789"
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("message_channel_plain", "channel message without a mention"),
+        ("message_changed", "not a new message: subtype 'message_changed'"),
+        ("message_deleted", "not a new message: subtype 'message_deleted'"),
+        ("channel_join", "not a new message: subtype 'channel_join'"),
+        ("own_message_im", "own message"),
+        ("bot_message_im", "another bot"),
+    ],
+)
+def test_events_that_start_no_turn(name: str, reason: str) -> None:
+    assert read(name) == Skip(reason)
+
+
+def test_other_bots_may_be_let_in() -> None:
+    found = read("bot_message_im", ignore_other_bots=False)
+    assert isinstance(found, SlackMessage)
+    assert found.bot_name == "Deploy Bot"
+
+
+def test_the_own_bot_is_never_let_in() -> None:
+    assert read("own_message_im", ignore_other_bots=False) == Skip("own message")
+
+
+def test_an_edited_mention_starts_nothing() -> None:
+    body = payload("app_mention_channel")
+    body["event"]["edited"] = {"user": "U061F7AUR", "ts": "1515449530.000000"}
+    assert events.read_event(body, BOT) == Skip("not a new message: edited")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda body: body.pop("event"), "malformed: no event object"),
+        (lambda body: body["event"].pop("channel"), "malformed: missing channel"),
+        (lambda body: body["event"].update(ts="yesterday"), "malformed: missing a numeric ts"),
+        (lambda body: body["event"].pop("user"), "malformed: no user"),
+        (lambda body: body["event"].update(type="reaction_added"), None),
+    ],
+)
+def test_malformed_events_are_skipped_with_a_reason(mutate: Any, reason: str | None) -> None:
+    body = payload("app_mention_channel")
+    mutate(body)
+    found = events.read_event(body, BOT)
+    assert isinstance(found, Skip)
+    if reason:
+        assert found.reason == reason
+
+
+def test_the_same_message_as_message_and_app_mention_shares_one_message_key() -> None:
+    as_mention = message("message_im")
+    body = payload("message_im")
+    body["event"]["type"] = "app_mention"
+    body["event_id"] = "Ev0DIFFERENT"
+    as_message = events.read_event(body, BOT)
+    assert isinstance(as_message, SlackMessage)
+    assert as_mention.event_id != as_message.event_id
+    assert events.message_key(as_mention) == events.message_key(as_message)
+
+
+def test_route_and_person_hold_the_hidden_ids() -> None:
+    mention = message("app_mention_thread")
+    route = events.route_for(mention)
+    assert route.platform == "slack"
+    assert route.values == {
+        "team": "T061EG9R6",
+        "channel": "C0LAN2Q65",
+        "thread_ts": "1515449522.000016",
+        "message_ts": "1515449600.000200",
+        "user": "U061F7AUR",
+    }
+    assert events.person_for(mention) == "slack:T061EG9R6:U061F7AUR"
+
+
+def test_build_request_carries_facts_and_keeps_ids_route_side() -> None:
+    mention = message("app_mention_thread")
+    surface = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, {"name": "rivers"}, None)
+    request = events.build_request(
+        mention,
+        text="and what about <tributaries> & lakes?",
+        speaker=Speaker("Alice Chen", "alice"),
+        surface=surface,
+        preceding=(),
+        received_at=datetime(2024, 1, 1, tzinfo=UTC),
+        turn_id="t1",
+    )
+    assert request.kind is ConversationKind.PUSH
+    assert request.channel == "slack"
+    assert request.surface is not None
+    assert request.surface.message_budget == MESSAGE_BUDGET
+    visible = repr((request.text, request.speaker, request.surface, request.preceding))
+    for hidden in ("U061F7AUR", "1515449522.000016", "1515449600.000200"):
+        assert hidden not in visible
+
+
+def test_speaker_from_a_recorded_users_info() -> None:
+    user = payload("users_info")["user"]
+    assert events.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice")
+
+
+def test_speaker_without_display_name_uses_the_username() -> None:
+    user = payload("users_info")["user"]
+    user["profile"]["display_name"] = ""
+    assert events.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice.chen")
+
+
+def test_an_unknown_speaker_is_someone_never_an_id() -> None:
+    assert events.speaker_from_user(None) == Speaker(name="someone")
+
+
+@pytest.mark.parametrize(
+    ("info", "channel_type", "channel_id", "kind"),
+    [
+        ("conversations_info_channel", None, "C0LAN2Q65", SurfaceKind.CHANNEL),
+        ("conversations_info_im", None, "D0PNCRP9N", SurfaceKind.DM),
+        ("conversations_info_mpim", None, "G0AB12CD3", SurfaceKind.GROUP),
+        # conversations.info wins over what the event says
+        ("conversations_info_mpim", "channel", "C0AB12CD3", SurfaceKind.GROUP),
+        (None, "im", "C0FAKE", SurfaceKind.DM),
+        (None, "mpim", "C0FAKE", SurfaceKind.GROUP),
+        (None, "group", "G0PRIV", SurfaceKind.CHANNEL),
+        (None, None, "D0PNCRP9N", SurfaceKind.DM),
+        (None, None, "G0AB12CD3", SurfaceKind.GROUP),
+        (None, None, "C0LAN2Q65", SurfaceKind.CHANNEL),
+    ],
+)
+def test_surface_kind_order_of_authority(
+    info: str | None, channel_type: str | None, channel_id: str, kind: SurfaceKind
+) -> None:
+    channel = payload(info)["channel"] if info else None
+    assert events.surface_kind(channel, channel_type, channel_id) is kind
+
+
+def test_surface_names() -> None:
+    info = payload("conversations_info_channel")["channel"]
+    channel = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, info, "alice")
+    assert (channel.name, channel.shared) == ("rivers", True)
+    dm = events.build_surface("D0PNCRP9N", SurfaceKind.DM, None, "alice")
+    assert (dm.name, dm.shared) == ("alice", False)
+    unreadable = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, None, "alice")
+    assert (unreadable.kind, unreadable.id, unreadable.name) == ("channel", "C0LAN2Q65", None)
+
+
+def test_plain_text_strips_the_bot_and_resolves_people() -> None:
+    mention = message("app_mention_channel")
+    text = events.plain_text(mention.text, {"U0G9QF9C6": "bob"}, strip_user=BOT.user_id)
+    assert text == "is it everything a river should be? ask @bob too"
+
+
+def test_plain_text_never_shows_an_unresolved_user_id() -> None:
+    text = events.plain_text("ping <@U0G9QF9C6> and <@U0LAN0Z89>", {})
+    assert text == "ping @someone and @someone"
+
+
+@pytest.mark.parametrize(
+    ("markup", "plain"),
+    [
+        ("&lt;tag&gt; &amp;amp;", "<tag> &amp;"),
+        (
+            "see <https://example.com/runbook|the runbook>",
+            "see the runbook (https://example.com/runbook)",
+        ),
+        ("see <https://example.com>", "see https://example.com"),
+        ("mail <mailto:a@example.com|a@example.com>", "mail a@example.com (mailto:a@example.com)"),
+        ("in <#C0LAN2Q65|rivers> and <#C0OTHER>", "in #rivers and #C0OTHER"),
+        ("<!here> <!channel> <!everyone>", "@here @channel @everyone"),
+        ("<!subteam^S0123|@platform> look", "@platform look"),
+        ("at <!date^1392734382^{date_pretty}|Feb 18, 2014>", "at Feb 18, 2014"),
+        ("named <@U0G9QF9C6|bob>", "named @bob"),
+    ],
+)
+def test_plain_text_markup(markup: str, plain: str) -> None:
+    assert events.plain_text(markup, {}) == plain
+
+
+def test_mentioned_users() -> None:
+    mention = message("app_mention_channel")
+    assert events.mentioned_users(mention.text) == {"U0LAN0Z89", "U0G9QF9C6"}
+
+
+def test_preceding_starts_after_the_bots_last_answer_and_skips_joins_and_the_trigger() -> None:
+    trigger = message("app_mention_thread")
+    replies = payload("conversations_replies")["messages"]
+    selected = events.select_preceding(replies, trigger, BOT)
+    assert [item["ts"] for item in selected] == ["1515449540.000110", "1515449550.000120"]
+
+
+def test_preceding_stops_at_an_earlier_mention_of_the_bot() -> None:
+    trigger = message("app_mention_thread")
+    replies = [m for m in payload("conversations_replies")["messages"] if "bot_id" not in m]
+    selected = events.select_preceding(replies, trigger, BOT)
+    # The thread root mentioned the bot: it was a turn of its own, so only what came after counts.
+    assert [item["ts"] for item in selected] == ["1515449540.000110", "1515449550.000120"]
+
+
+def test_preceding_is_bounded_to_the_newest_thirty() -> None:
+    trigger = message("app_mention_channel")
+    chatter = [
+        {"type": "message", "user": "U0G9QF9C6", "text": f"m{i}", "ts": f"{1515440000 + i}.000001"}
+        for i in range(45)
+    ]
+    selected = events.select_preceding(reversed(chatter), trigger, BOT)
+    assert len(selected) == events.MAX_PRECEDING
+    assert selected[0]["text"] == "m15"
+    assert selected[-1]["text"] == "m44"
+
+
+def test_preceding_message_from_a_recorded_reply() -> None:
+    item = payload("conversations_replies")["messages"][2]
+    found = events.preceding_message(item, Speaker("Bob Stone", "bob"), "I disagree")
+    assert found.at == datetime.fromtimestamp(1515449540.000110, tz=UTC)
+    assert (found.name, found.handle, found.text) == ("Bob Stone", "bob", "I disagree")

@@ -1,0 +1,594 @@
+"""A fake Slack on 127.0.0.1: the Web API methods the host calls and a Socket Mode websocket.
+
+It speaks the real wire protocol, so tests drive the real slack-bolt / slack-sdk against it.
+
+    async with FakeSlack() as slack:
+        slack.api_url                      # "http://127.0.0.1:PORT/api/" -> slack.api_url
+        slack.bot_token, slack.app_token   # the tokens it accepts (SLACK_BOT_TOKEN / _APP_TOKEN)
+        slack.add_user("U1", "alice", real_name="Alice Chen")
+        slack.add_channel("C1", "general")             # kind: channel | private | im | mpim
+        slack.say("C1", "U2", "earlier chatter")       # history only, no event
+        body = slack.mention("C1", "U1", "hello")      # stores the message, returns the event
+        envelope = await slack.push(body)              # Socket Mode delivery; records the ack
+        await slack.wait_for(lambda: slack.posts)
+        slack.posts      # accepted chat.postMessage calls, in order: {channel, text, thread_ts, ts}
+        slack.reactions  # ("add" | "remove", channel, timestamp, name)
+        slack.calls      # every Web API call: Call(method, params, status, at)
+        slack.acks       # envelope id -> monotonic time of its ack
+
+Injecting trouble:
+    slack.fail("chat.postMessage", status=429, retry_after=1, after=1)  # 2nd post gets a 429
+    slack.fail("conversations.info", "internal_error", times=2)
+    slack.revoke("channels:read")      # conversations.info on a public channel -> missing_scope
+    await slack.push(body, retry_attempt=1)   # a redelivery: same event, same event_id
+    slack.ack_deadline = 0.0           # slow acks: an envelope not acked within the deadline is
+                                       # delivered once more, the way Slack retries after 3 s
+HTTP mode: `slack.signed(body, secret)` gives the raw body and the signed headers to POST to
+the host's /slack/events (pass `timestamp=` to make a stale one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+TEAM = "T0FAKE"
+BOT_USER = "UBOT0001"
+BOT_ID = "BBOT0001"
+APP_ID = "A0FAKE01"
+ALL_SCOPES = frozenset(
+    {
+        "app_mentions:read",
+        "channels:history",
+        "channels:read",
+        "chat:write",
+        "groups:history",
+        "groups:read",
+        "im:history",
+        "im:read",
+        "mpim:history",
+        "mpim:read",
+        "reactions:write",
+        "users:read",
+    }
+)
+_READ_SCOPE = {"channel": "channels", "private": "groups", "im": "im", "mpim": "mpim"}
+MAX_TEXT = 40_000
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    status: int
+    at: float
+
+
+@dataclass
+class _Failure:
+    method: str
+    error: str
+    status: int
+    retry_after: float | None
+    after: int
+    times: int
+    seen: int = 0
+
+
+@dataclass
+class _Envelope:
+    envelope_id: str
+    body: dict[str, Any]
+    retry_attempt: int
+    sent_at: float = 0.0
+
+
+@dataclass
+class FakeSlack:
+    bot_token: str = "xoxb-fake-bot-token"
+    app_token: str = "xapp-fake-app-token"
+    ack_deadline: float | None = None
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    posts: list[dict[str, Any]] = field(default_factory=list)
+    reactions: list[tuple[str, str, str, str]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    acks: dict[str, float] = field(default_factory=dict)
+    envelopes: list[_Envelope] = field(default_factory=list)
+    scopes: set[str] = field(default_factory=lambda: set(ALL_SCOPES))
+
+    def __post_init__(self) -> None:
+        self._failures: list[_Failure] = []
+        self._clock = itertools.count(1)
+        self._events = itertools.count(1)
+        self._sockets: list[web.WebSocketResponse] = []
+        self._connected = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._timers: set[asyncio.Task[None]] = set()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.add_user(BOT_USER, "bot", real_name="The Bot", is_bot=True)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/link/", self._socket)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for timer in list(self._timers):
+            timer.cancel()
+        await self.drop_connections()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    # --- world ----------------------------------------------------------------------------------
+
+    def add_user(
+        self,
+        user_id: str,
+        name: str,
+        *,
+        real_name: str | None = None,
+        display_name: str | None = None,
+        is_bot: bool = False,
+    ) -> None:
+        real = real_name or name
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": TEAM,
+            "name": name,
+            "deleted": False,
+            "real_name": real,
+            "tz": "Europe/Berlin",
+            "is_bot": is_bot,
+            "profile": {
+                "real_name": real,
+                "real_name_normalized": real,
+                "display_name": display_name if display_name is not None else name,
+                "display_name_normalized": display_name if display_name is not None else name,
+                "team": TEAM,
+            },
+        }
+
+    def add_channel(self, channel_id: str, name: str = "", kind: str = "channel") -> None:
+        """kind: "channel" (public), "private", "im" (name is ignored) or "mpim"."""
+        info: dict[str, Any] = {
+            "id": channel_id,
+            "created": 1_600_000_000,
+            "is_channel": kind in ("channel", "private"),
+            "is_group": False,
+            "is_im": kind == "im",
+            "is_mpim": kind == "mpim",
+            "is_private": kind != "channel",
+            "is_archived": False,
+            "is_member": True,
+            "kind": kind,
+        }
+        if kind != "im":
+            info["name"] = name
+            info["name_normalized"] = name
+        self.channels[channel_id] = info
+        self.messages.setdefault(channel_id, [])
+
+    def revoke(self, scope: str) -> None:
+        self.scopes.discard(scope)
+
+    def next_ts(self) -> str:
+        return f"{1_700_000_000 + next(self._clock)}.000100"
+
+    def say(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """Store a message a person wrote, without delivering an event for it."""
+        ts = self.next_ts()
+        message: dict[str, Any] = {"type": "message", "user": user, "text": text, "ts": ts}
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+        message.update(extra)
+        self.messages.setdefault(channel, []).append(message)
+        return message
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def mention(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> dict[str, Any]:
+        """A person mentions the bot in a channel: stores the message, returns its app_mention."""
+        text = text if f"<@{BOT_USER}>" in text else f"<@{BOT_USER}> {text}"
+        message = self.say(channel, user, text, thread_ts=thread_ts)
+        return self.event_body(channel, message, "app_mention")
+
+    def dm(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> dict[str, Any]:
+        """A person writes in a DM with the bot: stores the message, returns its message.im."""
+        message = self.say(channel, user, text, thread_ts=thread_ts)
+        return self.event_body(channel, message, "message", channel_type="im")
+
+    def channel_message(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """A message in a channel the bot is in (what message.channels would deliver)."""
+        message = self.say(channel, user, text, thread_ts=thread_ts, **extra)
+        return self.event_body(channel, message, "message", channel_type="channel")
+
+    def event_body(
+        self,
+        channel: str,
+        message: Mapping[str, Any],
+        event_type: str,
+        *,
+        channel_type: str | None = None,
+    ) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "client_msg_id": str(uuid.uuid4()),
+            **message,
+            "type": event_type,
+            "team": TEAM,
+            "channel": channel,
+            "event_ts": message["ts"],
+            "blocks": [],
+        }
+        if channel_type:
+            event["channel_type"] = channel_type
+        return {
+            "token": "legacy-verification-token",
+            "team_id": TEAM,
+            "context_team_id": TEAM,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev{next(self._events):08d}FAKE",
+            "event_time": int(float(message["ts"])),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": TEAM,
+                    "user_id": BOT_USER,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{uuid.uuid4().hex}",
+        }
+
+    # --- Socket Mode ----------------------------------------------------------------------------
+
+    async def push(self, body: dict[str, Any], *, retry_attempt: int = 0) -> str:
+        """Deliver an event over the websocket (waiting for the app to connect); its envelope id."""
+        await asyncio.wait_for(self._connected.wait(), timeout=10)
+        envelope = _Envelope(str(uuid.uuid4()), body, retry_attempt)
+        await self._send(envelope)
+        return envelope.envelope_id
+
+    async def _send(self, envelope: _Envelope) -> None:
+        envelope.sent_at = time.monotonic()
+        self.envelopes.append(envelope)
+        frame = {
+            "envelope_id": envelope.envelope_id,
+            "payload": envelope.body,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": envelope.retry_attempt,
+            "retry_reason": "timeout" if envelope.retry_attempt else "",
+        }
+        await self._sockets[-1].send_str(json.dumps(frame))
+        if self.ack_deadline is not None and envelope.retry_attempt == 0:
+            timer = asyncio.create_task(self._redeliver_if_late(envelope, self.ack_deadline))
+            self._timers.add(timer)
+            timer.add_done_callback(self._timers.discard)
+
+    async def _redeliver_if_late(self, envelope: _Envelope, deadline: float) -> None:
+        await asyncio.sleep(deadline)
+        acked = self.acks.get(envelope.envelope_id)
+        if acked is None or acked - envelope.sent_at > deadline:
+            again = _Envelope(str(uuid.uuid4()), envelope.body, envelope.retry_attempt + 1)
+            await self._send(again)
+
+    async def acked(self, envelope_id: str, within: float = 10.0) -> float:
+        await self.wait_for(lambda: envelope_id in self.acks, within)
+        return self.acks[envelope_id]
+
+    async def drop_connections(self) -> None:
+        self._connected.clear()
+        sockets, self._sockets = self._sockets, []
+        for socket in sockets:
+            await socket.close()
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse(autoping=True)
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await socket.send_str(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": len(self._sockets),
+                    "debug_info": {"host": "fake-slack", "approximate_connection_time": 18060},
+                    "connection_info": {"app_id": APP_ID},
+                }
+            )
+        )
+        self._connected.set()
+        async for frame in socket:
+            if frame.type == WSMsgType.TEXT:
+                self._on_frame(frame.data)
+        if socket in self._sockets:
+            self._sockets.remove(socket)
+        if not self._sockets:
+            self._connected.clear()
+        return socket
+
+    def _on_frame(self, data: str) -> None:
+        try:
+            message = json.loads(data)
+        except json.JSONDecodeError:
+            return
+        if isinstance(message, dict) and "envelope_id" in message:
+            self.acks.setdefault(str(message["envelope_id"]), time.monotonic())
+            self._changed.set()
+
+    # --- HTTP mode ------------------------------------------------------------------------------
+
+    @staticmethod
+    def signed(
+        body: Mapping[str, Any], secret: str, *, timestamp: int | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """The raw body and the X-Slack-Signature headers Slack would send with it."""
+        raw = json.dumps(body)
+        stamp = str(timestamp if timestamp is not None else int(time.time()))
+        digest = hmac.new(secret.encode(), f"v0:{stamp}:{raw}".encode(), hashlib.sha256)
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": "v0=" + digest.hexdigest(),
+        }
+        return raw.encode(), headers
+
+    # --- waiting --------------------------------------------------------------------------------
+
+    async def wait_for(self, condition: Callable[[], object], within: float = 10.0) -> None:
+        """Return once `condition()` is true; fail the test after `within` seconds."""
+
+        async def watch() -> None:
+            while True:
+                self._changed.clear()
+                if condition():
+                    return
+                await self._changed.wait()
+
+        try:
+            await asyncio.wait_for(watch(), within)
+        except TimeoutError:
+            raise AssertionError(f"fake Slack: condition not met within {within} s") from None
+
+    def posts_in(self, channel: str) -> list[dict[str, Any]]:
+        return [post for post in self.posts if post["channel"] == channel]
+
+    # --- Web API --------------------------------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        error: str = "internal_error",
+        *,
+        status: int = 200,
+        retry_after: float | None = None,
+        after: int = 0,
+        times: int = 1,
+    ) -> None:
+        """Answer the next `times` calls of `method` (after the first `after`) with an error."""
+        if status == 429 and error == "internal_error":
+            error = "ratelimited"
+        self._failures.append(_Failure(method, error, status, retry_after, after, times))
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        response = self._respond(method, params, request.headers.get("Authorization", ""))
+        self.calls.append(Call(method, params, response.status, time.monotonic()))
+        self._changed.set()
+        return response
+
+    def _respond(self, method: str, params: dict[str, Any], authorization: str) -> web.Response:
+        token = authorization.removeprefix("Bearer ").strip() or str(params.get("token", ""))
+        wanted = self.app_token if method == "apps.connections.open" else self.bot_token
+        if token != wanted:
+            return _error("invalid_auth")
+        failure = self._failure_for(method)
+        if failure is not None:
+            headers = {}
+            if failure.retry_after is not None:
+                headers["Retry-After"] = f"{failure.retry_after:g}"
+            return _error(failure.error, status=failure.status, headers=headers)
+        handler = getattr(self, "_api_" + method.replace(".", "_"), None)
+        if handler is None:
+            return _error("unknown_method")
+        result: web.Response = handler(params)
+        return result
+
+    def _failure_for(self, method: str) -> _Failure | None:
+        for failure in self._failures:
+            if failure.method != method or failure.times <= 0:
+                continue
+            failure.seen += 1
+            if failure.seen > failure.after:
+                failure.times -= 1
+                return failure
+        return None
+
+    def _api_auth_test(self, params: dict[str, Any]) -> web.Response:
+        return _ok(
+            url="https://fake.slack.com/",
+            team="Fake Team",
+            user="bot",
+            team_id=TEAM,
+            user_id=BOT_USER,
+            bot_id=BOT_ID,
+            is_enterprise_install=False,
+        )
+
+    def _api_apps_connections_open(self, params: dict[str, Any]) -> web.Response:
+        return _ok(url=f"ws://127.0.0.1:{self.port}/link/?ticket={uuid.uuid4()}")
+
+    def _api_users_info(self, params: dict[str, Any]) -> web.Response:
+        if "users:read" not in self.scopes:
+            return _missing_scope("users:read")
+        user = self.users.get(str(params.get("user")))
+        return _ok(user=user) if user else _error("user_not_found")
+
+    def _api_conversations_info(self, params: dict[str, Any]) -> web.Response:
+        info = self.channels.get(str(params.get("channel")))
+        if info is None:
+            return _error("channel_not_found")
+        scope = f"{_READ_SCOPE[info['kind']]}:read"
+        if scope not in self.scopes:
+            return _missing_scope(scope)
+        return _ok(channel={k: v for k, v in info.items() if k != "kind"})
+
+    def _api_conversations_history(self, params: dict[str, Any]) -> web.Response:
+        found = self._readable(params, "history")
+        if isinstance(found, web.Response):
+            return found
+        top = [m for m in found if m.get("thread_ts", m["ts"]) == m["ts"]]
+        chosen = _window(top, params)[::-1]
+        return _page(chosen, params)
+
+    def _api_conversations_replies(self, params: dict[str, Any]) -> web.Response:
+        found = self._readable(params, "history")
+        if isinstance(found, web.Response):
+            return found
+        root = str(params.get("ts"))
+        thread = [m for m in found if m["ts"] == root or m.get("thread_ts") == root]
+        if not thread:
+            return _error("thread_not_found")
+        return _page(_window(thread, params), params)
+
+    def _readable(self, params: dict[str, Any], what: str) -> list[dict[str, Any]] | web.Response:
+        channel = str(params.get("channel"))
+        info = self.channels.get(channel)
+        if info is None:
+            return _error("channel_not_found")
+        scope = f"{_READ_SCOPE[info['kind']]}:{what}"
+        if scope not in self.scopes:
+            return _missing_scope(scope)
+        return sorted(self.messages.get(channel, []), key=lambda m: float(m["ts"]))
+
+    def _api_chat_postMessage(self, params: dict[str, Any]) -> web.Response:
+        channel = str(params.get("channel", ""))
+        text = params.get("text")
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        if not text:
+            return _error("no_text")
+        if len(str(text)) > MAX_TEXT:
+            return _error("msg_too_long")
+        thread_ts = params.get("thread_ts") or None
+        message = self.say(channel, BOT_USER, str(text), thread_ts=thread_ts, bot_id=BOT_ID)
+        self.posts.append(
+            {"channel": channel, "text": str(text), "thread_ts": thread_ts, "ts": message["ts"]}
+        )
+        return _ok(channel=channel, ts=message["ts"], message=message)
+
+    def _api_reactions_add(self, params: dict[str, Any]) -> web.Response:
+        key = ("add", str(params.get("channel")), str(params.get("timestamp")))
+        name = str(params.get("name"))
+        if self._reacted(key[1], key[2], name):
+            return _error("already_reacted")
+        self.reactions.append((*key, name))
+        return _ok()
+
+    def _api_reactions_remove(self, params: dict[str, Any]) -> web.Response:
+        channel, ts, name = (str(params.get(k)) for k in ("channel", "timestamp", "name"))
+        if not self._reacted(channel, ts, name):
+            return _error("no_reaction")
+        self.reactions.append(("remove", channel, ts, name))
+        return _ok()
+
+    def _reacted(self, channel: str, ts: str, name: str) -> bool:
+        state = 0
+        for action, c, t, n in self.reactions:
+            if (c, t, n) == (channel, ts, name):
+                state = 1 if action == "add" else 0
+        return state == 1
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if request.method == "POST" and request.can_read_body:
+        if request.content_type == "application/json":
+            body = await request.json()
+            if isinstance(body, dict):
+                params.update(body)
+        else:
+            params.update(dict(await request.post()))
+    return params
+
+
+def _window(messages: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Messages between `oldest` and `latest` (exclusive unless `inclusive`), oldest first."""
+    inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+    latest = float(params.get("latest") or "inf")
+    oldest = float(params.get("oldest") or 0)
+
+    def inside(ts: float) -> bool:
+        if inclusive:
+            return oldest <= ts <= latest
+        return oldest < ts < latest
+
+    return [m for m in messages if inside(float(m["ts"]))]
+
+
+def _page(messages: list[dict[str, Any]], params: dict[str, Any]) -> web.Response:
+    start = int(params.get("cursor") or 0)
+    limit = max(1, min(1000, int(params.get("limit") or 100)))
+    chunk = messages[start : start + limit]
+    more = start + limit < len(messages)
+    metadata = {"next_cursor": str(start + limit) if more else ""}
+    return _ok(messages=chunk, has_more=more, response_metadata=metadata)
+
+
+def _ok(**fields: Any) -> web.Response:
+    return web.json_response({"ok": True, **fields})
+
+
+def _error(
+    error: str, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.json_response({"ok": False, "error": error}, status=status, headers=headers)
+
+
+def _missing_scope(needed: str) -> web.Response:
+    return web.json_response(
+        {"ok": False, "error": "missing_scope", "needed": needed, "provided": "chat:write"}
+    )
