@@ -1,0 +1,152 @@
+"""Footprint benchmark (SPEC §12): `bot --help` start time and the idle memory of `bot run`.
+
+    python -m benchmarks.footprint
+
+Start time: the `bot` console script with `--help`, run many times; heavy SDKs must not load.
+Idle memory: `bot run` with Slack (Socket Mode), Telegram (polling) and a cron job enabled, against
+the fake Slack, fake Telegram and fake Anthropic servers on loopback; resident set size read from
+/proc after the host reports healthy and has idled for a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import FakeTelegram
+
+RUNS = 20
+IDLE_SECONDS = 5.0
+
+
+def _bot_command() -> list[str]:
+    script = shutil.which("bot", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "bot.cli"]
+
+
+def start_time() -> list[float]:
+    command = [*_bot_command(), "--help"]
+    subprocess.run(command, capture_output=True, check=True)  # warm the page cache once
+    timings = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=True)
+        timings.append(time.perf_counter() - started)
+    return timings
+
+
+def _config(folder: Path, slack: FakeSlack, tg: FakeTelegram, port: int) -> Path:
+    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are a benchmark bot.\n")
+    path = folder / "bot.toml"
+    path.write_text(
+        f"""
+[agent]
+identity_path = "IDENTITY.md"
+
+[store]
+path = "data/bot.sqlite3"
+
+[slack]
+enabled = true
+api_url = "{slack.api_url}"
+
+[telegram]
+enabled = true
+api_url = "{tg.base_url}"
+
+[http]
+port = {port}
+
+[[cron.jobs]]
+name = "hourly"
+schedule = "0 * * * *"
+prompt = "Say hello."
+"""
+    )
+    return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+async def idle_memory() -> int:
+    async with FakeAnthropic() as model, FakeSlack() as slack, FakeTelegram() as tg:
+        folder = Path(tempfile.mkdtemp(prefix="bot-footprint-"))
+        port = _free_port()
+        config = _config(folder, slack, tg, port)
+        env = dict(
+            os.environ,
+            ANTHROPIC_API_KEY="sk-ant-bench-0123456789",
+            ANTHROPIC_BASE_URL=model.base_url,
+            SLACK_BOT_TOKEN=slack.bot_token,
+            SLACK_APP_TOKEN=slack.app_token,
+            TELEGRAM_BOT_TOKEN=tg.token,
+        )
+        process = await asyncio.create_subprocess_exec(
+            *_bot_command(),
+            "--config",
+            str(config),
+            "run",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            await _wait_healthy(port)
+            await asyncio.sleep(IDLE_SECONDS)
+            return _rss_kib(process.pid)
+        finally:
+            process.terminate()
+            await process.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _wait_healthy(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        await asyncio.sleep(0.2)
+    raise RuntimeError("bot run did not become healthy within 30 s")
+
+
+def main() -> None:
+    timings = start_time()
+    print(
+        f"bot --help start time over {RUNS} runs: p50 {statistics.median(timings) * 1000:.0f} ms, "
+        f"max {max(timings) * 1000:.0f} ms"
+    )
+    rss = asyncio.run(idle_memory())
+    print(
+        f"bot run idle RSS (Slack + Telegram + cron, after {IDLE_SECONDS:.0f} s): {rss / 1024:.1f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()
