@@ -59,3 +59,11 @@ def test_the_starter_folder_loads_as_it_is(tmp_path: Path) -> None:
     skill.write_text(STARTER.joinpath("skills/summarize/SKILL.md").read_text(encoding="utf-8"))
     config = load_config(tmp_path / "bot.toml", env={})
     assert config.settings.agent.identity_path == tmp_path / "IDENTITY.md"
+
+
+def test_the_readme_configuration_table_covers_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_.\[\]]+)` \|", readme, flags=re.MULTILINE)
+    documented = {row.replace("[]", "") for row in rows}
+    assert sorted(_model_keys() - documented) == []
+    assert sorted(documented - _model_keys()) == []
