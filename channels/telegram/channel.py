@@ -10,6 +10,7 @@ turn, is kept in the chat buffer as context, or is ignored.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import uuid
@@ -75,6 +76,9 @@ class TelegramChannel:
         self._sink: TurnSink | None = None
         self._me: BotIdentity | None = None
         self._webhook_secret: str | None = None
+        # Keys the pseudonymous surface ids of private chats; derived from the token (a secret
+        # that is stable across restarts), so the same DM keeps its id and memory scope.
+        self._dm_key = hashlib.sha256(b"telegram-dm-surface\0" + token.encode()).digest()
         builder = Application.builder().token(token).base_url(settings.api_url)
         if settings.mode == "webhook":
             self._webhook_secret = _webhook_secret(secrets, http)
@@ -139,6 +143,7 @@ class TelegramChannel:
             self._access,
             turn_id=uuid.uuid4().hex,
             received_at=datetime.now(UTC),
+            dm_key=self._dm_key,
         )
         if isinstance(decision, Ignore):
             log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)

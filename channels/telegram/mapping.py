@@ -3,7 +3,8 @@
 Pure: a Bot API `Update` as a dict in (the JSON Telegram sends), a decision out. What the model may
 see (speaker name and @username, chat kind, title and id) goes into the `TurnRequest`; everything
 that only directs the answer (chat id, topic id, the message to reply to) goes into the hidden
-`ReplyRoute`, and the user id only into `TurnRequest.person`.
+`ReplyRoute`, and the user id only into `TurnRequest.person`. A private chat's id *is* the user's
+id, so a DM's surface id is a keyed pseudonym instead (`dm_surface_id`).
 
 Rules (SPEC §7): in a private chat every text message is a turn. In a group, supergroup or channel
 only a message addressed to the bot is: an @mention (or a text mention of the bot), a reply to one
@@ -14,6 +15,8 @@ without text, and messages from bots (the host's own included) start nothing.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -86,6 +89,16 @@ def conversation_key(chat_id: int, topic_id: int | None = None) -> str:
     return f"{PLATFORM}:{chat_id}" if topic_id is None else f"{PLATFORM}:{chat_id}:{topic_id}"
 
 
+def dm_surface_id(chat_id: int, key: bytes) -> str:
+    """The surface id of a private chat: a keyed pseudonym, because its chat id is the user id.
+
+    A DM still needs an id of its own (memory is scoped by surface), but the user id must never
+    reach the model; a keyed hash (the key is secret) keeps it unique, stable and not reversible.
+    """
+    digest = hmac.new(key, str(chat_id).encode(), hashlib.sha256).hexdigest()
+    return f"dm_{digest[:16]}"
+
+
 def decide(
     update: Mapping[str, Any],
     me: BotIdentity,
@@ -93,8 +106,9 @@ def decide(
     *,
     turn_id: str,
     received_at: datetime,
+    dm_key: bytes,
 ) -> Decision:
-    """What to do with one update."""
+    """What to do with one update. `dm_key` keys the pseudonymous surface id of private chats."""
     if any(key in update for key in _EDITS):
         return Ignore("edited message")
     message = update.get("message") or update.get("channel_post")
@@ -121,12 +135,12 @@ def decide(
     if kind is SurfaceKind.DM:
         if not allowed:
             return Ignore("user not in telegram.allowed_user_ids")
-        return StartTurn(_request(message, kind, key, text, turn_id, received_at))
+        surface_id = dm_surface_id(chat_id, dm_key)
+        return StartTurn(_request(message, kind, key, surface_id, text, turn_id, received_at))
     addressed = _addressed(message, me, topic)
     if addressed and allowed:
-        return StartTurn(
-            _request(message, kind, key, _strip_address(message, me), turn_id, received_at)
-        )
+        text = _strip_address(message, me)
+        return StartTurn(_request(message, kind, key, str(chat_id), text, turn_id, received_at))
     reason = "user not in telegram.allowed_user_ids" if addressed else "not addressed to the bot"
     return Keep(key, _preceding(message, text), reason)
 
@@ -219,6 +233,7 @@ def _request(
     message: Mapping[str, Any],
     kind: SurfaceKind,
     key: str,
+    surface_id: str,
     text: str,
     turn_id: str,
     received_at: datetime,
@@ -236,7 +251,7 @@ def _request(
         speaker=_speaker(message),
         surface=Surface(
             kind=kind,
-            id=str(chat["id"]),
+            id=surface_id,
             name=_surface_name(chat),
             shared=kind is not SurfaceKind.DM,
             message_budget=TELEGRAM_MESSAGE_LIMIT,

@@ -198,7 +198,8 @@ def test_emoji_sequences_are_not_cut_apart() -> None:
     assert len(parts) > 1
     for part in parts:
         assert utf16_length(part) <= 1000
-        assert part.startswith("👩") and part.endswith("💻")
+        assert part.startswith("👩")
+        assert part.endswith("💻")
     assert "".join(parts) == text
 
 

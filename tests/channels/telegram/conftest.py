@@ -1,0 +1,57 @@
+"""Fixtures for the Telegram tests: the fake Bot API, a real PTB Bot on it, the whole App."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from telegram import Bot
+
+from bot.config import Config, load_config
+from tests.conftest import write_config
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+MakeConfig = Callable[..., Config]
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def bot(tg: FakeTelegram) -> AsyncIterator[Bot]:
+    bot = Bot(tg.token, base_url=tg.base_url)
+    await bot.initialize()
+    yield bot
+    await bot.shutdown()
+
+
+@pytest.fixture
+async def claude() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def make_config(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic) -> MakeConfig:
+    """A config with Telegram enabled against the fake; `extra` TOML goes under [telegram]."""
+
+    def make(extra: str = "", **env: str) -> Config:
+        write_config(
+            agent_dir,
+            f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
+            + extra,
+        )
+        environment = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": claude.base_url,
+            "TELEGRAM_BOT_TOKEN": tg.token,
+            **env,
+        }
+        return load_config(agent_dir / "bot.toml", env=environment)
+
+    return make
