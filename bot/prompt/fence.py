@@ -27,11 +27,12 @@ FENCE_TAGS = (
 # not followed by another name character (so `<speakers>` or `<skill-x` are not fence tags).
 # Invisible format characters count as whitespace here: a model reads `<\u200bspeaker>` as a tag.
 _GAP = r"[\s\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]*"
-_TAG_FORM = _GAP + "/?" + _GAP + "(?:" + "|".join(FENCE_TAGS) + r")(?![\w-])"
-_ESCAPE = re.compile(r"(<|&(?:amp;)*lt;)(?=" + _TAG_FORM + ")", re.IGNORECASE)
-_RESTORE = re.compile(r"&((?:amp;)*)lt;(?=" + _TAG_FORM + ")", re.IGNORECASE)
-# What a host fence looks like to a reader: used by tests and by `opens_fence`.
-FENCE_PATTERN = re.compile("<" + _TAG_FORM, re.IGNORECASE)
+_TAG_FORM = _GAP + "/?" + _GAP + "(?i:" + "|".join(FENCE_TAGS) + r")(?![\w-])"
+# The escape itself is case-sensitive (`&LT;` is not ours to touch), the tag name is not.
+_ESCAPE = re.compile(r"(<|&(?:amp;)*lt;)(?=" + _TAG_FORM + ")")
+_RESTORE = re.compile(r"&((?:amp;)*)lt;(?=" + _TAG_FORM + ")")
+# What a host fence looks like to a reader (any case, whitespace, attributes).
+FENCE_PATTERN = re.compile("<" + _TAG_FORM)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -93,7 +93,8 @@ def _render_entry(entry: HistoryEntry) -> tuple[str, list[ContentBlock]]:
 
 def _assistant_block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> ContentBlock | None:
     if isinstance(block, TextBlock):
-        return _text(block.text) if block.text.strip() else None
+        # The model's own words, but they may quote someone else's: neutralized like the rest.
+        return _text(untrusted(block.text)) if block.text.strip() else None
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
     return _stray_result(block)

@@ -1,0 +1,223 @@
+"""Whole-request properties over random untrusted input.
+
+(a) No untrusted value (the person's text, speaker names, surface name, preceding messages,
+    memory hits, stored history) can add a line that opens or closes a host fence: the fence tags
+    in the request are exactly the ones the host writes for the same structure.
+(b) No hidden value (route values, the person key, a speaker's platform user id kept route-side)
+    ever occurs in the serialized request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.ports import MemoryHit
+from bot.prompt import Assembler, TokenCounter
+from bot.prompt.fence import FENCE_PATTERN
+from bot.turns import (
+    Attachment,
+    ConversationKind,
+    HistoryEntry,
+    PrecedingMessage,
+    ReplyRoute,
+    Speaker,
+    Surface,
+    SurfaceKind,
+    TextBlock,
+    TurnRequest,
+)
+
+from .builders import make_assembler
+from .strategies import untrusted_text
+
+ASSEMBLER = make_assembler(TokenCounter())
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+_TIMES = st.datetimes(
+    min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)
+)
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]]:
+    kind = draw(st.sampled_from(list(ConversationKind)))
+    surface = None
+    if kind is ConversationKind.PUSH:
+        surface = Surface(
+            draw(st.sampled_from(list(SurfaceKind))),
+            draw(st.sampled_from(["C0A1B2C3D", "-100123", "D42"])),
+            draw(untrusted_text(4)),
+            draw(st.booleans()),
+            draw(st.sampled_from([3800, 4096])),
+        )
+    preceding = draw(
+        st.lists(
+            st.builds(
+                PrecedingMessage,
+                at=_TIMES,
+                name=untrusted_text(3),
+                text=untrusted_text(),
+                handle=st.one_of(st.none(), untrusted_text(2)),
+            ),
+            max_size=6,
+        )
+    )
+    speaker = draw(
+        st.one_of(
+            st.none(),
+            st.builds(Speaker, untrusted_text(3), st.one_of(st.none(), untrusted_text(2))),
+        )
+    )
+    attachments = draw(
+        st.lists(
+            st.builds(Attachment, untrusted_text(2), untrusted_text(1), st.integers(0, 10**9)),
+            max_size=2,
+        )
+    )
+    request = TurnRequest(
+        conversation_key=draw(st.sampled_from(["slack:T:C:1.2", "console:abc"])),
+        kind=kind,
+        channel=draw(st.sampled_from(["slack", "telegram", "console", "cron", "webhook"])),
+        text=draw(untrusted_text()),
+        received_at=draw(_TIMES),
+        turn_id="t",
+        speaker=speaker,
+        surface=surface,
+        preceding=tuple(preceding),
+        attachments=tuple(attachments),
+        notifies=draw(st.booleans()),
+    )
+    history = [
+        HistoryEntry(
+            draw(st.sampled_from(["user", "assistant"])),
+            (TextBlock(draw(untrusted_text(4))),),
+            speaker=draw(st.one_of(st.none(), untrusted_text(2))),
+            summary=draw(st.booleans()),
+        )
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+    memory = [
+        MemoryHit(f"m{i}", draw(untrusted_text()), "s", 1.0, draw(_TIMES))
+        for i in range(draw(st.integers(0, 3)))
+    ]
+    return request, history, memory
+
+
+def _fence_tags(body: Any) -> list[str]:
+    """Every fence tag occurrence in every text the model reads, in order."""
+    texts = [b["text"] for b in body["system"]]
+    for message in body["messages"]:
+        texts += [b.get("text", "") + str(b.get("content", "")) for b in message["content"]]
+    return [m.group(0) for t in texts for m in FENCE_PATTERN.finditer(t)]
+
+
+def _blank(text: str) -> str:
+    return "x" if text else ""
+
+
+def _blanked(
+    request: TurnRequest, history: list[HistoryEntry], memory: list[MemoryHit]
+) -> tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]]:
+    """The same structure with every untrusted string replaced by plain text."""
+    surface = request.surface and replace(request.surface, name=_blank(request.surface.name or ""))
+    speaker = request.speaker and Speaker(
+        _blank(request.speaker.name), request.speaker.handle and "h"
+    )
+    clean = replace(
+        request,
+        text=_blank(request.text),
+        surface=surface,
+        speaker=speaker,
+        preceding=tuple(
+            replace(p, name="n", text="t", handle=p.handle and "h") for p in request.preceding
+        ),
+        attachments=tuple(replace(a, name="a", media_type="m") for a in request.attachments),
+    )
+    clean_history = [
+        replace(e, blocks=(TextBlock(_blank(e.text)),), speaker=e.speaker and "s") for e in history
+    ]
+    return clean, clean_history, [replace(hit, text="fact") for hit in memory]
+
+
+@SETTINGS
+@given(turns())
+def test_untrusted_input_never_opens_or_closes_a_fence(
+    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
+) -> None:
+    request, history, memory = turn
+    body = ASSEMBLER.assemble(request, history, memory).body
+    expected = ASSEMBLER.assemble(*_blanked(request, history, memory)).body
+    assert _fence_tags(body) == _fence_tags(expected)
+
+
+@SETTINGS
+@given(turns())
+def test_every_fence_line_is_the_hosts(
+    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
+) -> None:
+    request, history, memory = turn
+    current = ASSEMBLER.assemble(request, history, memory).body["messages"][-1]["content"][-1][
+        "text"
+    ]
+    for line in current.split("\n"):
+        for match in FENCE_PATTERN.finditer(line):
+            assert match.group(0) in {
+                "<turn_context",
+                "</turn_context",
+                "<preceding_messages",
+                "</preceding_messages",
+                "<speaker",
+                "</speaker",
+                "<recalled_memory",
+                "</recalled_memory",
+            }
+            # A host tag either fills its line or is the speaker tag opening the person's line.
+            assert line.startswith(("<", "</")), line
+
+
+# Hidden values carry a snowman, which generated untrusted text never contains, so finding one in
+# the request is a real leak and never a coincidence.
+_HIDDEN = st.text(alphabet="☃0123456789abcdefXYZ", min_size=12, max_size=24).map(lambda s: "☃" + s)
+
+
+@SETTINGS
+@given(turns(), _HIDDEN, _HIDDEN, _HIDDEN, _HIDDEN)
+def test_hidden_values_never_reach_the_request(
+    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
+    thread: str,
+    user_id: str,
+    token: str,
+    person: str,
+) -> None:
+    request, history, memory = turn
+    hidden = replace(
+        request,
+        route=ReplyRoute(
+            "slack",
+            {
+                "channel": "C0A1B2C3D",
+                "thread_ts": thread,
+                "user": user_id,
+                "token": token,
+                "reply_to": thread,
+            },
+        ),
+        person=person,
+    )
+    assembler: Assembler = ASSEMBLER
+    body = assembler.assemble(hidden, history, memory).body
+    entry = assembler.user_entry(hidden)
+    for serialized in (
+        json.dumps(body),
+        json.dumps(body, ensure_ascii=False),
+        repr(entry),
+    ):
+        for value in (thread, user_id, token, person):
+            assert value not in serialized
+            assert json.dumps(value)[1:-1] not in serialized
