@@ -24,7 +24,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from aiohttp import web
 
 TOKEN = "123456:AAE-fake-token-for-tests-0123456789abcd"
 MESSAGE_LIMIT = 4096
+WAIT_GUARD = 15.0
 
 # --- Telegram's HTML rules ----------------------------------------------------------------------
 
@@ -421,14 +422,19 @@ class FakeTelegram:
 
     async def wait_sent(self, count: int) -> list[Sent]:
         """Wait until at least `count` messages were accepted; returns them all."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: len(self.sent) >= count or self._closing)
+        await self.wait_for(lambda: len(self.sent) >= count)
         return list(self.sent)
 
-    async def wait_for(self, predicate: Any) -> None:
-        """Wait until `predicate()` holds (it is re-checked after every call the fake answers)."""
-        async with self._changed:
+    async def wait_for(self, predicate: Callable[[], object]) -> None:
+        """Wait until `predicate()` holds (re-checked after every call the fake answers).
+
+        After WAIT_GUARD seconds it raises TimeoutError: that only turns a hang into a clear
+        failure, nothing measures time with it.
+        """
+        async with asyncio.timeout(WAIT_GUARD), self._changed:
             await self._changed.wait_for(lambda: bool(predicate()) or self._closing)
+        if not predicate():
+            raise AssertionError("the fake Bot API closed before the awaited condition held")
 
     def sent_to(self, chat_id: int) -> list[Sent]:
         return [s for s in self.sent if s.chat_id == chat_id]
