@@ -38,10 +38,11 @@ a hash of the model and every block before it, `cache_control` itself excluded) 
 (`"5m"` default, or `"1h"`), provided the prefix reaches `min_cacheable_tokens` (1,024, the
 provider's minimum for Sonnet/Opus; pass 0 to cache everything). A later request reads from
 cache the longest cached prefix that ends within `lookback` (20) blocks before one of its own
-breakpoints; a read refreshes the entry's lifetime. Usage then reports
-`cache_read_input_tokens` (the prefix read), `cache_creation_input_tokens` (from there up to the
-last breakpoint, split by lifetime in `cache_creation`) and `input_tokens` (the rest), the way
-the provider does. Time comes from `clock` (default `time.monotonic`; `ManualClock` for tests).
+breakpoints; a read restarts the lifetime of every cached prefix inside the part read. Usage
+then reports `cache_read_input_tokens` (the prefix read), `cache_creation_input_tokens` (from
+there up to the last breakpoint, split by lifetime in `cache_creation`) and `input_tokens` (the
+rest), the way the provider does. Time comes from `clock` (default `time.monotonic`;
+`ManualClock` for tests).
 
 **Token counts** are a stable estimate, not Claude's tokenizer: each block costs its visible text
 (text, tool input JSON, tool result text, tool definition JSON) in tiktoken `cl100k_base` tokens,
@@ -220,6 +221,11 @@ def count_request(body: Mapping[str, Any]) -> int:
     return units[-1].end_tokens if units else 0
 
 
+def breakpoint_tokens(body: Mapping[str, Any]) -> list[int]:
+    """The prefix size in tokens at each cache breakpoint of `body`, in prefix order."""
+    return [unit.end_tokens for unit in _units(body) if unit.ttl is not None]
+
+
 class CacheSimulator:
     """Prefix caching the way the provider does it (see the module docstring)."""
 
@@ -242,9 +248,7 @@ class CacheSimulator:
         breakpoints = [i for i, unit in enumerate(units) if unit.ttl is not None]
         hit = self._longest_hit(units, breakpoints, now)
         read = units[hit].end_tokens if hit >= 0 else 0
-        if hit >= 0:
-            ttl = self._entries[units[hit].digest][1]
-            self._entries[units[hit].digest] = (now + _TTL_SECONDS.get(ttl, 300.0), ttl)
+        self._refresh(units[: hit + 1], now)
         written = {"5m": 0, "1h": 0}
         start = read
         for index in breakpoints:
@@ -265,6 +269,13 @@ class CacheSimulator:
                 "ephemeral_1h_input_tokens": written["1h"],
             },
         }
+
+    def _refresh(self, prefix: Sequence[_Unit], now: float) -> None:
+        """A read uses every cached prefix inside the part read, so each one's lifetime restarts."""
+        for unit in prefix:
+            entry = self._entries.get(unit.digest)
+            if entry is not None and entry[0] > now:
+                self._entries[unit.digest] = (now + _TTL_SECONDS.get(entry[1], 300.0), entry[1])
 
     def _longest_hit(self, units: list[_Unit], breakpoints: list[int], now: float) -> int:
         best = -1
@@ -372,8 +383,8 @@ class FakeAnthropic:
                 return _error(failure.status, failure.body, failure.retry_after)
         total = count_request(body)
         if self.context_window is not None and total > self.context_window:
-            message = f"prompt is too long: {total} tokens > {self.context_window} maximum"
-            return _error(400, message, None)
+            overflow = f"prompt is too long: {total} tokens > {self.context_window} maximum"
+            return _error(400, overflow, None)
         reply = self._next_reply(body)
         usage = self.cache.usage(body)
         usage["output_tokens"] = _output_tokens(reply)

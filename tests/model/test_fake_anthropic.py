@@ -30,7 +30,7 @@ def body(
     control: dict[str, str] = {"type": "ephemeral"}
     if ttl:
         control["ttl"] = ttl
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": t}]}
         for i, t in enumerate(texts)
     ]
@@ -246,3 +246,15 @@ async def test_a_configured_key_must_match() -> None:
         with pytest.raises(anthropic.AuthenticationError):
             await wrong.messages.create(**body("q"))
         await wrong.close()
+
+
+async def test_reading_a_longer_prefix_keeps_the_shorter_ones_alive(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic, clock: ManualClock
+) -> None:
+    await send(client, server, body("q1", "a1", "q2"))  # caches the system part and through a1
+    for _ in range(3):
+        clock.advance(200)
+        assert (await send(client, server, body("q1", "a1", "q2")))["cache_read_input_tokens"] > 0
+    # 600 s after it was written, the system-only prefix is still alive: the reads refreshed it.
+    usage = await send(client, server, body("another thread"))
+    assert usage["cache_read_input_tokens"] == system_tokens()

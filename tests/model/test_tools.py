@@ -157,9 +157,9 @@ async def test_unknown_and_failing_tools_get_error_results(
     )
     outcome = await runtime.run(plan("q", tools=tools))
 
-    results = outcome.entries[1].blocks
-    assert [type(b) for b in results] == [ToolResultBlock] * 3
-    recall, crash, unknown = results  # type: ignore[misc]
+    results = [b for b in outcome.entries[1].blocks if isinstance(b, ToolResultBlock)]
+    assert len(results) == len(outcome.entries[1].blocks) == 3
+    recall, crash, unknown = results
     assert recall.is_error
     assert recall.content == "the index is unavailable"
     assert crash.is_error
