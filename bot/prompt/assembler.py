@@ -91,6 +91,12 @@ class Assembler:
         memory_enabled: bool = True,
         skill_max_bytes: int = 48_000,
     ) -> None:
+        if max_tokens >= context_window:
+            raise ValueError(
+                f"model.max_tokens ({max_tokens}) leaves no room for input in a context window of "
+                f"{context_window} tokens. Fix: lower model.max_tokens or raise "
+                "model.context_window."
+            )
         self._agent = agent
         self._model = model
         self._max_tokens = max_tokens

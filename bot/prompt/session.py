@@ -46,7 +46,7 @@ def _push_lines(request: TurnRequest) -> list[str]:
     ]
     if request.surface is not None:
         lines.append(surface_line(request.surface))
-        lines.append(_budget_line(request.surface.message_budget))
+        lines.append(_budget_line(request.surface.message_budget, request.channel))
     return lines
 
 
@@ -65,11 +65,14 @@ def surface_line(surface: Surface) -> str:
     return f"Surface: {where}. {readers}"
 
 
-def _budget_line(budget: int) -> str:
+def _budget_line(budget: int, channel: str) -> str:
+    # Slack continues a long answer in the thread under its first part; elsewhere the parts
+    # simply follow one another.
+    after = "in the thread under it" if channel == "slack" else "in messages right after it"
     return (
         f"Your answer is posted in parts of at most {budget} characters. A longer answer is split: "
-        "the first part is posted, and the rest follows in the thread under it. Write to that "
-        "budget when you can."
+        f"the first part is posted, and the rest follows {after}. Write to that budget when you "
+        "can."
     )
 
 
