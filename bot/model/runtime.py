@@ -59,6 +59,7 @@ ROUND_LIMIT_NOTE = (
 )
 ROUND_LIMIT_END = "(I stopped here: I reached the limit of {limit} tool rounds for one answer.)"
 EMPTY_ENTRY_TEXT = "(no reply)"
+RESTART_NOTE = "\n\n(The answer was interrupted; starting it again.)\n\n"
 
 
 class Counter(Protocol):
@@ -150,6 +151,19 @@ class AnthropicRuntime:
             ) from None
 
 
+class _Tally:
+    """Passes text deltas on and counts them, to know whether an attempt showed anything."""
+
+    def __init__(self, on_text: OnText | None) -> None:
+        self._on_text = on_text
+        self.count = 0
+
+    async def __call__(self, delta: str) -> None:
+        self.count += 1
+        if self._on_text is not None:
+            await self._on_text(delta)
+
+
 class _Calls:
     """One streaming Messages call with retries, waits and a `model_call` log line per answer."""
 
@@ -173,8 +187,9 @@ class _Calls:
         while True:
             attempt += 1
             began = self._clock()
+            streamed = _Tally(on_text)
             try:
-                message = await self._stream(body, on_text)
+                message = await self._stream(body, streamed if on_text is not None else None)
             except (anthropic.APIError, TimeoutError) as exc:
                 spent = self._clock() - started
                 delay = self._retry_delay(exc, attempt, spent)
@@ -187,6 +202,8 @@ class _Calls:
                 )
                 if delay is None:
                     raise _CallError(classify(exc), exc, attempt, spent) from exc
+                if streamed.count:  # the reader saw part of an answer that will not finish
+                    await streamed(RESTART_NOTE)
                 await self._sleep(delay)
                 continue
             usage = wire.usage_of(message.usage)

@@ -18,7 +18,9 @@ Replies, in order of precedence for each `/v1/messages` call:
   `status` with the API's error JSON (`retry-after` header when given). `body` replaces the
   error message (a str) or the whole JSON (a dict). `status=400, body=OVERFLOW` is the provider's
   context overflow. `fake.disconnect(times=1)` drops the connection instead of answering, and
-  `fake.stall(seconds, times=1)` waits before answering (for timeout tests).
+  `fake.stall(seconds, times=1)` waits before answering (for timeout tests);
+  `fake.fail_midstream(error_type="overloaded_error", times=1)` starts a streamed answer, sends
+  one text delta, then an `error` event, as the API does when it fails mid-stream.
 - `fake.script(*replies)`: queued replies, each a str (text), a `Reply` (text, tool calls,
   thinking, stop reason) or a callable `body -> Reply | str`.
 - `fake.respond_with(fn)`: when nothing is scripted, `fn(body) -> Reply | str | None` answers
@@ -152,6 +154,7 @@ class _Failure:
     body: str | dict[str, Any] | None = None
     disconnect: bool = False
     stall: float = 0.0
+    midstream: str | None = None  # an error type sent as an `error` event inside a 200 stream
 
 
 # --- cache simulator ------------------------------------------------------------------------------
@@ -352,6 +355,10 @@ class FakeAnthropic:
     def disconnect(self, times: int = 1) -> None:
         self._failures.extend(_Failure(0, disconnect=True) for _ in range(times))
 
+    def fail_midstream(self, error_type: str = "overloaded_error", times: int = 1) -> None:
+        """The next streamed answers start, send one text delta, then an `error` event."""
+        self._failures.extend(_Failure(200, midstream=error_type) for _ in range(times))
+
     def stall(self, seconds: float, times: int = 1) -> None:
         self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
 
@@ -377,6 +384,8 @@ class FakeAnthropic:
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response(status=500)
+            if failure.midstream is not None:
+                return await self._broken_stream(request, body, failure.midstream)
             if failure.stall:
                 await asyncio.sleep(failure.stall)
             else:
@@ -449,7 +458,21 @@ class FakeAnthropic:
             "usage": usage,
         }
 
-    async def _stream(self, request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+    async def _broken_stream(
+        self, request: web.Request, body: dict[str, Any], error_type: str
+    ) -> web.StreamResponse:
+        usage = {"input_tokens": count_request(body), "output_tokens": 1}
+        message = self._message(body, Reply(text="Partial answer "), usage)
+        events = _events(message)[:4]  # message_start, ping, content_block_start, one delta
+        error = {"type": "error", "error": {"type": error_type, "message": "injected mid-stream"}}
+        return await self._stream(request, message, [*events, error])
+
+    async def _stream(
+        self,
+        request: web.Request,
+        message: dict[str, Any],
+        events: list[dict[str, Any]] | None = None,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
                 "content-type": "text/event-stream",
@@ -458,7 +481,7 @@ class FakeAnthropic:
             }
         )
         await response.prepare(request)
-        for event in _events(message):
+        for event in _events(message) if events is None else events:
             payload = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
             await response.write(payload.encode())
         await response.write_eof()

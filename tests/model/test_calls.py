@@ -9,6 +9,7 @@ import pytest
 
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime, ModelAuthError, ModelError
+from bot.model.runtime import RESTART_NOTE
 from bot.ports import AssembledRequest, TurnFailed, Usage
 from bot.prompt.tokens import TokenCounter
 from bot.turns import HistoryEntry
@@ -216,3 +217,31 @@ async def test_ping_reports_other_failures(runtime: AnthropicRuntime, fake: Fake
     fake.fail(500)
     with pytest.raises(ModelError, match=r"model\.name"):
         await runtime.ping()
+
+
+async def test_an_error_event_mid_stream_is_retried(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.fail_midstream("overloaded_error")
+    fake.script("the whole answer")
+    deltas: list[str] = []
+
+    async def on_text(delta: str) -> None:
+        deltas.append(delta)
+
+    outcome = await runtime.run(plan("hi", on_text=on_text))
+    assert outcome.text == "the whole answer"
+    assert outcome.attempts == 2
+    # What the reader saw streamed: the broken start, a note saying so, then the whole answer.
+    assert "".join(deltas) == "Partial " + RESTART_NOTE + "the whole answer"
+
+
+async def test_a_failure_after_partial_streaming_keeps_the_partial_text(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
+) -> None:
+    runtime = make_runtime(max_retries=0)
+    fake.fail_midstream("overloaded_error")
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi"))
+    await runtime.aclose()
+    assert caught.value.partial_text == "Partial "
