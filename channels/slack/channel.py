@@ -86,16 +86,7 @@ class SlackChannel:
         self._client.session = aiohttp.ClientSession()
         await self._check_bot_token()
         if self._settings.mode == "socket":
-            self._socket = AsyncSocketModeHandler(self._app, self._app_token)
-            try:
-                await self._socket.connect_async()  # type: ignore[no-untyped-call]
-            except SlackApiError as exc:
-                await self.stop()
-                raise SlackSetupError(
-                    f"Slack refused SLACK_APP_TOKEN ({exc.response.get('error')}). Fix: set "
-                    "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "
-                    "scope, and turn Socket Mode on in the app settings."
-                ) from None
+            await self._connect_socket()
         self._sink = sink
         log.info("slack_started", mode=self._settings.mode)
 
@@ -104,12 +95,35 @@ class SlackChannel:
         if self._socket is not None:
             await self._socket.close_async()  # type: ignore[no-untyped-call]
             self._socket = None
-        if self._intake:
-            await asyncio.wait(set(self._intake), timeout=STOP_GRACE)
+        await self.drain(STOP_GRACE)
         await self.deliverer.aclose()
         session, self._client.session = self._client.session, None
         if session is not None:
             await session.close()
+
+    async def drain(self, within: float | None = None) -> None:
+        """Wait until every event already acknowledged has been submitted or dropped."""
+        while self._intake:
+            _, pending = await asyncio.wait(set(self._intake), timeout=within)
+            if pending:
+                log.warning("slack_intake_unfinished", events=len(pending))
+                return
+
+    async def _connect_socket(self) -> None:
+        # The SDK retries a refused connection forever; asking for the socket URL ourselves
+        # first turns a wrong app token into one clear error at start-up.
+        try:
+            opened = await self._client.apps_connections_open(app_token=self._app_token)
+        except SlackApiError as exc:
+            await self.stop()
+            raise SlackSetupError(
+                f"Slack refused SLACK_APP_TOKEN ({exc.response.get('error')}). Fix: set "
+                "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "
+                "scope, and turn Socket Mode on in the app settings."
+            ) from None
+        self._socket = AsyncSocketModeHandler(self._app, self._app_token)
+        self._socket.client.wss_uri = str(opened["url"])
+        await self._socket.connect_async()  # type: ignore[no-untyped-call]
 
     async def _check_bot_token(self) -> None:
         try:

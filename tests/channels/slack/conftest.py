@@ -1,0 +1,57 @@
+"""Fixtures for the Slack tests: a populated fake Slack and small stand-ins for host ports."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.ports import Admission, TurnResult
+from bot.turns import TurnRequest
+from tests.fakes.slack import FakeSlack
+
+ALICE = "U0ALICE01"
+BOB = "U0BOB0001"
+GENERAL = "C0GENERAL"
+DM = "D0ALICE01"
+GROUP = "G0GROUP01"
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        fake.add_user(ALICE, "alice", real_name="Alice Chen")
+        fake.add_user(BOB, "bob", real_name="Bob Stone")
+        fake.add_channel(GENERAL, "general")
+        fake.add_channel(DM, kind="im")
+        fake.add_channel(GROUP, "mpdm-alice--bob--bot-1", kind="mpim")
+        yield fake
+
+
+class MemoryLedger:
+    """An in-memory EventLedger (the durable one belongs to the store)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str, str]] = set()
+
+    async def first_sight(self, source: str, event_id: str) -> bool:
+        key = (source, event_id)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+class RecordingSink:
+    """A TurnSink that keeps what it is given."""
+
+    def __init__(self, answer: Admission = Admission.ACCEPTED) -> None:
+        self.requests: list[TurnRequest] = []
+        self.answer = answer
+
+    async def submit(self, request: TurnRequest) -> Admission:
+        self.requests.append(request)
+        return self.answer
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        raise AssertionError("a push channel submits; it never waits for a turn")
