@@ -24,9 +24,10 @@ from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, 
 
 FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 EXAMPLE = "0 9 * * 1-5"
-# How far a zone's UTC offset moves at one change, at most (real changes are 30 min to 2 h). The
-# wall-time walk starts this far back and looks this far ahead so the instants come out in order.
+# How far a zone's UTC offset moves at one change, at most (real changes are 30 min to 2 h): the
+# wall-time walk looks at the offsets this far around it so the instants come out in order.
 _MARGIN = timedelta(hours=3)
+_SECOND = timedelta(seconds=1)
 _ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -87,8 +88,10 @@ class Schedule:
     def fires_after(self, instant: datetime) -> Iterator[datetime]:
         """Every fire instant strictly after `instant`, in order, in UTC."""
         after = _aware(instant).astimezone(UTC)
-        wall = after.astimezone(self._zone).replace(tzinfo=None)
-        walk = croniter(self.expression, wall - _MARGIN)
+        lowest, _ = self._offsets_near(after)
+        # A wall time can only fire after `after` if it is later than `after` on the slowest
+        # clock nearby; in the repeated hour of a fall-back that is earlier than the clock now.
+        walk = croniter(self.expression, after.replace(tzinfo=None) + lowest - _SECOND)
         pending: list[datetime] = []
         last = after
         while True:
@@ -97,12 +100,21 @@ class Schedule:
                 if fire > last:
                     heapq.heappush(pending, fire)
             # Nothing later in the walk can land before this bound, so what lies below it is final.
-            bound = candidate.replace(tzinfo=self._zone).astimezone(UTC) - _MARGIN
+            _, highest = self._offsets_near(candidate.replace(tzinfo=self._zone).astimezone(UTC))
+            bound = candidate.replace(tzinfo=UTC) - highest
             while pending and pending[0] < bound:
                 fire = heapq.heappop(pending)
                 if fire > last:
                     last = fire
                     yield fire
+
+    def _offsets_near(self, instant: datetime) -> tuple[timedelta, timedelta]:
+        """The smallest and largest UTC offset within `_MARGIN` of `instant`."""
+        offsets = [
+            _offset((instant + delta).astimezone(self._zone))
+            for delta in (-_MARGIN, timedelta(0), _MARGIN)
+        ]
+        return min(offsets), max(offsets)
 
     def _instants(self, wall: datetime) -> list[datetime]:
         first = wall.replace(tzinfo=self._zone, fold=0)
@@ -161,6 +173,12 @@ def _next_wall(walk: croniter, expression: str) -> datetime:
         raise ScheduleError(f"{expression!r}: no further fire time ({exc})") from None
     assert isinstance(value, datetime)
     return value
+
+
+def _offset(local: datetime) -> timedelta:
+    offset = local.utcoffset()
+    assert offset is not None  # a ZoneInfo datetime always has one
+    return offset
 
 
 def _aware(instant: datetime) -> datetime:

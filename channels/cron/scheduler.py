@@ -123,6 +123,11 @@ class CronScheduler:
             await asyncio.gather(*tasks, return_exceptions=True)
         log.info("cron_stopped")
 
+    async def idle(self) -> None:
+        """Return when no run of any job is in flight (tests, `bot cron` tooling)."""
+        while tasks := [job.task for job in self._jobs.values() if job.task and not job.task.done()]:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     async def _missed_while_down(self, plan: JobPlan, now: datetime) -> datetime | None:
         last = await self._runs.last_slot(plan.name)
         if last is None:

@@ -1,0 +1,135 @@
+"""SQLite run records: round trip, upsert, last slot, retention, interrupted runs, read-only."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from bot.config import MemorySettings, StoreSettings
+from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.store import open_store
+from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
+from tests.cron.doubles import utc
+
+T0 = utc(2024, 6, 3, 9)
+
+
+@pytest.fixture
+async def store_path(tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "bot.sqlite3"
+    store = await open_store(StoreSettings(path=path), MemorySettings())
+    await store.aclose()
+    return path
+
+
+@pytest.fixture
+async def runs(store_path: Path) -> AsyncIterator[SqliteCronRuns]:
+    opened = await open_cron_runs(store_path)
+    yield opened
+    await opened.aclose()
+
+
+def run(run_id: str, minutes: int = 0, **fields: object) -> CronRun:
+    base = CronRun(
+        run_id=run_id,
+        job="digest",
+        trigger=CronTrigger.SCHEDULE,
+        fired_at=T0 + timedelta(minutes=minutes),
+        scheduled_for=T0 + timedelta(minutes=minutes),
+    )
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+async def test_a_record_round_trips_and_finishing_replaces_it(runs: SqliteCronRuns) -> None:
+    started = run("r1")
+    await runs.save(started)
+    assert await runs.latest("digest") == started
+    finished = run(
+        "r1",
+        status=CronRunStatus.UNDELIVERED,
+        finished_at=T0 + timedelta(seconds=12),
+        parts=3,
+        accepted=2,
+        error="msg_too_long",
+    )
+    await runs.save(finished)
+    assert await runs.recent("digest") == [finished]
+    assert await runs.latest("other") is None
+
+
+async def test_last_slot_is_the_latest_slot_served_ignoring_manual_runs(
+    runs: SqliteCronRuns,
+) -> None:
+    assert await runs.last_slot("digest") is None
+    await runs.save(run("a", 0))
+    await runs.save(run("b", 60))
+    await runs.save(run("m", 90, trigger=CronTrigger.MANUAL, scheduled_for=None))
+    assert await runs.last_slot("digest") == T0 + timedelta(minutes=60)
+    assert [r.run_id for r in await runs.recent("digest")] == ["m", "b", "a"]
+
+
+async def test_records_survive_reopening(store_path: Path, runs: SqliteCronRuns) -> None:
+    await runs.save(run("kept", status=CronRunStatus.OK, delivered=True, parts=1, accepted=1))
+    again = await open_cron_runs(store_path)
+    try:
+        latest = await again.latest("digest")
+    finally:
+        await again.aclose()
+    assert latest is not None
+    assert latest.delivered is True
+
+
+async def test_retention_keeps_the_newest_records_of_each_job(store_path: Path) -> None:
+    runs = await open_cron_runs(store_path)
+    await runs.aclose()
+    conn = await aiosqlite.connect(store_path, isolation_level=None)
+    bounded = SqliteCronRuns(conn, keep_per_job=5, owns_connection=True)
+    await bounded.ensure_table()
+    for minute in range(12):
+        await bounded.save(run(f"r{minute}", minute, status=CronRunStatus.OK))
+    await bounded.save(run("x", 3, job="other", status=CronRunStatus.OK))
+    kept = [r.run_id for r in await bounded.recent("digest", limit=100)]
+    assert kept == ["r11", "r10", "r9", "r8", "r7"]
+    assert len(await bounded.recent("other")) == 1
+    await bounded.aclose()
+
+
+async def test_records_older_than_the_age_bound_are_pruned(store_path: Path) -> None:
+    conn = await aiosqlite.connect(store_path, isolation_level=None)
+    bounded = SqliteCronRuns(conn, max_age_days=1, owns_connection=True)
+    await bounded.ensure_table()
+    await bounded.save(run("old", 0, status=CronRunStatus.OK))
+    await bounded.save(run("new", 2 * 24 * 60, status=CronRunStatus.OK))
+    assert [r.run_id for r in await bounded.recent("digest")] == ["new"]
+    await bounded.aclose()
+
+
+async def test_running_records_are_marked_interrupted(runs: SqliteCronRuns) -> None:
+    await runs.save(run("stale"))
+    await runs.save(run("done", 1, status=CronRunStatus.OK))
+    assert await runs.interrupt_running(T0 + timedelta(hours=1)) == 1
+    stale, *_ = [r for r in await runs.recent("digest") if r.run_id == "stale"]
+    assert stale.status is CronRunStatus.INTERRUPTED
+    assert stale.finished_at == T0 + timedelta(hours=1)
+    assert stale.error
+
+
+async def test_a_read_only_view_of_a_store_without_runs_reads_empty(store_path: Path) -> None:
+    view = await open_cron_runs(store_path, read_only=True)
+    try:
+        assert await view.latest("digest") is None
+        assert await view.last_slot("digest") is None
+    finally:
+        await view.aclose()
+
+
+async def test_opening_never_creates_a_store_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.sqlite3"
+    with pytest.raises(FileNotFoundError, match="Fix:"):
+        await open_cron_runs(missing)
+    assert not missing.exists()
