@@ -135,6 +135,7 @@ class Sent:
     parse_mode: str | None
     reply_to: int | None
     thread_id: int | None
+    at: float = field(default_factory=time.perf_counter)  # when the fake accepted it
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class FakeTelegram:
         poll_cap: float = 1.0,
     ) -> None:
         self.token = token
-        self.me = {
+        self.me: dict[str, Any] = {
             "id": bot_id,
             "is_bot": True,
             "first_name": "Host Bot",

@@ -1,0 +1,213 @@
+"""Host overhead through Telegram (SPEC §12): update in to last part delivered.
+
+    .venv/bin/python -m benchmarks.host_telegram [--turns N] [--rounds N] [--model instant|server]
+
+The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
+the Telegram channel on python-telegram-bot polling a fake Bot API on 127.0.0.1). The model
+answers at once: `instant` (default) is an in-process runtime that assembles the real request and
+answers without I/O; `server` goes through the anthropic SDK to the fake Messages API instead.
+
+Latency is from the moment the update is queued in the fake Bot API to the moment the fake
+accepted the answer's last part. The fake's getUpdates is a true long poll: a waiting poll is
+woken the instant an update is queued, so PTB's polling loop adds one local HTTP round trip,
+not a poll interval (the fake caps an idle poll at one second only so that shutdown is quick).
+
+Scenarios: one chat, turns one after another; then 100 chats, each round one message in every
+chat at once. Printed: p50, p99, turns/s, lost and duplicated replies, and whether each chat's
+answers came back in order. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import statistics
+import tempfile
+import textwrap
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from bot.cli.compose import App
+from bot.config import load_config
+from bot.ports import ModelRuntime, TurnOutcome, TurnPlan, Usage
+from bot.turns import HistoryEntry, TextBlock
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+ANSWER = textwrap.dedent(
+    """\
+    **Answer {n}.** Here is what I found 🚀:
+
+    - the deploy failed on the *migration* step
+    - the fix is in review (`db/migrate.py`, line 42)
+
+    See [the run](https://ci.example/runs/{n}) & tell me if you want details.
+    """
+)
+QUESTION = re.compile(r"question (\d+)")
+
+
+def answer_for(body: Mapping[str, Any]) -> str:
+    """The scripted answer, numbered after the question in the last user message."""
+    match = QUESTION.findall(str(body["messages"][-1]))
+    return ANSWER.format(n=match[-1] if match else "?")
+
+
+class InstantModel:
+    """A ModelRuntime that assembles the real request and answers it without any I/O."""
+
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        request = plan.assemble(plan.history)
+        text = answer_for(request.body)
+        return TurnOutcome(
+            text=text,
+            entries=(HistoryEntry("assistant", (TextBlock(text),)),),
+            request=request.body,
+            usage=Usage(input_tokens=request.estimated_tokens, output_tokens=60),
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Figures:
+    name: str
+    latencies: list[float]
+    turns: int
+    seconds: float
+    lost: int
+    duplicated: int
+    in_order: bool
+
+    def show(self) -> str:
+        ms = sorted(x * 1000 for x in self.latencies)
+        p50 = statistics.median(ms) if ms else float("nan")
+        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else float("nan")
+        return (
+            f"{self.name:<12} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   "
+            f"{self.turns / self.seconds:7.1f} turns/s   lost {self.lost}   "
+            f"duplicated {self.duplicated}   per-chat order {'kept' if self.in_order else 'BROKEN'}"
+        )
+
+
+def write_config(folder: Path, api_url: str, model_url: str | None) -> Path:
+    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
+    model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
+    path = folder / "bot.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            [agent]
+            identity_path = "IDENTITY.md"
+
+            [model]
+            {model}
+            [store]
+            path = "data/bot.sqlite3"
+
+            [host]
+            turns_per_person_per_minute = 0
+            queue_per_conversation = 64
+
+            [http]
+            enabled = false
+
+            [telegram]
+            enabled = true
+            api_url = "{api_url}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+async def run_round(
+    tg: FakeTelegram, chats: list[tuple[dict[str, Any], dict[str, Any]]], number: int
+) -> tuple[list[float], int, int]:
+    """One message in every chat at once; returns latencies, lost and duplicated answers."""
+    before = len(tg.sent)
+    pushed: dict[int, float] = {}
+    for chat, user in chats:
+        pushed[int(chat["id"])] = time.perf_counter()
+        await tg.push(tg.message(chat, user, f"question {number}: what happened?"))
+    with contextlib.suppress(TimeoutError):  # what never came is counted as lost below
+        await tg.wait_for(lambda: len({s.chat_id for s in tg.sent[before:]}) >= len(chats))
+    answers = tg.sent[before:]
+    latencies = []
+    per_chat: dict[int, int] = {}
+    for sent in answers:
+        per_chat[sent.chat_id] = per_chat.get(sent.chat_id, 0) + 1
+        if per_chat[sent.chat_id] == 1:
+            latencies.append(sent.at - pushed[sent.chat_id])
+    lost = sum(1 for chat_id in pushed if chat_id not in per_chat)
+    duplicated = sum(count - 1 for count in per_chat.values())
+    return latencies, lost, duplicated
+
+
+def in_order(tg: FakeTelegram) -> bool:
+    numbers: dict[int, list[int]] = {}
+    for sent in tg.sent:
+        match = re.match(r"Answer (\d+)\.", sent.plain)
+        if match:
+            numbers.setdefault(sent.chat_id, []).append(int(match.group(1)))
+    return all(seq == sorted(seq) for seq in numbers.values())
+
+
+async def scenario(
+    name: str, chats: int, rounds: int, warmup: int, use_server: bool, folder: Path
+) -> Figures:
+    async with FakeTelegram() as tg, FakeAnthropic(min_cacheable_tokens=0) as claude:
+        claude.respond_with(answer_for)
+        env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        path = write_config(folder, tg.base_url, claude.base_url if use_server else None)
+        config = load_config(path, env=env)
+        model: ModelRuntime | None = None if use_server else InstantModel()
+        people = [
+            tg.user(f"Person{i}", "Bench", f"person{i}", user_id=10_000 + i) for i in range(chats)
+        ]
+        pairs = [(tg.private_chat(user), user) for user in people]
+        async with App(config, model=model) as app:
+            for number in range(warmup):
+                await run_round(tg, pairs, number)
+            await app.host.idle()
+            latencies: list[float] = []
+            lost = duplicated = 0
+            started = time.perf_counter()
+            for number in range(warmup, warmup + rounds):
+                got, missing, extra = await run_round(tg, pairs, number)
+                latencies += got
+                lost += missing
+                duplicated += extra
+            seconds = time.perf_counter() - started
+            await app.host.idle()
+        return Figures(name, latencies, chats * rounds, seconds, lost, duplicated, in_order(tg))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300, help="turns in the one-chat scenario")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-chat scenario")
+    parser.add_argument("--model", choices=["instant", "server"], default="instant")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    print(f"Telegram host overhead, model: {args.model}")
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
+        single = await scenario("1 chat", 1, args.turns, 20, args.model == "server", Path(one))
+        print(single.show())
+        many = await scenario(
+            "100 chats", 100, args.rounds, 1, args.model == "server", Path(hundred)
+        )
+        print(many.show())
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
