@@ -111,7 +111,7 @@ def test_a_webhook_whose_token_is_not_set_is_refused() -> None:
 
 
 def test_webhooks_need_the_http_port() -> None:
-    with pytest.raises(ConfigError, match="http.enabled"):
+    with pytest.raises(ConfigError, match=r"http\.enabled"):
         plan_hooks(hooks_settings(hook(), http=False), SECRETS)
 
 
