@@ -1,18 +1,24 @@
-"""Turning arbitrary text into a safe SQLite FTS5 MATCH expression.
+"""Turning arbitrary text into a safe, bounded SQLite FTS5 MATCH expression.
 
 User text is never passed to MATCH as query syntax: it is cut into word tokens, each token becomes
 a double-quoted FTS5 string (a token holds no quote, so none needs escaping), and the strings are
 OR-ed. Words too common to say anything are dropped (with "user" and "assistant", which every
-stored memory's attribution contains), and the number of terms is bounded so a long
-message cannot become an expensive query.
+stored memory's attribution contains).
+
+Cost is bounded too: BM25 is computed for every row that matches any word, so `choose_terms` keeps
+a query's rarest words first, up to a budget of candidate rows, and drops words present in over
+half the memories (BM25 gives those almost no weight anyway).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 MAX_TERMS = 24
 MAX_TERM_CHARS = 64
+CANDIDATE_BUDGET = 4_000  # rows a recall may have to score, estimated from word frequencies
+SMALL_CORPUS = 64  # below this many memories every word is kept: scoring them all is cheap
 
 # Letters and digits only: underscores and punctuation separate words, as FTS5's unicode61
 # tokenizer does, so what we quote is what the index holds.
@@ -33,23 +39,53 @@ _STOPWORDS_TEXT = """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 
-def query_terms(text: str) -> list[str]:
+def words(text: str) -> Iterable[str]:
     """The distinct meaningful words of `text`, lowercased, in order of first appearance."""
-    terms: list[str] = []
     seen: set[str] = set()
     for word in _WORD.findall(text.lower()):
+        word = word[:MAX_TERM_CHARS]
         if word in seen or word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
             continue
         seen.add(word)
-        terms.append(word[:MAX_TERM_CHARS])
+        yield word
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a query, at most MAX_TERMS of them."""
+    terms: list[str] = []
+    for word in words(text):
+        terms.append(word)
         if len(terms) == MAX_TERMS:
             break
     return terms
 
 
-def match_expression(text: str) -> str | None:
-    """An FTS5 MATCH expression for `text`, or None when it holds no searchable word."""
-    terms = query_terms(text)
+def choose_terms(
+    terms: list[str],
+    docs: Mapping[str, int],
+    corpus: int,
+    budget: int = CANDIDATE_BUDGET,
+) -> list[str]:
+    """The terms worth searching: rarest first, while their rows fit `budget` (always at least
+    the rarest one), without words in over half of `corpus` memories. `docs` maps a word to the
+    number of memories holding it; a word it lacks is taken as rare."""
+    if corpus < SMALL_CORPUS:
+        return terms
+    useful = sorted(
+        (t for t in terms if docs.get(t, 0) * 2 <= corpus), key=lambda t: docs.get(t, 0)
+    )
+    chosen: list[str] = []
+    rows = 0
+    for term in useful:
+        rows += docs.get(term, 0)
+        if chosen and rows > budget:
+            break
+        chosen.append(term)
+    return chosen
+
+
+def match_expression(terms: list[str]) -> str | None:
+    """An FTS5 MATCH expression OR-ing `terms`, or None when there are none."""
     if not terms:
         return None
     return " OR ".join(f'"{term}"' for term in terms)

@@ -27,7 +27,7 @@ from bot.config import MemorySettings
 from bot.ports import MemoryCapture, MemoryHit, MemoryScope
 from bot.store.codec import shorten
 from bot.store.db import Database
-from bot.store.fts import match_expression
+from bot.store.fts import choose_terms, match_expression, query_terms, words
 
 # What one memory keeps of each side of the exchange: a fact is usually said in a few sentences,
 # and five hits must fit the 8 KiB recall budget with room to spare.
@@ -89,28 +89,44 @@ class SqliteMemory:
                     "INSERT OR IGNORE INTO participants (person, surface) VALUES (?, ?)",
                     (item.person, item.surface),
                 )
+            await conn.executemany(
+                """INSERT INTO term_docs (term, docs) VALUES (?, 1)
+                   ON CONFLICT (term) DO UPDATE SET docs = docs + 1""",
+                [(word,) for word in words(text)],
+            )
 
         await self._db.write(capture)
 
     async def recall(self, query: str, scope: MemoryScope) -> list[MemoryHit]:
         settings = self._settings
-        expression = match_expression(query)
-        if not settings.enabled or settings.recall_hits == 0 or expression is None:
+        terms = query_terms(query)
+        if not settings.enabled or settings.recall_hits == 0 or not terms:
+            return []
+        docs, corpus = await self._frequencies(terms)
+        expression = match_expression(choose_terms(terms, docs, corpus))
+        if expression is None:
             return []
         where, params = self._scope_filter(scope)
         rows = await self._db.fetch_all(
-            f"""SELECT m.id, m.text, m.surface, m.captured_at, bm25(memories_fts) AS rank,
-                       (SELECT max(id) FROM memories) AS corpus
+            f"""SELECT m.id, m.text, m.surface, m.captured_at, bm25(memories_fts) AS rank
                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
                 WHERE memories_fts MATCH ? AND {where}
                 ORDER BY rank LIMIT ?""",
             (expression, *params, settings.recall_hits),
         )
-        if not rows:
-            return []
-        floor = MIN_SCORE if rows[0]["corpus"] >= FLOOR_FROM_MEMORIES else 0.0
+        floor = MIN_SCORE if corpus >= FLOOR_FROM_MEMORIES else 0.0
         hits = _gated([_hit(row) for row in rows], floor)
         return _bounded(hits, settings.recall_max_bytes)
+
+    async def _frequencies(self, terms: list[str]) -> tuple[dict[str, int], int]:
+        """How many memories hold each term, and (about) how many memories there are."""
+        marks = ", ".join("?" * len(terms))
+        rows = await self._db.fetch_all(
+            f"SELECT term, docs FROM term_docs WHERE term IN ({marks})", terms
+        )
+        # The highest id counts forgotten rows too; close enough for choosing query words.
+        corpus = await self._db.fetch_one("SELECT coalesce(max(id), 0) FROM memories")
+        return {row["term"]: int(row["docs"]) for row in rows}, int(corpus[0]) if corpus else 0
 
     def _scope_filter(self, scope: MemoryScope) -> tuple[str, tuple[Any, ...]]:
         if scope.surfaceless and self._settings.wide_console_recall:
@@ -125,7 +141,7 @@ class SqliteMemory:
 
     async def search(self, query: str, *, limit: int = 20) -> list[StoredMemory]:
         """Operator search across every scope, best first, ungated."""
-        expression = match_expression(query)
+        expression = match_expression(query_terms(query))
         if expression is None:
             return []
         rows = await self._db.fetch_all(
@@ -144,8 +160,16 @@ class SqliteMemory:
         row_id = _row_id(memory_id)
 
         async def forget(conn: aiosqlite.Connection) -> bool:
-            async with conn.execute("DELETE FROM memories WHERE id = ?", (row_id,)) as cursor:
-                return cursor.rowcount > 0
+            async with conn.execute(
+                "DELETE FROM memories WHERE id = ? RETURNING text", (row_id,)
+            ) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return False
+            gone = [(word,) for word in words(row["text"])]
+            await conn.executemany("UPDATE term_docs SET docs = docs - 1 WHERE term = ?", gone)
+            await conn.executemany("DELETE FROM term_docs WHERE term = ? AND docs <= 0", gone)
+            return True
 
         return await self._db.write(forget)
 

@@ -71,6 +71,9 @@ _V1_MEMORY = (
     """CREATE TRIGGER memories_unindexed AFTER DELETE ON memories BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text);
     END""",
+    # How many memories hold each word, so recall can pick a query's rarest words without
+    # reading the index (FTS5's own vocabulary table counts a word by walking its postings).
+    "CREATE TABLE term_docs (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
 )
 
 _V1_RECORDS_EVENTS_BUFFER = (

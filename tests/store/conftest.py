@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from bot.config import MemorySettings, StoreSettings
 from bot.store import Store, open_store
@@ -22,6 +24,17 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def default_logging() -> Iterator[None]:
+    """`bot.cli.main` configures logging for the process onto pytest's capture stream, which is
+    closed after the test; start and leave every store test with the library defaults."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+    for handler in logging.getLogger().handlers[:]:
+        logging.getLogger().removeHandler(handler)
 
 
 @pytest.fixture

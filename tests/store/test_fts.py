@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.store.fts import MAX_TERMS, match_expression, query_terms
+from bot.store.fts import (
+    CANDIDATE_BUDGET,
+    MAX_TERMS,
+    SMALL_CORPUS,
+    choose_terms,
+    match_expression,
+    query_terms,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +44,7 @@ hostile_text = st.lists(st.one_of(st.text(max_size=12), fts_syntax), max_size=30
 @settings(max_examples=400, deadline=None)
 @given(text=st.one_of(st.text(), hostile_text))
 def test_any_text_makes_a_query_fts5_accepts(index: sqlite3.Connection, text: str) -> None:
-    expression = match_expression(text)
+    expression = match_expression(query_terms(text))
     if expression is None:
         assert query_terms(text) == []
         return
@@ -63,7 +70,34 @@ def test_words_and_numbers_are_kept_punctuation_is_not() -> None:
 
 
 def test_operator_words_are_searched_as_words(index: sqlite3.Connection) -> None:
-    expression = match_expression("NEAR( stars")
+    expression = match_expression(query_terms("NEAR( stars"))
     assert expression is not None
     rows = index.execute("SELECT text FROM t WHERE t MATCH ?", (expression,)).fetchall()
     assert rows == [('quotes " and * NEAR( stars',)]
+
+
+frequencies = st.dictionaries(st.sampled_from("abcdefghij"), st.integers(0, 20_000))
+
+
+@given(
+    terms=st.lists(st.sampled_from("abcdefghijk"), unique=True, max_size=11),
+    docs=frequencies,
+    corpus=st.integers(0, 40_000),
+)
+def test_chosen_terms_are_the_rarest_within_budget(
+    terms: list[str], docs: dict[str, int], corpus: int
+) -> None:
+    chosen = choose_terms(terms, docs, corpus)
+
+    assert set(chosen) <= set(terms)
+    if corpus < SMALL_CORPUS:
+        assert chosen == terms
+        return
+    assert all(docs.get(t, 0) * 2 <= corpus for t in chosen)
+    if len(chosen) > 1:
+        assert sum(docs.get(t, 0) for t in chosen) <= CANDIDATE_BUDGET
+    left_out = [t for t in terms if t not in chosen and docs.get(t, 0) * 2 <= corpus]
+    if chosen and left_out:
+        assert max(docs.get(t, 0) for t in chosen) <= min(docs.get(t, 0) for t in left_out)
+    if any(docs.get(t, 0) * 2 <= corpus for t in terms):
+        assert chosen, "at least the rarest useful word is always searched"
