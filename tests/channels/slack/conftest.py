@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
+from bot.config import Config, load_config
 from bot.ports import Admission, TurnResult
 from bot.turns import TurnRequest
+from tests.conftest import write_config
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
+
+MakeConfig = Callable[..., Config]
+SIGNING_SECRET = "fake-signing-secret-0123456789abcdef"
 
 ALICE = "U0ALICE01"
 BOB = "U0BOB0001"
@@ -26,6 +33,35 @@ async def slack() -> AsyncIterator[FakeSlack]:
         fake.add_channel(DM, kind="im")
         fake.add_channel(GROUP, "mpdm-alice--bob--bot-1", kind="mpim")
         yield fake
+
+
+@pytest.fixture
+async def claude() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def make_config(agent_dir: Path, slack: FakeSlack, claude: FakeAnthropic) -> MakeConfig:
+    """A config with Slack enabled against the fake; `extra` TOML goes under [slack]."""
+
+    def make(extra: str = "", **env: str) -> Config:
+        write_config(
+            agent_dir,
+            f'[model]\nmax_retries = 0\n\n[slack]\nenabled = true\napi_url = "{slack.api_url}"\n'
+            + extra,
+        )
+        environment = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": claude.base_url,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            **env,
+        }
+        return load_config(agent_dir / "bot.toml", env=environment)
+
+    return make
 
 
 class MemoryLedger:

@@ -26,11 +26,11 @@ from tests.channels.slack.conftest import (
     GENERAL,
     GROUP,
     MemoryLedger,
+    SIGNING_SECRET,
     RecordingSink,
 )
 from tests.fakes.slack import BOT_USER, FakeSlack
 
-SIGNING_SECRET = "fake-signing-secret"
 
 Start = Callable[..., Awaitable[SlackChannel]]
 
