@@ -25,12 +25,11 @@ from tests.channels.slack.conftest import (
     DM,
     GENERAL,
     GROUP,
-    MemoryLedger,
     SIGNING_SECRET,
+    MemoryLedger,
     RecordingSink,
 )
 from tests.fakes.slack import BOT_USER, FakeSlack
-
 
 Start = Callable[..., Awaitable[SlackChannel]]
 
