@@ -76,10 +76,13 @@ class Database:
             await self._writer.execute("BEGIN IMMEDIATE")
             try:
                 result = await op(self._writer)
+                await self._writer.execute("COMMIT")
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                # A failed COMMIT (disk full, I/O error) leaves the transaction open; close it so
+                # the next write does not find itself nested inside this one.
+                if self._writer.in_transaction:
+                    await self._writer.execute("ROLLBACK")
                 raise
-            await self._writer.execute("COMMIT")
             return result
 
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:

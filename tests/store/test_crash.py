@@ -45,6 +45,7 @@ class Writer:
             text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
+        self.worker: int | None = None
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -64,6 +65,9 @@ class Writer:
             raise AssertionError("the crash writer stopped answering") from None
 
     def close(self) -> None:
+        if self.worker is not None:  # a test that failed mid-run leaves its worker writing
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.worker, signal.SIGKILL)
         if self.process.poll() is None:
             self.send("quit")
             try:
@@ -83,7 +87,7 @@ def writer(tmp_path: Path) -> Iterator[Writer]:
 def run_and_kill(writer: Writer, expect: int, rng: random.Random) -> tuple[str, int]:
     """One worker life: start it, kill it at a random point; its check and last committed turn."""
     writer.send(f"run {expect}")
-    pid = int(writer.line().removeprefix("pid "))
+    pid = writer.worker = int(writer.line().removeprefix("pid "))
     check = ""
     if rng.random() < 0.25:
         # Kill while it is still opening the store or checking it.

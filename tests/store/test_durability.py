@@ -8,6 +8,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+import aiosqlite
 import pytest
 from structlog.testing import capture_logs
 
@@ -109,3 +110,17 @@ async def test_operations_after_close_fail_clearly(store: Store) -> None:
         await store.history.load("k")
     with pytest.raises(StoreClosedError, match="closed"):
         await store.history.publish("k", turn(1))
+
+
+async def test_a_failed_write_rolls_back_and_the_next_one_works(store: Store) -> None:
+    async def fails(conn: aiosqlite.Connection) -> None:
+        await conn.execute("DELETE FROM conversations")
+        raise RuntimeError("boom")
+
+    await store.history.publish("k", turn(1))
+    with pytest.raises(RuntimeError, match="boom"):
+        await store.db.write(fails)
+
+    assert await store.history.conversations() == ["k"]
+    await store.history.publish("k", turn(2))
+    assert len(await store.history.load("k")) == 8
