@@ -20,7 +20,8 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from telegram import Update
+from telegram import Bot, Update
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
 from bot.config import Secrets, TelegramSettings
@@ -47,6 +48,32 @@ class TelegramConfigError(Exception):
     """The Telegram channel cannot start with this configuration; the message says the fix."""
 
 
+_NO_TOKEN = (
+    "TELEGRAM_BOT_TOKEN is not set but [telegram] enabled = true. Fix: export the token "
+    "BotFather gave you (or put it in .env), or set telegram.enabled = false."
+)
+
+
+async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
+    """For `bot doctor`: call getMe with the configured token; says which bot answered."""
+    token = secrets.get("TELEGRAM_BOT_TOKEN")
+    if not token:
+        raise TelegramConfigError(_NO_TOKEN)
+    try:
+        async with Bot(token, base_url=settings.api_url) as bot:
+            return f"@{bot.username} answered getMe at {settings.api_url}"
+    except InvalidToken:
+        raise TelegramConfigError(
+            "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token "
+            "again from @BotFather (/mybots -> API Token); a revoked token needs the new one."
+        ) from None
+    except TelegramError as exc:
+        raise TelegramConfigError(
+            f"getMe at {settings.api_url} failed ({type(exc).__name__}: {exc.message}). Fix: "
+            "check telegram.api_url (it must end in /bot) and the network."
+        ) from None
+
+
 class TelegramChannel:
     """The Channel port for Telegram."""
 
@@ -63,10 +90,7 @@ class TelegramChannel:
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
-            raise TelegramConfigError(
-                "TELEGRAM_BOT_TOKEN is not set but [telegram] enabled = true. Fix: export the "
-                "token BotFather gave you (or put it in .env), or set telegram.enabled = false."
-            )
+            raise TelegramConfigError(_NO_TOKEN)
         self._settings = settings
         self._ledger = ledger
         self._buffer = buffer
@@ -186,8 +210,8 @@ class TelegramChannel:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return web.Response(status=400, text="body is not JSON\n")
         try:
-            update = Update.de_json(data, self._app.bot)
-        except (KeyError, TypeError, ValueError):
+            update = Update.de_json(data, self._app.bot) if isinstance(data, dict) else None
+        except (KeyError, TypeError, ValueError, AttributeError):
             update = None
         if update is None:
             return web.Response(status=400, text="body is not a Telegram update\n")

@@ -1,0 +1,136 @@
+"""The channel on its own: PTB polling the fake, a recording sink, the real SQLite ledger and
+buffer. What the host does with a turn is the scenario tests' business; here it is intake."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from bot.config import MemorySettings, Secrets, StoreSettings, TelegramSettings
+from bot.ports import Admission
+from bot.store import Store, open_store
+from bot.turns import TurnRequest
+from channels.telegram import TelegramChannel, TelegramConfigError, check_token
+from tests.fakes.telegram import FakeTelegram
+
+
+class Sink:
+    """A TurnSink that records what it is given and answers with a fixed admission."""
+
+    def __init__(self, admission: Admission = Admission.ACCEPTED) -> None:
+        self.admission = admission
+        self.requests: list[TurnRequest] = []
+
+    async def submit(self, request: TurnRequest) -> Admission:
+        self.requests.append(request)
+        return self.admission
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = await open_store(StoreSettings(path=tmp_path / "bot.sqlite3"), MemorySettings())
+    yield store
+    await store.aclose()
+
+
+def settings(tg: FakeTelegram, **values: object) -> TelegramSettings:
+    return TelegramSettings(enabled=True, api_url=tg.base_url, **values)  # type: ignore[arg-type]
+
+
+def secrets(tg: FakeTelegram, **values: str) -> Secrets:
+    return Secrets({"TELEGRAM_BOT_TOKEN": tg.token, **values})
+
+
+async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store: Store) -> None:
+    channel = TelegramChannel(settings(tg), secrets(tg), store.ledger, buffer=store.buffer)
+    sink = Sink(Admission.BUSY)
+    group = tg.group(-77, "Crew")
+    dana, alice = tg.user("Dana"), tg.user("Alice")
+    await channel.start(sink)
+    try:
+        await tg.push(tg.message(group, dana, "context line"))
+        await tg.push(tg.message(group, alice, "first try", mention=True))
+        await tg.wait_for(lambda: len(sink.requests) == 1)
+        sink.admission = Admission.ACCEPTED
+        await tg.push(tg.message(group, alice, "second try", mention=True))
+        await tg.wait_for(lambda: len(sink.requests) == 2)
+    finally:
+        await channel.stop()
+    refused, accepted = sink.requests
+    assert [m.text for m in refused.preceding] == ["context line"]
+    assert [m.text for m in accepted.preceding] == ["context line"]
+
+
+async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) -> None:
+    channel = TelegramChannel(settings(tg), secrets(tg), store.ledger, buffer=store.buffer)
+    sink = Sink()
+    alice = tg.user("Alice")
+    await channel.start(sink)
+    assert channel.connected
+    await tg.push(tg.message(tg.private_chat(alice), alice, "hello"))
+    await tg.wait_for(lambda: len(sink.requests) == 1)
+    await channel.stop()
+    assert not channel.connected
+    assert tg.pending_updates == []
+    assert [c.method for c in tg.calls][:2] == ["getMe", "deleteWebhook"]
+
+
+def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:
+    with pytest.raises(TelegramConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
+        TelegramChannel(settings(tg), Secrets({}), store.ledger, buffer=store.buffer)
+
+
+def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> None:
+    with pytest.raises(TelegramConfigError, match=r"\[http\]"):
+        TelegramChannel(
+            settings(tg, mode="webhook"),
+            secrets(tg, TELEGRAM_WEBHOOK_SECRET="s"),
+            store.ledger,
+            None,
+            buffer=store.buffer,
+        )
+
+
+async def test_webhook_refuses_what_is_not_an_update(tg: FakeTelegram, store: Store) -> None:
+    http = web.Application()
+    channel = TelegramChannel(
+        settings(tg, mode="webhook"),
+        secrets(tg, TELEGRAM_WEBHOOK_SECRET="s3cret"),
+        store.ledger,
+        http,
+        buffer=store.buffer,
+    )
+    runner = web.AppRunner(http)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    url = f"http://127.0.0.1:{port}/telegram/webhook"
+    headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+    statuses = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, data=b"{}", headers=headers) as response:
+                statuses.append(response.status)  # not started yet
+            await channel.start(Sink())
+            for body in (b"not json", b"[1, 2]", b'{"message": {}}'):
+                async with session.post(url, data=body, headers=headers) as response:
+                    statuses.append(response.status)
+    finally:
+        await channel.stop()
+        await runner.cleanup()
+    assert statuses == [503, 400, 400, 400]
+
+
+async def test_check_token_for_bot_doctor(tg: FakeTelegram) -> None:
+    assert await check_token(settings(tg), secrets(tg)) == (
+        f"@{tg.username} answered getMe at {tg.base_url}"
+    )
+    with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN"):
+        await check_token(settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": "1:wrong"}))
+    with pytest.raises(TelegramConfigError, match="not set"):
+        await check_token(settings(tg), Secrets({}))
