@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -25,6 +25,9 @@ from bot.recall import RecallCache
 from bot.store import Store, open_store
 from bot.tools import LoadSkillTool, tool_specs
 from bot.turns import TurnRequest
+
+if TYPE_CHECKING:
+    from channels.cron import CronRunner, CronScheduler, JobPlan, WebhookEndpoint
 
 log = structlog.get_logger(__name__)
 
@@ -64,11 +67,19 @@ class App:
         model: ModelRuntime | None = None,
         channels: bool = True,
         http: bool = True,
+        cron: bool | None = None,
     ) -> None:
         self.config = config
         self._model_override = model
         self._want_channels = channels
         self._want_http = http
+        # The scheduler runs where the channels run (`bot run`), not in `bot chat`; `bot cron run`
+        # turns it off to run one job by hand.
+        self._want_cron = channels if cron is None else cron
+        self.cron: CronScheduler | None = None
+        self.cron_runner: CronRunner | None = None
+        self.cron_jobs: list[JobPlan] = []
+        self.webhooks: WebhookEndpoint | None = None
         self.channels: list[Channel] = []
         self.web = web.Application()
         self._runner: web.AppRunner | None = None
@@ -155,6 +166,7 @@ class App:
         self._host.observers.append(self.metrics.observe)
         self.web.router.add_get("/healthz", self._healthz)
         self.web.router.add_get("/metrics", self._metrics)
+        await self._prepare_cron(store)
         if self._want_http and settings.http.enabled:
             await self._start_http()
         for channel in self.channels:
@@ -164,6 +176,46 @@ class App:
         # Leaving runs these in reverse: the host stops intake and finishes (or cancels) running
         # turns first, while channels can still deliver; then channels, HTTP, store, model close.
         self._exits.push_async_callback(self._host.close)
+        await self._start_cron()
+
+    async def _prepare_cron(self, store: Store) -> None:
+        """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
+        add the webhook route, before the HTTP server freezes its router."""
+        from bot.store.cron_runs import open_cron_runs
+        from channels.cron import CronRunner, WebhookEndpoint, plan_hooks, plan_jobs
+
+        settings = self.config.settings
+        jobs = plan_jobs(settings)
+        hooks = plan_hooks(settings, self.config.secrets) if self._want_http else []
+        if not jobs and not hooks:
+            return
+        runs = await open_cron_runs(store.db.path)
+        self._exits.push_async_callback(runs.aclose)
+        self.cron_jobs = jobs
+        self.cron_runner = CronRunner(self.host, self.host.deliverer, runs)
+        if hooks:
+            self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
+            self.webhooks.install(self.web)
+        if jobs and self._want_cron:
+            from channels.cron import CronScheduler
+
+            self.cron = CronScheduler(
+                jobs,
+                self.cron_runner,
+                runs,
+                misfire_grace=settings.cron.misfire_grace,
+                retries=settings.cron.retries,
+                retry_delay=settings.cron.retry_delay,
+            )
+
+    async def _start_cron(self) -> None:
+        """Start the scheduler after the channels; leaving stops it (and webhooks) first."""
+        grace = self.config.settings.host.shutdown_grace
+        if self.webhooks is not None:
+            self._exits.push_async_callback(self.webhooks.stop, grace)
+        if self.cron is not None:
+            await self.cron.start()
+            self._exits.push_async_callback(self.cron.stop, grace)
 
     def _build_model(self) -> ModelRuntime:
         from bot.model import AnthropicRuntime

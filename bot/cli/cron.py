@@ -1,0 +1,136 @@
+"""`bot cron`: list the scheduled jobs (next fire time, last outcome) or run one now."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bot.config import Config, ConfigError, LoggingSettings
+from bot.logs import configure_logging
+from bot.ports import CronRun, CronRunStatus, CronTrigger
+
+HELP = "list scheduled jobs or run one now"
+WEBHOOK_PREFIX = "webhook:"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("list", help="each job with its next fire time and last outcome")
+    run = actions.add_parser("run", help="run one job now and say whether its answer was posted")
+    run.add_argument("name", metavar="NAME", help="the job's name from [[cron.jobs]]")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    if args.action == "list":
+        return asyncio.run(_list(config, datetime.now(UTC)))
+    return asyncio.run(_run_now(config, args.name))
+
+
+# --- bot cron list ------------------------------------------------------------------------------
+
+
+async def _list(config: Config, now: datetime) -> int:
+    from channels.cron import plan_jobs
+
+    settings = config.settings
+    jobs = plan_jobs(settings)
+    hooks = [hook.name for hook in settings.webhooks]
+    if not jobs and not hooks:
+        print("No jobs: add [[cron.jobs]] entries to the config (see README, Scheduled posts).")
+        return 0
+    names = [job.name for job in jobs] + [WEBHOOK_PREFIX + hook for hook in hooks]
+    last = await _latest_runs(names, _store_file(config))
+    for job in jobs:
+        fire = job.schedule.next_after(now)
+        state = "enabled" if job.enabled else "paused (enabled = false): would fire"
+        print(f"{job.name}  [{job.schedule.expression}]  {job.schedule.timezone}")
+        print(f"  next:   {state} {_local(job.schedule.local(fire))} ({_until(fire - now)})")
+        print(f"  notify: {job.run.notify or 'none (the answer goes to history only)'}")
+        print(f"  last:   {_outcome(last.get(job.name), job.schedule.timezone)}")
+    for hook in hooks:
+        print(f"webhook {hook}  POST /hooks/{hook}")
+        print(f"  last:   {_outcome(last.get(WEBHOOK_PREFIX + hook), 'UTC')}")
+    return 0
+
+
+def _store_file(config: Config) -> Path | None:
+    path = config.settings.store.path.expanduser()
+    return path if path.is_file() else None
+
+
+async def _latest_runs(names: list[str], path: Path | None) -> dict[str, CronRun]:
+    """The latest record of each name, read-only; none when the store was never created."""
+    from bot.store.cron_runs import open_cron_runs
+
+    if path is None:
+        return {}
+    runs = await open_cron_runs(path, read_only=True)
+    try:
+        found = {name: await runs.latest(name) for name in names}
+    finally:
+        await runs.aclose()
+    return {name: record for name, record in found.items() if record is not None}
+
+
+def _local(moment: datetime) -> str:
+    return moment.strftime("%a %Y-%m-%d %H:%M %Z (UTC%z)")
+
+
+def _until(delta: timedelta) -> str:
+    minutes = max(int(delta.total_seconds() // 60), 0)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m"]
+    return "in " + " ".join(p for p in parts if p)
+
+
+def _outcome(record: CronRun | None, timezone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    from channels.cron import describe
+
+    if record is None:
+        return "never run"
+    when = _local(record.fired_at.astimezone(ZoneInfo(timezone)))
+    how = "" if record.trigger is CronTrigger.SCHEDULE else f", {record.trigger.value}"
+    return f"{describe(record)} (fired {when}{how})"
+
+
+# --- bot cron run NAME --------------------------------------------------------------------------
+
+
+async def _run_now(config: Config, name: str) -> int:
+    from bot.cli.compose import App
+    from channels.cron import describe
+
+    _quiet_logs(config)
+    # No scheduler and no HTTP port: this process runs one job and leaves; a running `bot run`
+    # keeps its own schedule.
+    async with App(config, http=False, cron=False) as app:
+        job = next((job for job in app.cron_jobs if job.name == name), None)
+        if job is None or app.cron_runner is None:
+            known = ", ".join(job.name for job in app.cron_jobs) or "none configured"
+            raise ConfigError(
+                f"cron: no job named {name!r} (jobs: {known}). Fix: use a name from "
+                "`bot cron list`."
+            )
+        where = f" to {job.run.notify}" if job.run.notify else ""
+        print(f"Running {job.name}{where}...", file=sys.stderr)
+        result = await app.cron_runner.run(job.run, job.prompt, trigger=CronTrigger.MANUAL)
+    record = result.record
+    print(f"{job.name}: {describe(record)}")
+    if record.status is CronRunStatus.OK and job.run.notify is None and result.text:
+        print(result.text)
+    print(f"run id {record.run_id}", file=sys.stderr)
+    succeeded = record.status in {CronRunStatus.OK, CronRunStatus.SILENT}
+    return 0 if succeeded else 1
+
+
+def _quiet_logs(config: Config) -> None:
+    """The outcome is this command's output: only warnings and errors go to stderr."""
+    level = config.settings.logging.level
+    quiet = LoggingSettings(level=level if level in {"warning", "error"} else "warning")
+    configure_logging(quiet, secrets=config.secrets)
