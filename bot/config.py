@@ -122,6 +122,16 @@ class TelegramSettings(_Section):
     # Polling mode: how long one getUpdates long poll may wait for news (Telegram allows 0-50 s).
     poll_timeout: Annotated[int, Field(ge=0, le=50)] = 30
 
+    @field_validator("api_url")
+    @classmethod
+    def _bot_api_base(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+(/\S*)?/bot$", value):
+            raise ValueError(
+                "must be an http(s) URL ending in /bot (python-telegram-bot appends "
+                "<token>/<method>), e.g. 'https://api.telegram.org/bot'"
+            )
+        return value
+
 
 class HttpSettings(_Section):
     enabled: bool = True
