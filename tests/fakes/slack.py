@@ -43,6 +43,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+# The scopes the fake enforces, method by method; deploy/slack-app-manifest.yaml asks for exactly
+# these (tests/channels/slack/test_manifest.py keeps the two equal).
 TEAM = "T0FAKE"
 BOT_USER = "UBOT0001"
 BOT_ID = "BBOT0001"
@@ -505,6 +507,8 @@ class FakeSlack:
         return sorted(self.messages.get(channel, []), key=lambda m: float(m["ts"]))
 
     def _api_chat_postMessage(self, params: dict[str, Any]) -> web.Response:
+        if "chat:write" not in self.scopes:
+            return _missing_scope("chat:write")
         channel = str(params.get("channel", ""))
         text = params.get("text")
         if channel not in self.channels:
@@ -521,6 +525,8 @@ class FakeSlack:
         return _ok(channel=channel, ts=message["ts"], message=message)
 
     def _api_reactions_add(self, params: dict[str, Any]) -> web.Response:
+        if "reactions:write" not in self.scopes:
+            return _missing_scope("reactions:write")
         key = ("add", str(params.get("channel")), str(params.get("timestamp")))
         name = str(params.get("name"))
         if self._reacted(key[1], key[2], name):
@@ -529,6 +535,8 @@ class FakeSlack:
         return _ok()
 
     def _api_reactions_remove(self, params: dict[str, Any]) -> web.Response:
+        if "reactions:write" not in self.scopes:
+            return _missing_scope("reactions:write")
         channel, ts, name = (str(params.get(k)) for k in ("channel", "timestamp", "name"))
         if not self._reacted(channel, ts, name):
             return _error("no_reaction")
