@@ -48,6 +48,10 @@ class TelegramConfigError(Exception):
     """The Telegram channel cannot start with this configuration; the message says the fix."""
 
 
+_REFUSED_TOKEN = (
+    "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token again "
+    "from @BotFather (/mybots -> API Token); a revoked token needs the new one."
+)
 _NO_TOKEN = (
     "TELEGRAM_BOT_TOKEN is not set but [telegram] enabled = true. Fix: export the token "
     "BotFather gave you (or put it in .env), or set telegram.enabled = false."
@@ -63,10 +67,7 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
         async with Bot(token, base_url=settings.api_url) as bot:
             return f"@{bot.username} answered getMe at {settings.api_url}"
     except InvalidToken:
-        raise TelegramConfigError(
-            "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token "
-            "again from @BotFather (/mybots -> API Token); a revoked token needs the new one."
-        ) from None
+        raise TelegramConfigError(_REFUSED_TOKEN) from None
     except TelegramError as exc:
         raise TelegramConfigError(
             f"getMe at {settings.api_url} failed ({type(exc).__name__}: {exc.message}). Fix: "
@@ -121,7 +122,19 @@ class TelegramChannel:
 
     async def start(self, sink: TurnSink) -> None:
         self._sink = sink
-        await self._app.initialize()  # getMe: who the bot is, for mentions and replies
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # nothing half-started stays behind (HTTP clients, tasks)
+            raise
+        log.info("telegram_started", mode=self._settings.mode, bot=self._app.bot.username)
+
+    async def _start(self) -> None:
+        try:
+            await self._app.initialize()  # getMe: who the bot is, for mentions and replies
+        except InvalidToken:
+            # PTB's own message quotes the token; this one does not.
+            raise TelegramConfigError(_REFUSED_TOKEN) from None
         bot = self._app.bot
         self._me = BotIdentity(bot.id, bot.username)
         await self._app.start()
@@ -135,7 +148,6 @@ class TelegramChannel:
                 secret_token=self._webhook_secret,
                 allowed_updates=ALLOWED_UPDATES,
             )
-        log.info("telegram_started", mode=self._settings.mode, bot=bot.username)
 
     async def stop(self) -> None:
         """Stop polling (confirming what was handled), then the Application."""

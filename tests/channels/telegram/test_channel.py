@@ -134,3 +134,17 @@ async def test_check_token_for_bot_doctor(tg: FakeTelegram) -> None:
         await check_token(settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": "1:wrong"}))
     with pytest.raises(TelegramConfigError, match="not set"):
         await check_token(settings(tg), Secrets({}))
+
+
+async def test_a_refused_token_fails_start_without_quoting_it(
+    tg: FakeTelegram, store: Store
+) -> None:
+    wrong = "999:not-the-token-at-all-0123456789abcdef"
+    channel = TelegramChannel(
+        settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": wrong}), store.ledger, buffer=store.buffer
+    )
+    with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN") as caught:
+        await channel.start(Sink())
+    assert wrong not in str(caught.value)
+    assert caught.value.__suppress_context__
+    assert not channel.connected
