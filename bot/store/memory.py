@@ -151,10 +151,6 @@ class SqliteMemory:
         )
         return [_stored(row) for row in rows]
 
-    async def get(self, memory_id: str) -> StoredMemory | None:
-        row = await self._db.fetch_one("SELECT * FROM memories WHERE id = ?", (_row_id(memory_id),))
-        return _stored(row) if row else None
-
     async def forget(self, memory_id: str) -> bool:
         """Delete one memory (and its index entry); True when it existed."""
         row_id = _row_id(memory_id)
