@@ -10,6 +10,7 @@ turn, is kept in the chat buffer as context, or is ignored.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -42,6 +43,7 @@ log = structlog.get_logger(__name__)
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST]
+UPDATE_QUEUE_SIZE = 1000
 
 
 class TelegramConfigError(Exception):
@@ -104,7 +106,13 @@ class TelegramChannel:
         # Keys the pseudonymous surface ids of private chats; derived from the token (a secret
         # that is stable across restarts), so the same DM keeps its id and memory scope.
         self._dm_key = hashlib.sha256(b"telegram-dm-surface\0" + token.encode()).digest()
-        builder = Application.builder().token(token).base_url(settings.api_url)
+        builder = (
+            Application.builder()
+            .token(token)
+            .base_url(settings.api_url)
+            # Bounded: a burst waits in Telegram (polling pauses, a webhook call waits for room).
+            .update_queue(asyncio.Queue(maxsize=UPDATE_QUEUE_SIZE))
+        )
         if settings.mode == "webhook":
             self._webhook_secret = _webhook_secret(secrets, http)
             assert http is not None
@@ -161,11 +169,11 @@ class TelegramChannel:
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         try:
-            await self.handle(update.to_dict())
+            await self._handle(update.to_dict())
         except Exception:  # one bad update must not stop the ones behind it
             log.exception("telegram_update_failed", update_id=update.update_id)
 
-    async def handle(self, payload: dict[str, Any]) -> None:
+    async def _handle(self, payload: dict[str, Any]) -> None:
         """Decide what one update (Bot API JSON) means and act on it."""
         assert self._sink is not None, "start() the channel first"
         assert self._me is not None
