@@ -304,7 +304,6 @@ class ModelRuntime(Protocol):
     async def aclose(self) -> None: ...
 
 
-
 # --- scheduled runs -----------------------------------------------------------------------------
 # The record one cron or webhook run leaves. Its port (`channels.cron.CronRuns`) lives with the
 # scheduler; the value lives here so the SQLite implementation in bot.store can speak it too.

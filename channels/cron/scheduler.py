@@ -112,7 +112,7 @@ class CronScheduler:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
-        tasks = [job.task for job in self._jobs.values() if job.task and not job.task.done()]
+        tasks = self._in_flight()
         for job in self._jobs.values():
             if job.backing_off and job.task is not None:
                 job.task.cancel()  # waiting to retry is not work in flight
@@ -125,8 +125,11 @@ class CronScheduler:
 
     async def idle(self) -> None:
         """Return when no run of any job is in flight (tests, `bot cron` tooling)."""
-        while tasks := [job.task for job in self._jobs.values() if job.task and not job.task.done()]:
+        while tasks := self._in_flight():
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _in_flight(self) -> list[asyncio.Task[None]]:
+        return [job.task for job in self._jobs.values() if job.task and not job.task.done()]
 
     async def _missed_while_down(self, plan: JobPlan, now: datetime) -> datetime | None:
         last = await self._runs.last_slot(plan.name)
