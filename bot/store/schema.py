@@ -71,9 +71,6 @@ _V1_MEMORY = (
     """CREATE TRIGGER memories_unindexed AFTER DELETE ON memories BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text);
     END""",
-    # How many memories hold each word, so recall can pick a query's rarest words without
-    # reading the index (FTS5's own vocabulary table counts a word by walking its postings).
-    "CREATE TABLE term_docs (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
 )
 
 _V1_RECORDS_EVENTS_BUFFER = (
@@ -103,7 +100,21 @@ _V1_RECORDS_EVENTS_BUFFER = (
     "CREATE INDEX chat_buffer_by_age ON chat_buffer (added_at)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,)
+_V2_TERM_FREQUENCIES = (
+    # How many memories hold each word, so recall can pick a query's rarest words without
+    # reading the index (FTS5's own vocabulary table counts a word by walking its postings).
+    # Memories captured before this table existed are not counted: that only makes their words
+    # look rarer when choosing query words, never changes what may be recalled. IF NOT EXISTS:
+    # some development files got this table under version 1.
+    """CREATE TABLE IF NOT EXISTS term_docs (
+        term TEXT PRIMARY KEY, docs INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
+    _V2_TERM_FREQUENCIES,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -13,8 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.config import MemorySettings, StoreSettings
+from bot.ports import MemoryScope
 from bot.store import SchemaTooNewError, Store, StoreClosedError, open_store
-from bot.store.schema import SCHEMA_VERSION
+from bot.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.store.helpers import turn
 
 
@@ -124,3 +125,26 @@ async def test_a_failed_write_rolls_back_and_the_next_one_works(store: Store) ->
     assert await store.history.conversations() == ["k"]
     await store.history.publish("k", turn(2))
     assert len(await store.history.load("k")) == 8
+
+
+async def test_a_version_1_file_is_migrated_forward_keeping_its_data(db_path: Path) -> None:
+    db_path.parent.mkdir(mode=0o700)
+    with sqlite3.connect(db_path) as conn:
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO memories (conversation_key, surface, text, captured_at) "
+            "VALUES ('console:a', 'console:a', 'User: the gate code is 4417', 0)"
+        )
+
+    store = await open_store(StoreSettings(path=db_path), MemorySettings())
+    try:
+        version = await store.db.fetch_one("PRAGMA user_version")
+        hits = await store.memory.recall("gate code", MemoryScope("console:a", surfaceless=True))
+    finally:
+        await store.aclose()
+
+    assert version is not None
+    assert version[0] == SCHEMA_VERSION == 2
+    assert [hit.text for hit in hits] == ["User: the gate code is 4417"]
