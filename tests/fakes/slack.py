@@ -11,7 +11,8 @@ It speaks the real wire protocol, so tests drive the real slack-bolt / slack-sdk
         body = slack.mention("C1", "U1", "hello")      # stores the message, returns the event
         envelope = await slack.push(body)              # Socket Mode delivery; records the ack
         await slack.wait_for(lambda: slack.posts)
-        slack.posts      # accepted chat.postMessage calls, in order: {channel, text, thread_ts, ts}
+        slack.posts      # accepted chat.postMessage calls, in order:
+                         # {channel, text, thread_ts, ts, at (monotonic time accepted)}
         slack.reactions  # ("add" | "remove", channel, timestamp, name)
         slack.calls      # every Web API call: Call(method, params, status, at)
         slack.acks       # envelope id -> monotonic time of its ack
@@ -520,7 +521,13 @@ class FakeSlack:
         thread_ts = params.get("thread_ts") or None
         message = self.say(channel, BOT_USER, str(text), thread_ts=thread_ts, bot_id=BOT_ID)
         self.posts.append(
-            {"channel": channel, "text": str(text), "thread_ts": thread_ts, "ts": message["ts"]}
+            {
+                "channel": channel,
+                "text": str(text),
+                "thread_ts": thread_ts,
+                "ts": message["ts"],
+                "at": time.monotonic(),
+            }
         )
         return _ok(channel=channel, ts=message["ts"], message=message)
 

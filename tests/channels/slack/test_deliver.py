@@ -54,14 +54,12 @@ async def test_a_short_answer_is_one_mrkdwn_post_in_the_thread(
 ) -> None:
     report = await deliverer.deliver(thread_route(), "**Done** & <dusted>")
     assert report.delivered
-    assert slack.posts == [
-        {
-            "channel": GENERAL,
-            "text": "*Done* &amp; &lt;dusted&gt;",
-            "thread_ts": "1700000001.000100",
-            "ts": slack.posts[0]["ts"],
-        }
-    ]
+    [post] = slack.posts
+    assert (post["channel"], post["text"], post["thread_ts"]) == (
+        GENERAL,
+        "*Done* &amp; &lt;dusted&gt;",
+        "1700000001.000100",
+    )
 
 
 async def test_a_long_dm_answer_starts_at_top_level_and_continues_in_its_thread(

@@ -1,0 +1,210 @@
+"""Host overhead through Slack (SPEC §12): event in to last part delivered.
+
+    .venv/bin/python -m benchmarks.host_slack [--turns N] [--rounds N] [--surface thread|dm]
+                                              [--model instant|server]
+
+The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
+the Slack channel on real slack-bolt in Socket Mode against the fake Slack on 127.0.0.1). The
+model answers at once: `instant` (default) is an in-process runtime that assembles the real
+request and answers without I/O; `server` goes through the anthropic SDK to the fake Messages
+API instead.
+
+Latency runs from the moment the fake Slack sends the event envelope down the websocket to the
+moment it accepted the answer's last chat.postMessage. On the way: bolt's ack, the durable
+event ledger, users.info / conversations.info (cached after the first turn), the thread read for
+preceding messages (conversations.replies, every turn), the host's turn, and the post.
+
+Scenarios: one conversation, turns one after another; then 100 conversations, each round one
+mention in every conversation at once. A conversation is a thread under a channel mention
+(`--surface thread`, the Slack case) or a DM (`--surface dm`). Printed: p50, p99, turns/s, lost
+and duplicated replies, and whether each conversation's answers came back in order. Figures are
+printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from benchmarks.host_telegram import Figures, InstantModel, answer_for
+from bot.cli.compose import App
+from bot.config import load_config
+from bot.ports import ModelRuntime
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
+
+CHANNEL = "C0BENCH01"
+ANSWER_NUMBER = re.compile(r"Answer (\d+)\.")
+
+
+@dataclass
+class Conversation:
+    """One thread (or DM) the benchmark keeps talking in."""
+
+    user: str
+    channel: str
+    dm: bool
+    root: str | None = None
+    answers: list[int] = field(default_factory=list)
+
+    def event(self, slack: FakeSlack, number: int) -> dict[str, Any]:
+        text = f"question {number}: what happened to the deploy?"
+        if self.dm:
+            return slack.dm(self.channel, self.user, text)
+        body = slack.mention(self.channel, self.user, text, thread_ts=self.root)
+        self.root = self.root or str(body["event"]["ts"])
+        return body
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """Where this conversation's answers land: the DM's top level, or the thread."""
+        return (self.channel, None if self.dm else self.root)
+
+
+def landed_in(post: dict[str, Any]) -> tuple[str, str | None]:
+    return (str(post["channel"]), post["thread_ts"])
+
+
+def write_config(folder: Path, api_url: str, model_url: str | None) -> Path:
+    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
+    model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
+    path = folder / "bot.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            [agent]
+            identity_path = "IDENTITY.md"
+
+            [model]
+            {model}
+            [store]
+            path = "data/bot.sqlite3"
+
+            [host]
+            turns_per_person_per_minute = 0
+            queue_per_conversation = 64
+
+            [http]
+            enabled = false
+
+            [slack]
+            enabled = true
+            api_url = "{api_url}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def world(slack: FakeSlack, count: int, dm: bool) -> list[Conversation]:
+    slack.add_channel(CHANNEL, "bench")
+    conversations = []
+    for i in range(count):
+        user = f"U0BENCH{i:03d}"
+        slack.add_user(user, f"person{i}", real_name=f"Person {i} Bench")
+        channel = CHANNEL
+        if dm:
+            channel = f"D0BENCH{i:03d}"
+            slack.add_channel(channel, kind="im")
+        conversations.append(Conversation(user, channel, dm))
+    return conversations
+
+
+async def run_round(
+    slack: FakeSlack, conversations: list[Conversation], number: int
+) -> tuple[list[float], int, int]:
+    """One mention in every conversation at once; latencies, lost and duplicated answers."""
+    before = len(slack.posts)
+    pushed: dict[tuple[str, str | None], float] = {}
+    for conversation in conversations:
+        body = conversation.event(slack, number)
+        pushed[conversation.key] = time.monotonic()
+        await slack.push(body)
+    answered: set[tuple[str, str | None]] = set()
+    seen = before
+
+    def all_answered() -> bool:
+        nonlocal seen
+        answered.update(landed_in(post) for post in slack.posts[seen:])
+        seen = len(slack.posts)
+        return len(answered & pushed.keys()) == len(pushed)
+
+    with contextlib.suppress(AssertionError):  # what never came is counted as lost below
+        await slack.wait_for(all_answered, within=60)
+    by_conversation = {c.key: c for c in conversations}
+    last: dict[tuple[str, str | None], float] = {}
+    count: dict[tuple[str, str | None], int] = {}
+    for post in slack.posts[before:]:
+        key = landed_in(post)
+        last[key] = post["at"]
+        count[key] = count.get(key, 0) + 1
+        match = ANSWER_NUMBER.search(post["text"])
+        if match and key in by_conversation:
+            by_conversation[key].answers.append(int(match.group(1)))
+    latencies = [last[key] - sent_at for key, sent_at in pushed.items() if key in last]
+    lost = sum(1 for key in pushed if key not in last)
+    duplicated = sum(n - 1 for n in count.values())
+    return latencies, lost, duplicated
+
+
+async def scenario(
+    name: str, count: int, rounds: int, warmup: int, dm: bool, use_server: bool, folder: Path
+) -> Figures:
+    async with FakeSlack() as slack, FakeAnthropic(min_cacheable_tokens=0) as claude:
+        claude.respond_with(answer_for)
+        env = {
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
+        }
+        path = write_config(folder, slack.api_url, claude.base_url if use_server else None)
+        model: ModelRuntime | None = None if use_server else InstantModel()
+        conversations = world(slack, count, dm)
+        async with App(load_config(path, env=env), model=model) as app:
+            for number in range(warmup):
+                await run_round(slack, conversations, number)
+            await app.host.idle()
+            latencies: list[float] = []
+            lost = duplicated = 0
+            started = time.perf_counter()
+            for number in range(warmup, warmup + rounds):
+                got, missing, extra = await run_round(slack, conversations, number)
+                latencies += got
+                lost += missing
+                duplicated += extra
+            seconds = time.perf_counter() - started
+            await app.host.idle()
+        ordered = all(c.answers == sorted(c.answers) for c in conversations)
+        return Figures(name, latencies, count * rounds, seconds, lost, duplicated, ordered)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200, help="turns in the one-thread scenario")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-thread scenario")
+    parser.add_argument("--surface", choices=["thread", "dm"], default="thread")
+    parser.add_argument("--model", choices=["instant", "server"], default="instant")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    dm, server = args.surface == "dm", args.model == "server"
+    print(f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}")
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
+        single = await scenario("1 conv", 1, args.turns, 20, dm, server, Path(one))
+        print(single.show())
+        many = await scenario("100 convs", 100, args.rounds, 1, dm, server, Path(hundred))
+        print(many.show())
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
