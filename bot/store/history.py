@@ -158,12 +158,19 @@ class SqliteHistory:
 
 
 def _trim(items: list[_Stored], limit: int) -> list[_Stored]:
-    """The newest `limit` items, opened on a clean start (see `_opens_window`)."""
-    window = items[-limit:] if limit else []
+    """At most `limit` items, opened on a clean start (see `_opens_window`).
+
+    Over the limit, the window drops to its newest half at once instead of shedding one turn's
+    worth per turn: replayed history then keeps the same first message for many turns, so the
+    provider's prompt cache keeps matching it. Sliding by two messages a turn would change the
+    start of the history, and miss the cache, on every single turn of a long conversation.
+    """
+    if len(items) > limit:
+        items = items[-max(limit // 2, 2) :]
     start = 0
-    while start < len(window) and not _opens_window(window[start].entry):
+    while start < len(items) and not _opens_window(items[start].entry):
         start += 1
-    return window[start:]
+    return items[start:]
 
 
 def _opens_window(entry: HistoryEntry) -> bool:

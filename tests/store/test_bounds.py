@@ -142,7 +142,8 @@ async def test_window_size_is_configurable(db_path: Path, clock: Clock) -> None:
         for n in range(5):
             await store.history.publish("k", turn(n))
         loaded = await store.history.load("k")
-        assert loaded[0].text == "question 3"
-        assert len(loaded) == 8
+        # Four messages a turn: turn 4 took the window to 12 > 8, so it dropped to the newest 4.
+        assert len(loaded) == 4
+        assert loaded[0].text == "question 4"
     finally:
         await store.aclose()

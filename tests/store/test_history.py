@@ -23,14 +23,29 @@ async def test_unknown_conversation_loads_empty(store: Store) -> None:
     assert await store.history.load("console:nobody") == []
 
 
-async def test_window_keeps_newest_64_and_never_opens_on_a_tool_result(store: Store) -> None:
-    for n in range(40):
+async def test_window_never_exceeds_64_and_drops_to_half_at_once(store: Store) -> None:
+    # Four messages a turn: 16 turns fill the 64-message window exactly.
+    for n in range(16):
         await store.history.publish("k", turn(n))
+    assert len(await store.history.load("k")) == 64
 
+    await store.history.publish("k", turn(16))  # 68: over the bound, keep the newest 32
     loaded = await store.history.load("k")
+    assert len(loaded) == 32
+    assert loaded[0].text == "question 9"
 
-    assert len(loaded) == 64
-    assert loaded[0].text == "question 24"
+    previous = loaded
+    for n in range(17, 40):
+        await store.history.publish("k", turn(n))
+        loaded = await store.history.load("k")
+        assert len(loaded) <= 64
+        if len(loaded) > len(previous):
+            # Below the bound the window only grows: its first message stays put, so the
+            # provider's cached prefix of this history keeps matching.
+            assert loaded[0] == previous[0]
+        previous = loaded
+    assert len(loaded) == 52
+    assert loaded[0].text == "question 27"
     assert loaded[-1].text == "answer 39"
 
 
