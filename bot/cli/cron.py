@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     if args.action == "list":
         return asyncio.run(_list(config, datetime.now(UTC)))
+    _quiet_logs(config)
     return asyncio.run(_run_now(config, args.name))
 
 
@@ -106,7 +107,6 @@ async def _run_now(config: Config, name: str) -> int:
     from bot.cli.compose import App
     from channels.cron import describe
 
-    _quiet_logs(config)
     # No scheduler and no HTTP port: this process runs one job and leaves; a running `bot run`
     # keeps its own schedule.
     async with App(config, http=False, cron=False) as app:

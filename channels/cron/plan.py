@@ -22,10 +22,11 @@ WEBHOOK_RECORD_PREFIX = "webhook:"
 BODY_PLACEHOLDER = "{body}"
 CONVERSATION_ID_MAX = 200
 
-# Slack conversation ids (C…, G…, D…) and user ids; Telegram numeric chat ids or @channel names.
+# Slack conversation ids (C…, G…, D…) and user ids; Telegram numeric chat ids, optionally with a
+# forum topic id (`-1001234567890:7`), the forms the channels' `route_to` accepts.
 _DESTINATION_ID = {
     "slack": re.compile(r"^[A-Z][A-Z0-9]{2,31}$"),
-    "telegram": re.compile(r"^(-?[0-9]{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31})$"),
+    "telegram": re.compile(r"^-?[0-9]{1,20}(:[0-9]{1,10})?$"),
 }
 _DESTINATION_EXAMPLE = {"slack": "slack:C0123456789", "telegram": "telegram:-1001234567890"}
 _CONVERSATION_ID = re.compile(rf"^[^\s\x00-\x1f\x7f]{{1,{CONVERSATION_ID_MAX}}}$")

@@ -145,7 +145,10 @@ class CronRunner:
         deliverer = self._deliverer_for(plan.notify.platform)
         if deliverer is None:
             return None, f"the {plan.notify.platform} channel is not running in this process"
-        return deliverer.route_to(plan.notify.id), None
+        try:
+            return deliverer.route_to(plan.notify.id), None
+        except Exception as exc:  # the channel refused the destination: say so in the record
+            return None, f"{plan.notify} is not a destination the channel accepts ({exc})"
 
     async def _finish_with(self, record: CronRun, plan: RunPlan, result: TurnResult) -> CronRun:
         if result.outcome == "silent":

@@ -29,6 +29,7 @@ from tests.conftest import write_config
 from tests.cron.doubles import ManualClock, utc
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import FakeTelegram
 
 NEWS = "C0NEWS0001"
 HOOK_TOKEN = "hook-token-0123456789abcdef"
@@ -129,7 +130,7 @@ async def test_bot_cron_run_with_the_silent_token_posts_nothing_and_says_so(
     config = make_config(NEWS_JOB)
     claude.script(SILENT_TOKEN)
     assert await cron_cli._run_now(config, "news") == 0
-    assert capsys.readouterr().out.startswith("news: silent: nothing posted")
+    assert printed(capsys).startswith("news: silent: nothing posted")
     assert slack.posts == []
 
 
@@ -140,7 +141,7 @@ async def test_a_delivery_failure_is_recorded_honestly(
 ) -> None:
     config = make_config(NEWS_JOB.replace(NEWS, "C0GONE0001"))  # a channel Slack does not know
     assert await cron_cli._run_now(config, "news") == 1
-    out = capsys.readouterr().out
+    out = printed(capsys)
     assert out.startswith("news: not delivered: 0 of 1 parts accepted (")
     assert "channel_not_found" in out
     runs = await open_cron_runs(config.settings.store.path, read_only=True)
@@ -159,6 +160,33 @@ async def test_a_delivery_failure_is_recorded_honestly(
 async def test_an_unknown_job_name_is_a_clear_error(make_config: MakeConfig) -> None:
     with pytest.raises(ConfigError, match=r"no job named 'nope' \(jobs: news\)"):
         await cron_cli._run_now(make_config(NEWS_JOB), "nope")
+
+
+TEAM_CHAT = -1001234567890
+
+
+async def test_bot_cron_run_posts_into_a_telegram_group_top_level(
+    agent_dir: Path, claude: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with FakeTelegram() as tg:
+        tg.supergroup(TEAM_CHAT, "Team")
+        write_config(
+            agent_dir,
+            f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
+            + NEWS_JOB.replace(f"slack:{NEWS}", f"telegram:{TEAM_CHAT}"),
+        )
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": claude.base_url,
+            "TELEGRAM_BOT_TOKEN": tg.token,
+        }
+        claude.script("**Weekly** summary: all green.")
+        assert await cron_cli._run_now(load_config(agent_dir / "bot.toml", env=env), "news") == 0
+        sent = tg.sent_to(TEAM_CHAT)
+    assert printed(capsys) == "news: delivered (1 part)"
+    assert [(m.plain, m.reply_to, m.thread_id) for m in sent] == [
+        ("Weekly summary: all green.", None, None)
+    ]
 
 
 SHARED_JOBS = f"""
@@ -291,6 +319,11 @@ async def test_a_webhook_call_posts_a_summary_through_slack(
     assert record is not None
     assert record.run_id == body["run_id"]
     assert record.delivered is True
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> str:
+    """The command's own last line of output (the test process's logs share stdout)."""
+    return capsys.readouterr().out.strip().splitlines()[-1]
 
 
 def _clean_env() -> dict[str, str]:

@@ -58,6 +58,7 @@ def test_a_notify_to_a_disabled_channel_is_refused_even_for_a_paused_job() -> No
     [
         ("slack:#general", "not a slack destination id"),
         ("telegram:chat", "not a telegram destination id"),
+        ("telegram:@team_news", "not a telegram destination id"),
     ],
 )
 def test_malformed_destinations_are_refused(notify: str, says: str) -> None:
@@ -66,14 +67,14 @@ def test_malformed_destinations_are_refused(notify: str, says: str) -> None:
         plan_jobs(settings)
 
 
-def test_telegram_destinations_accept_chat_ids_and_channel_names() -> None:
+def test_telegram_destinations_accept_chat_ids_and_forum_topics() -> None:
     settings = settings_with(
-        [job("a", notify="telegram:-1001234567890"), job("b", notify="telegram:@team_news")],
+        [job("a", notify="telegram:-1001234567890"), job("b", notify="telegram:-1001234567890:7")],
         telegram={"enabled": True},
     )
     assert [p.run.notify for p in plan_jobs(settings)] == [
         Destination("telegram", "-1001234567890"),
-        Destination("telegram", "@team_news"),
+        Destination("telegram", "-1001234567890:7"),
     ]
 
 
