@@ -36,6 +36,9 @@ Sleep = Callable[[float], Awaitable[None]]
 # The loop re-reads the clock at least this often, so a wall-clock step (NTP, suspend) is noticed.
 MAX_NAP_SECONDS = 60.0
 MAX_RETRY_DELAY_SECONDS = 3600.0
+# A slot noticed this soon after its time is on time, whatever the grace (even a grace of 0):
+# the loop always wakes a little after the instant it slept until.
+ON_TIME = timedelta(seconds=1)
 RETRY_GROWTH = 4.0
 
 
@@ -70,7 +73,7 @@ class CronScheduler:
         self._plans = [job for job in jobs if job.enabled]
         self._runner = runner
         self._runs = runs
-        self._grace = timedelta(seconds=misfire_grace)
+        self._grace = timedelta(seconds=misfire_grace) + ON_TIME
         self._retries = retries
         self._retry_delay = retry_delay
         self._now = now

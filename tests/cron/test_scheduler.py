@@ -100,6 +100,19 @@ async def test_a_slot_deferred_longer_than_the_grace_is_skipped(make_rig: RigFac
     assert [r.scheduled_for for r in rig.records()] == [utc(2024, 6, 3, 9, 0)]
 
 
+async def test_with_no_grace_on_time_slots_still_run_and_late_ones_do_not(
+    make_rig: RigFactory,
+) -> None:
+    rig = make_rig(job(), grace=0)
+    await rig.start()
+    await rig.clock.advance(60)  # exactly 09:00
+    await rig.scheduler.idle()
+    rig.clock.jump(3600 + 30)  # 10:00:30 before the loop looks again: 30 s late
+    await rig.clock.advance(0)
+    await rig.scheduler.idle()
+    assert [r.scheduled_for for r in rig.records()] == [utc(2024, 6, 3, 9)]
+
+
 async def test_a_late_wake_runs_the_latest_slot_once_within_the_grace(
     make_rig: RigFactory,
 ) -> None:

@@ -182,3 +182,22 @@ async def test_no_other_token_is_accepted(hooked: Hooked, offered: str) -> None:
     )
     assert response.status == 401
     assert hooked.sink.requests == []
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(size=st.integers(0, 3 * LIMIT), chunked=st.booleans())
+async def test_a_body_is_accepted_exactly_when_it_fits(
+    hooked: Hooked, size: int, chunked: bool
+) -> None:
+    payload = b"b" * size
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, size, 300):
+            yield payload[start : start + 300]
+
+    data = chunks() if chunked else payload
+    response = await hooked.client.post("/hooks/deploy", data=data, headers=AUTH)
+    assert response.status == (202 if size <= LIMIT else 413)
+    await hooked.endpoint.idle()

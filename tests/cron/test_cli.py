@@ -1,0 +1,96 @@
+"""`bot cron list`: every job with its next fire time on its own clock, and its last outcome."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from croniter import croniter
+
+from bot.cli import cron as cron_cli
+from bot.config import MemorySettings, StoreSettings, load_config
+from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.store import open_store
+from bot.store.cron_runs import open_cron_runs
+from tests.conftest import write_config
+from tests.cron.doubles import utc
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "bot.toml"
+NOW = utc(2024, 6, 2, 12)  # a Sunday
+
+JOBS = """
+[[cron.jobs]]
+name = "standup"
+schedule = "0 9 * * 1-5"
+timezone = "Europe/Berlin"
+prompt = "Write the standup note."
+
+[[cron.jobs]]
+name = "tokyo-report"
+schedule = "30 18 * * *"
+timezone = "Asia/Tokyo"
+prompt = "Write the evening report."
+enabled = false
+"""
+
+
+async def test_the_example_config_lists_every_jobs_next_fire_on_its_own_clock(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = load_config(EXAMPLE, env={})
+    assert config.settings.cron.jobs, "the example config should show a job"
+    assert await cron_cli._list(config, NOW) == 0
+    out = capsys.readouterr().out
+    for job in config.settings.cron.jobs:
+        zone = ZoneInfo(job.timezone)
+        wall = croniter(job.schedule, NOW.astimezone(zone).replace(tzinfo=None)).get_next(datetime)
+        expected = wall.replace(tzinfo=zone).strftime("%a %Y-%m-%d %H:%M %Z (UTC%z)")
+        assert f"{job.name}  [{job.schedule}]  {job.timezone}" in out
+        assert expected in out
+
+
+async def test_list_shows_paused_jobs_and_the_last_outcome(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(agent_dir, JOBS)
+    config = load_config(agent_dir / "bot.toml", env={})
+    store = await open_store(StoreSettings(path=config.settings.store.path), MemorySettings())
+    await store.aclose()
+    runs = await open_cron_runs(config.settings.store.path)
+    await runs.save(
+        CronRun(
+            run_id="r1",
+            job="standup",
+            trigger=CronTrigger.SCHEDULE,
+            fired_at=utc(2024, 5, 31, 7),
+            status=CronRunStatus.UNDELIVERED,
+            parts=2,
+            accepted=1,
+            error="ratelimited",
+        )
+    )
+    await runs.aclose()
+    assert await cron_cli._list(config, NOW) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "standup  [0 9 * * 1-5]  Europe/Berlin",
+        "  next:   enabled Mon 2024-06-03 09:00 CEST (UTC+0200) (in 19h 0m)",
+        "  notify: none (the answer goes to history only)",
+        "  last:   not delivered: 1 of 2 parts accepted (ratelimited)"
+        " (fired Fri 2024-05-31 09:00 CEST (UTC+0200))",
+        "tokyo-report  [30 18 * * *]  Asia/Tokyo",
+        "  next:   paused (enabled = false): would fire Mon 2024-06-03 18:30 JST (UTC+0900)"
+        " (in 21h 30m)",
+        "  notify: none (the answer goes to history only)",
+        "  last:   never run",
+    ]
+
+
+async def test_list_without_jobs_says_how_to_add_one(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = load_config(agent_dir / "bot.toml", env={})
+    assert await cron_cli._list(config, NOW) == 0
+    assert "No jobs" in capsys.readouterr().out
