@@ -160,7 +160,7 @@ class Host:
             return Admission.CLOSED, None
         if not self._within_rate(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
-            await self._reply(request, RATE_LIMITED_REPLY)
+            self._reply_later(request, RATE_LIMITED_REPLY)
             return Admission.RATE_LIMITED, None
         lane = self._lanes.get(request.conversation_key)
         if lane is None:
@@ -172,7 +172,7 @@ class Host:
             lane.queue.put_nowait((request, future))
         except asyncio.QueueFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
-            await self._reply(request, BUSY_REPLY)
+            self._reply_later(request, BUSY_REPLY)
             return Admission.BUSY, None
         self._idle.clear()
         if lane.task is None:
@@ -515,6 +515,16 @@ class Host:
 
     async def _reply(self, request: TurnRequest, text: str) -> DeliveryReport | None:
         return await self._deliver(request, text)
+
+    def _reply_later(self, request: TurnRequest, text: str) -> None:
+        """Answer a refused turn without holding up the channel's intake (a rate-limited
+        platform could make that answer wait a long time)."""
+        async def reply() -> None:
+            await self._deliver(request, text)
+
+        task = asyncio.create_task(reply())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
 
 def memory_scope(request: TurnRequest) -> MemoryScope:
