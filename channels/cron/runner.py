@@ -81,12 +81,18 @@ class CronRunner:
             attempt=attempt,
             scheduled_for=scheduled_for,
         )
-        bound = log.bind(job=plan.record_key, run_id=record.run_id, trigger=trigger.value)
+        # The run id is the turn id, so these events line up with the host's own turn events.
+        bound = log.bind(
+            job=plan.record_key,
+            turn_id=record.run_id,
+            conversation_key=plan.conversation_key,
+            trigger=trigger.value,
+        )
         route, missing = self._route(plan)
         if missing:
             return RunResult(await self._finish(record, CronRunStatus.FAILED, error=missing))
         await self._save(record)
-        bound.info("cron_run_started", attempt=attempt, conversation_key=plan.conversation_key)
+        bound.info("cron_run_started", attempt=attempt)
         request = plan.request(
             text, turn_id=record.run_id, received_at=record.fired_at, route=route
         )
@@ -134,6 +140,7 @@ class CronRunner:
             "cron_redelivered",
             job=plan.record_key,
             run_id=record.run_id,
+            turn_id=previous.record.run_id,
             delivered=finished.delivered,
             error=finished.error,
         )
@@ -192,4 +199,4 @@ class CronRunner:
         try:
             await self._runs.save(record)
         except Exception as exc:  # a lost record must not stop the job; say so in the log
-            log.exception("cron_run_record_failed", run_id=record.run_id, error=type(exc).__name__)
+            log.exception("cron_run_record_failed", turn_id=record.run_id, error=type(exc).__name__)

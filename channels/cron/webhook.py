@@ -73,7 +73,7 @@ class WebhookEndpoint:
             return _error(429, "too many runs of this webhook in flight", {"Retry-After": "30"})
         run_id = uuid.uuid4().hex
         self._start(hook, text, run_id)
-        log.info("webhook_accepted", hook=hook.name, run_id=run_id, body_bytes=len(body))
+        log.info("webhook_accepted", hook=hook.name, turn_id=run_id, body_bytes=len(body))
         return web.json_response({"run_id": run_id, "status": "accepted"}, status=202)
 
     async def stop(self, grace: float = 30.0) -> None:
