@@ -120,9 +120,14 @@ Probe = Callable[[], Awaitable[str]]
 
 
 def _services(config: Config) -> list[tuple[str, Probe]]:
+    settings, secrets = config.settings, config.secrets
     services: list[tuple[str, Probe]] = []
-    if config.secrets.get("ANTHROPIC_API_KEY"):
+    if secrets.get("ANTHROPIC_API_KEY"):
         services.append(("model", lambda: _ping_model(config)))
+    if settings.telegram.enabled and secrets.get("TELEGRAM_BOT_TOKEN"):
+        from channels.telegram import check_token
+
+        services.append(("telegram", lambda: check_token(settings.telegram, secrets)))
     return services
 
 

@@ -67,7 +67,7 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
         raise TelegramConfigError(_NO_TOKEN)
     try:
         async with Bot(token, base_url=settings.api_url) as bot:
-            return f"@{bot.username} answered getMe at {settings.api_url}"
+            me = await bot.get_me()
     except InvalidToken:
         raise TelegramConfigError(_REFUSED_TOKEN) from None
     except TelegramError as exc:
@@ -75,6 +75,13 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
             f"getMe at {settings.api_url} failed ({type(exc).__name__}: {exc.message}). Fix: "
             "check telegram.api_url (it must end in /bot) and the network."
         ) from None
+    privacy = (
+        "privacy mode off: group chatter is used as context"
+        if me.can_read_all_group_messages
+        else "privacy mode on: in groups it sees only messages addressed to it (for group "
+        "context, BotFather /setprivacy -> Disable, then re-add the bot to the group)"
+    )
+    return f"@{me.username} answered getMe; {privacy}"
 
 
 class TelegramChannel:

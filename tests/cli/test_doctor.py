@@ -1,0 +1,88 @@
+"""`bot doctor` against the fake services: real subprocess, real SDK calls on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def _doctor(folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "doctor",
+        "--config",
+        str(folder / "bot.toml"),
+        env={**base, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=folder,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode().splitlines()
+
+
+async def _init(tmp_path: Path) -> Path:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "init",
+        str(tmp_path / "demo"),
+        cwd=REPO,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    assert await process.wait() == 0
+    return tmp_path / "demo"
+
+
+async def test_doctor_checks_the_model_and_telegram_and_reports_privacy_mode(
+    tmp_path: Path,
+) -> None:
+    folder = await _init(tmp_path)
+    async with FakeAnthropic() as model, FakeTelegram() as tg:
+        code, lines = await _doctor(
+            folder,
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+                "ANTHROPIC_BASE_URL": model.base_url,
+                "TELEGRAM_BOT_TOKEN": tg.token,
+                "BOT_TELEGRAM__ENABLED": "true",
+                "BOT_TELEGRAM__API_URL": tg.base_url,
+            },
+        )
+    assert code == 0, lines
+    model_line = next(line for line in lines if " model " in f" {line} ")
+    telegram_line = next(line for line in lines if line.split()[1:2] == ["telegram"])
+    assert model_line.startswith("ok")
+    assert telegram_line.startswith("ok")
+    assert "privacy mode off" in telegram_line
+    assert tg.token not in "\n".join(lines)
+
+
+async def test_doctor_says_which_key_the_model_refused(tmp_path: Path) -> None:
+    folder = await _init(tmp_path)
+    async with FakeAnthropic(api_key="the-right-key") as model:
+        code, lines = await _doctor(
+            folder,
+            {"ANTHROPIC_API_KEY": "sk-ant-wrong-0123456789", "ANTHROPIC_BASE_URL": model.base_url},
+        )
+    assert code == 1
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert len(failed) == 1
+    assert "ANTHROPIC_API_KEY" in failed[0]
+    assert "sk-ant-wrong-0123456789" not in "\n".join(lines)
