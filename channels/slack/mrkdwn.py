@@ -12,6 +12,7 @@ Code fences are only ever emitted as whole lines of three backticks, which is wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from markdown_it import MarkdownIt
@@ -24,6 +25,7 @@ _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "ta
 _BULLETS = ("•", "◦", "▪")
 _INDENT = "    "
 _RULE = "───────"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def escape(text: str) -> str:
@@ -56,7 +58,7 @@ def _block(node: SyntaxTreeNode, depth: int) -> str:
         return _list(node, depth)
     if kind == "blockquote":
         inner = _blocks(node.children, depth)
-        return "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
+        return "\n".join(f"> {_demote_quote(line)}" if line else ">" for line in inner.split("\n"))
     if kind in ("fence", "code_block"):
         return _code(node.content)
     if kind == "hr":
@@ -64,6 +66,12 @@ def _block(node: SyntaxTreeNode, depth: int) -> str:
     if kind == "table":
         return _table(node)
     return escape(node.content)
+
+
+def _demote_quote(line: str) -> str:
+    """Slack quotes only a `>` that starts a line and cannot nest them: a quote marker that
+    would end up inside a line (a quote in a list or in a quote) is shown as text."""
+    return "&gt;" + line[1:] if line.startswith(">") else line
 
 
 def _code(content: str) -> str:
@@ -105,7 +113,7 @@ def _item(item: SyntaxTreeNode, marker: str, depth: int, separator: str) -> str:
         for child in item.children
         if (text := _block(child, depth + 1 if child.type.endswith("_list") else depth))
     )
-    lines = body.split("\n") if body else [""]
+    lines = [_demote_quote(line) for line in body.split("\n")] if body else [""]
     first = f"{pad}{marker} {lines[0].lstrip()}".rstrip()
     rest = [_continuation(line, pad) for line in lines[1:]]
     return "\n".join([first, *rest])
@@ -160,8 +168,9 @@ def _inline(node: SyntaxTreeNode, plain: bool) -> str:
 
 def _link(url: str, label: str) -> str:
     target = escape(url.replace("|", "%7C"))
-    if not url:
-        return label
+    if not _SCHEME.match(url):
+        # Slack links only absolute URLs; anything else is shown as text.
+        return f"{label} ({target})" if label and url else label or target
     if not label or label == target:
         return f"<{target}>"
     # Slack's link syntax cannot hold a line break in the label.

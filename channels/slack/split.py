@@ -21,6 +21,7 @@ _REOPEN = FENCE + "\n"  # and what the next part starts with
 # The smallest limit that still leaves room for text between a reopened and a closed fence.
 MIN_LIMIT = len(_REOPEN) + len(_CLOSE) + 8
 _ENTITY_TAIL = re.compile(r"&[a-z]{0,3}$")
+_LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
 
 
 def split_message(text: str, limit: int = MESSAGE_BUDGET) -> list[str]:
@@ -28,7 +29,9 @@ def split_message(text: str, limit: int = MESSAGE_BUDGET) -> list[str]:
     if limit < MIN_LIMIT:
         raise ValueError(f"split limit {limit} is too small; use at least {MIN_LIMIT}")
     parts: list[str] = []
-    rest = text.strip()
+    # Leading blank lines and trailing whitespace go; leading spaces on the first line stay,
+    # as stripping them could turn "  ```" (text) into a fence.
+    rest = _LEADING_BLANK_LINES.sub("", text).rstrip()
     in_code = False
     while rest:
         head = _REOPEN if in_code else ""

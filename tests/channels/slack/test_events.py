@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.turns import ConversationKind, Speaker, SurfaceKind
 from channels.slack import events
@@ -272,3 +274,49 @@ def test_preceding_message_from_a_recorded_reply() -> None:
     found = events.preceding_message(item, Speaker("Bob Stone", "bob"), "I disagree")
     assert found.at == datetime.fromtimestamp(1515449540.000110, tz=UTC)
     assert (found.name, found.handle, found.text) == ("Bob Stone", "bob", "I disagree")
+
+
+USER_ID = st.from_regex(r"U[A-Z0-9]{8,10}", fullmatch=True)
+TS = st.builds(
+    lambda s, u: f"{s}.{u:06d}", st.integers(1_400_000_000, 1_900_000_000), st.integers(0, 999_999)
+)
+WORDS = st.text(alphabet="abcdefghij <>|&@#!:/.\n", max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    speaker=USER_ID,
+    others=st.lists(USER_ID, max_size=3),
+    words=st.lists(WORDS, min_size=1, max_size=4),
+    ts=TS,
+    thread=st.one_of(st.none(), TS),
+    dm=st.booleans(),
+)
+def test_no_user_id_or_timestamp_reaches_what_the_model_sees(
+    speaker: str, others: list[str], words: list[str], ts: str, thread: str | None, dm: bool
+) -> None:
+    mentions = [f"<@{user}>" for user in [BOT.user_id, speaker, *others]]
+    text = " ".join(w for pair in zip(words, mentions, strict=False) for w in pair)
+    body = payload("message_im" if dm else "app_mention_channel")
+    body["event"].update(user=speaker, text=text, ts=ts)
+    if thread:
+        body["event"]["thread_ts"] = thread
+    found = events.read_event(body, BOT)
+    assert isinstance(found, SlackMessage)
+    handles = {user: f"person{i}" for i, user in enumerate(others[:1])}
+    surface = events.build_surface(found.channel, SurfaceKind.CHANNEL, None, "alice")
+    preceding = events.preceding_message({"ts": ts}, Speaker("Bob"), events.plain_text(text, {}))
+    request = events.build_request(
+        found,
+        text=events.plain_text(found.text, handles, BOT.user_id),
+        speaker=Speaker("Alice Chen", "alice"),
+        surface=surface,
+        preceding=(preceding,),
+        received_at=datetime(2024, 1, 1, tzinfo=UTC),
+        turn_id="t",
+    )
+    shown = repr((request.text, request.speaker, request.surface, request.preceding))
+    for hidden in {speaker, *others, str(BOT.user_id), ts, *([thread] if thread else [])}:
+        assert hidden not in shown
+    assert request.person is not None
+    assert speaker in request.person

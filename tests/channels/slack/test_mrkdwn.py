@@ -38,6 +38,8 @@ LINK = re.compile(r"<[a-z][a-z0-9+.-]*:[^<>|\s]*(?:\|[^<>]*)?>")
         ("- one\n- two\n  - deeper", "• one\n• two\n    ◦ deeper"),
         ("3. three\n4. four", "3. three\n4. four"),
         ("> quoted\n> still", "> quoted\n> still"),
+        ("> outer\n> > inner", "> outer\n>\n> &gt; inner"),
+        ("- > quoted item", "• &gt; quoted item"),
         ("a\n\n---\n\nb", "a\n\n───────\n\nb"),
         ("line one\nline two", "line one\nline two"),
         ("<!channel> & <@U123> <b>", "&lt;!channel&gt; &amp; &lt;@U123&gt; &lt;b&gt;"),
@@ -54,7 +56,7 @@ def test_backtick_lines_inside_code_cannot_close_the_block() -> None:
     assert "inside" in rendered
 
 
-QUOTE = re.compile(r"^(?:>(?: |$))+", re.MULTILINE)
+QUOTE = re.compile(r"^>(?: |$)", re.MULTILINE)
 
 
 def without_links(text: str) -> str:
