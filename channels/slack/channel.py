@@ -28,8 +28,9 @@ from bot.config import ConfigError, Secrets, SlackSettings
 from bot.ports import EventLedger, TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
+from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.deliver import SlackDeliverer
-from channels.slack.directory import LOOKUP_ERRORS, SlackDirectory
+from channels.slack.directory import SlackDirectory
 from channels.slack.events import BotIdentity, Skip, SlackMessage
 
 log = structlog.get_logger(__name__)
@@ -117,7 +118,7 @@ class SlackChannel:
         except SlackApiError as exc:
             await self.stop()
             raise SlackSetupError(
-                f"Slack refused SLACK_APP_TOKEN ({exc.response.get('error')}). Fix: set "
+                f"Slack refused SLACK_APP_TOKEN ({error_code(exc)}). Fix: set "
                 "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "
                 "scope, and turn Socket Mode on in the app settings."
             ) from None
@@ -131,11 +132,11 @@ class SlackChannel:
         except SlackApiError as exc:
             await self.stop()
             raise SlackSetupError(
-                f"Slack refused SLACK_BOT_TOKEN ({exc.response.get('error')}) at "
+                f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}) at "
                 f"{self._settings.api_url}. Fix: set SLACK_BOT_TOKEN to the bot token (xoxb-…) "
                 "of the installed app, and check slack.api_url."
             ) from None
-        except LOOKUP_ERRORS as exc:
+        except CALL_ERRORS as exc:
             await self.stop()
             raise SlackSetupError(
                 f"cannot reach Slack at slack.api_url = {self._settings.api_url!r} "

@@ -17,14 +17,14 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import structlog
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.ports import DeliveryReport
 from bot.turns import ReplyRoute
+from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
 from channels.slack.split import MESSAGE_BUDGET, split_message
@@ -64,7 +64,10 @@ class SlackDeliverer:
         channel = route.values.get("channel")
         if not isinstance(channel, str) or not channel:
             return DeliveryReport(parts=0, accepted=0, error="route has no Slack channel")
-        parts = split_message(to_mrkdwn(text), MESSAGE_BUDGET) or ["…"]
+        parts = split_message(to_mrkdwn(text), MESSAGE_BUDGET)
+        if not parts:
+            log.warning("slack_empty_answer")
+            return DeliveryReport(parts=0, accepted=0)
         thread = route.values.get("thread_ts")
         accepted = 0
         for part in parts:
@@ -99,10 +102,10 @@ class SlackDeliverer:
             except SlackApiError as exc:
                 wait = _retry_after(exc)
                 if wait is None and not _is_transient(exc):
-                    raise _PostFailed(f"{method} failed: {_error_code(exc)}") from None
-                reason = _error_code(exc)
-            except (SlackClientError, aiohttp.ClientError, TimeoutError, OSError) as exc:
-                wait, reason = None, type(exc).__name__
+                    raise _PostFailed(f"{method} failed: {error_code(exc)}") from None
+                reason = error_code(exc)
+            except CALL_ERRORS as exc:
+                wait, reason = None, error_code(exc)
             if attempt == MAX_ATTEMPTS:
                 break
             delay = min(MAX_WAIT, wait if wait is not None else backoff)
@@ -135,9 +138,10 @@ class SlackDeliverer:
     async def _react(self, method: str, channel: str, ts: str) -> bool:
         try:
             await getattr(self._client, method)(channel=channel, timestamp=ts, name=self._reaction)
-        except (SlackClientError, aiohttp.ClientError, TimeoutError, OSError) as exc:
-            error = _error_code(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.info("slack_reaction_failed", method=method.replace("_", "."), error=error)
+        except CALL_ERRORS as exc:
+            log.info(
+                "slack_reaction_failed", method=method.replace("_", "."), error=error_code(exc)
+            )
             return False
         return True
 
@@ -151,14 +155,9 @@ class _PostFailed(Exception):
     """A part could not be posted; the message names the API method and Slack's error."""
 
 
-def _error_code(exc: SlackApiError) -> str:
-    error = exc.response.get("error") if exc.response is not None else None
-    return str(error or f"http {getattr(exc.response, 'status_code', '?')}")
-
-
 def _is_transient(exc: SlackApiError) -> bool:
     status = getattr(exc.response, "status_code", 0) or 0
-    return status >= 500 or _error_code(exc) in TRANSIENT_ERRORS
+    return status >= 500 or error_code(exc) in TRANSIENT_ERRORS
 
 
 def _retry_after(exc: SlackApiError) -> float | None:

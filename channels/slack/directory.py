@@ -14,13 +14,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
-import aiohttp
 import structlog
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.turns import PrecedingMessage, Speaker
 from channels.slack import events
+from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.events import BotIdentity, SlackMessage
 
 log = structlog.get_logger(__name__)
@@ -28,7 +28,6 @@ log = structlog.get_logger(__name__)
 CACHE_ENTRIES = 5000
 HISTORY_PAGE = 100  # messages per conversations.* page
 THREAD_PAGES = 5  # a thread longer than this many pages is read from its start only
-LOOKUP_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError, OSError)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -93,7 +92,7 @@ class SlackDirectory:
             return cached
         try:
             response = await self._client.users_info(user=user_id)
-        except LOOKUP_ERRORS as exc:
+        except CALL_ERRORS as exc:
             _log_failure("users.info", exc)
             return None
         user = response.get("user")
@@ -132,7 +131,7 @@ class SlackDirectory:
             _log_failure("conversations.info", exc)
             self._channels.put(channel_id, None)
             return None
-        except LOOKUP_ERRORS as exc:
+        except CALL_ERRORS as exc:
             _log_failure("conversations.info", exc)
             return None
         channel = response.get("channel")
@@ -149,7 +148,7 @@ class SlackDirectory:
             return ()
         try:
             page = await self._read_around(message)
-        except LOOKUP_ERRORS as exc:
+        except CALL_ERRORS as exc:
             _log_failure("conversations.replies" if message.in_thread else "history", exc)
             return ()
         selected = events.select_preceding(page, message, bot)
@@ -189,5 +188,4 @@ def _messages(value: Any) -> list[Mapping[str, Any]]:
 
 
 def _log_failure(method: str, exc: BaseException) -> None:
-    error = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
-    log.warning("slack_lookup_failed", method=method, error=str(error))
+    log.warning("slack_lookup_failed", method=method, error=error_code(exc))

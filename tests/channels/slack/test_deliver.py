@@ -170,3 +170,9 @@ async def test_working_on_a_route_without_a_message_does_nothing(
         pass
     await deliverer.aclose()
     assert slack.calls == []
+
+
+async def test_an_empty_answer_posts_nothing(slack: FakeSlack, deliverer: SlackDeliverer) -> None:
+    report = await deliverer.deliver(thread_route(), "  \n\n ")
+    assert (report.parts, report.accepted) == (0, 0)
+    assert slack.calls == []
