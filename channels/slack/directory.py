@@ -26,8 +26,10 @@ from channels.slack.events import BotIdentity, SlackMessage
 log = structlog.get_logger(__name__)
 
 CACHE_ENTRIES = 5000
-HISTORY_PAGE = 100  # messages per conversations.* page
-THREAD_PAGES = 5  # a thread longer than this many pages is read from its start only
+HISTORY_PAGE = 200  # messages per conversations.* page
+# Slack pages a thread from its start only; past this many pages its newest messages are out of
+# reach, and the oldest ones would be the wrong context, so such a thread gives none.
+THREAD_PAGES = 5
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -173,8 +175,9 @@ class SlackDirectory:
             metadata = response.get("response_metadata") or {}
             cursor = metadata.get("next_cursor") if isinstance(metadata, Mapping) else None
             if not cursor:
-                break
-        return found
+                return found
+        log.info("slack_thread_too_long", pages=THREAD_PAGES)
+        return []
 
     async def _preceding_one(self, item: Mapping[str, Any]) -> PrecedingMessage:
         author = events.author_of(item)

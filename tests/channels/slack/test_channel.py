@@ -19,6 +19,7 @@ from bot.config import Secrets, SlackSettings
 from bot.turns import SurfaceKind, TurnRequest
 from channels.slack import SlackChannel, SlackSetupError
 from channels.slack.channel import EVENTS_PATH
+from channels.slack.directory import HISTORY_PAGE, THREAD_PAGES
 from tests.channels.slack.conftest import (
     ALICE,
     BOB,
@@ -401,3 +402,16 @@ async def test_http_mode_answers_the_url_verification_challenge(
     response = await client.post(EVENTS_PATH, data=raw, headers=headers)
     assert response.status == 200
     assert (await response.json())["challenge"] == "c-123"
+
+
+async def test_a_thread_too_long_to_read_gives_no_preceding_rather_than_old_ones(
+    slack: FakeSlack, start: Start, sink: RecordingSink
+) -> None:
+    root = slack.say(GENERAL, BOB, "a very long thread")
+    for i in range(HISTORY_PAGE * THREAD_PAGES):
+        slack.say(GENERAL, BOB, f"reply {i}", thread_ts=root["ts"])
+    channel = await start()
+    await deliver(slack, channel, slack.mention(GENERAL, ALICE, "tl;dr?", thread_ts=root["ts"]))
+    [request] = sink.requests
+    assert request.preceding == ()
+    assert len([call for call in slack.calls if call.method == "conversations.replies"]) == 5
