@@ -128,7 +128,7 @@ async def test_webhook_refuses_what_is_not_an_update(tg: FakeTelegram, store: St
 
 async def test_check_token_for_bot_doctor(tg: FakeTelegram) -> None:
     assert await check_token(settings(tg), secrets(tg)) == (
-        f"@{tg.username} answered getMe at {tg.base_url}"
+        f"@{tg.username} answered getMe; privacy mode off: group chatter is used as context"
     )
     with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN"):
         await check_token(settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": "1:wrong"}))
