@@ -514,14 +514,21 @@ class Host:
         return report
 
     async def _reply(self, request: TurnRequest, text: str) -> DeliveryReport | None:
+        """A host-written answer (refusal, failure). Request-driven turns get none: their
+        destination is an audience that asked nothing, and the run record says what happened."""
+        if request.kind is ConversationKind.REQUEST:
+            return None
         return await self._deliver(request, text)
 
     def _reply_later(self, request: TurnRequest, text: str) -> None:
         """Answer a refused turn without holding up the channel's intake (a rate-limited
         platform could make that answer wait a long time)."""
+
         async def reply() -> None:
             await self._deliver(request, text)
 
+        if request.kind is ConversationKind.REQUEST:
+            return
         task = asyncio.create_task(reply())
         self._background.add(task)
         task.add_done_callback(self._background.discard)

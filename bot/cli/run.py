@@ -16,19 +16,14 @@ log = structlog.get_logger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--grace",
-        type=float,
-        default=None,
-        help="seconds running turns may take to finish at shutdown (default: host.shutdown_grace)",
-    )
+    """No options: the shutdown grace is `host.shutdown_grace` (or BOT_HOST__SHUTDOWN_GRACE)."""
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    return asyncio.run(_run(config, args.grace))
+    return asyncio.run(_run(config))
 
 
-async def _run(config: Config, grace: float | None) -> int:
+async def _run(config: Config) -> int:
     from bot.cli.compose import App
 
     stop = asyncio.Event()
@@ -51,6 +46,7 @@ async def _run(config: Config, grace: float | None) -> int:
             )
         log.info("host_ready", channels=[c.name for c in app.channels], port=app.http_port)
         await stop.wait()
-        await app.host.close(grace)
+        # Leaving the App stops the scheduler and webhooks, then lets running turns finish
+        # (up to host.shutdown_grace) while channels can still deliver, then closes the rest.
     log.info("host_stopped")
     return 0

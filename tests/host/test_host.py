@@ -267,3 +267,20 @@ async def test_tool_rounds_are_published_and_replayed(
     replayed = fake.requests[-1]["messages"]
     assert replayed[1]["content"][0]["type"] == "tool_use"
     assert replayed[2]["content"][0]["type"] == "tool_result"
+
+
+async def test_a_failed_request_driven_turn_posts_no_apology(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    from bot.turns import ConversationKind
+
+    fake.fail(400, body="bad request for testing")
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        request = replace(
+            channel.request("scheduled summary"), kind=ConversationKind.REQUEST, notifies=True
+        )
+        result = await app.host.run(request)
+    assert result.outcome == "failed"
+    assert result.delivery is None
+    assert out.getvalue() == ""
