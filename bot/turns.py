@@ -154,4 +154,3 @@ class HistoryEntry:
     @property
     def text(self) -> str:
         return "\n".join(b.text for b in self.blocks if isinstance(b, TextBlock))
-
