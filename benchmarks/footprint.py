@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+import aiohttp
 
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
@@ -125,14 +126,15 @@ async def idle_memory() -> int:
 
 async def _wait_healthy(port: int) -> None:
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        await asyncio.sleep(0.2)
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as reply:
+                    if reply.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
     raise RuntimeError("bot run did not become healthy within 30 s")
 
 
