@@ -145,9 +145,8 @@ def main() -> None:
         f"max {max(timings) * 1000:.0f} ms"
     )
     rss = asyncio.run(idle_memory())
-    print(
-        f"bot run idle RSS (Slack + Telegram + cron, after {IDLE_SECONDS:.0f} s): {rss / 1024:.1f} MiB"
-    )
+    label = f"bot run idle RSS (Slack + Telegram + cron, after {IDLE_SECONDS:.0f} s)"
+    print(f"{label}: {rss / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":
