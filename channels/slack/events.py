@@ -33,6 +33,7 @@ MAX_PRECEDING = 30
 # Message subtypes that are still a person writing something new; every other subtype (edits,
 # deletions, joins, topic changes, bot posts...) starts nothing.
 PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+_NEW_MESSAGE_SUBTYPES = PERSON_SUBTYPES | {"bot_message"}
 UNKNOWN_PERSON = "someone"
 
 _MARKUP = re.compile(r"<([^<>]*)>")
@@ -87,43 +88,54 @@ def read_event(
     event = body.get("event")
     if not isinstance(event, Mapping):
         return Skip("malformed: no event object")
-    kind = event.get("type")
+    reason = _not_a_trigger(event, bot, ignore_other_bots)
+    if reason is not None:
+        return Skip(reason)
+    message = _message(body, event)
+    if isinstance(message, Skip) or message.event_type == "app_mention" or message.is_dm:
+        return message
+    return Skip("channel message without a mention")
+
+
+def _not_a_trigger(
+    event: Mapping[str, Any], bot: BotIdentity, ignore_other_bots: bool
+) -> str | None:
+    kind, subtype = event.get("type"), event.get("subtype")
     if kind not in ("app_mention", "message"):
-        return Skip(f"not a trigger: event type {kind!r}")
-    if event.get("subtype") not in PERSON_SUBTYPES and event.get("subtype") != "bot_message":
-        return Skip(f"not a new message: subtype {event.get('subtype')!r}")
+        return f"not a trigger: event type {kind!r}"
+    if subtype not in _NEW_MESSAGE_SUBTYPES:
+        return f"not a new message: subtype {subtype!r}"
     if event.get("edited") is not None:
-        return Skip("not a new message: edited")
+        return "not a new message: edited"
     if _is_own(event, bot):
-        return Skip("own message")
-    bot_name = _other_bot_name(event)
-    if bot_name is not None and ignore_other_bots:
-        return Skip("another bot")
-    fields = {name: event.get(name) for name in ("channel", "ts")}
-    missing = [name for name, value in fields.items() if not isinstance(value, str) or not value]
-    if not missing and _ts_value(str(fields["ts"])) is None:
-        missing.append("a numeric ts")
-    team = body.get("team_id") or event.get("team")
-    if missing or not isinstance(team, str):
-        return Skip(f"malformed: missing {', '.join(missing) or 'team_id'}")
-    user = event.get("user") or event.get("bot_id")
-    if not isinstance(user, str) or not user:
-        return Skip("malformed: no user")
-    message = SlackMessage(
-        event_id=str(body.get("event_id") or f"{fields['channel']}:{fields['ts']}"),
-        event_type=kind,
+        return "own message"
+    if ignore_other_bots and _other_bot_name(event) is not None:
+        return "another bot"
+    return None
+
+
+def _message(body: Mapping[str, Any], event: Mapping[str, Any]) -> SlackMessage | Skip:
+    channel = _str_or_none(event.get("channel"))
+    ts = _str_or_none(event.get("ts"))
+    team = _str_or_none(body.get("team_id") or event.get("team"))
+    user = _str_or_none(event.get("user") or event.get("bot_id"))
+    if channel is None or ts is None or team is None or user is None:
+        named = (("channel", channel), ("ts", ts), ("team_id", team), ("user", user))
+        return Skip(f"malformed: missing {', '.join(n for n, v in named if v is None)}")
+    if _ts_value(ts) is None:
+        return Skip(f"malformed: ts {ts!r} is not a Slack timestamp")
+    return SlackMessage(
+        event_id=str(body.get("event_id") or f"{channel}:{ts}"),
+        event_type=str(event.get("type")),
         team=team,
-        channel=str(fields["channel"]),
+        channel=channel,
         channel_type=_str_or_none(event.get("channel_type")),
         user=user,
         text=str(event.get("text") or ""),
-        ts=str(fields["ts"]),
+        ts=ts,
         thread_ts=_str_or_none(event.get("thread_ts")),
-        bot_name=bot_name,
+        bot_name=_other_bot_name(event),
     )
-    if kind == "message" and not message.is_dm:
-        return Skip("channel message without a mention")
-    return message
 
 
 def _is_own(event: Mapping[str, Any], bot: BotIdentity) -> bool:
@@ -340,7 +352,7 @@ def select_preceding(
         if _is_own(item, bot) or (mention and mention in str(item.get("text") or "")):
             selected.clear()
             continue
-        if item.get("subtype") in PERSON_SUBTYPES or item.get("subtype") == "bot_message":
+        if item.get("subtype") in _NEW_MESSAGE_SUBTYPES:
             selected.append(item)
     return selected[-MAX_PRECEDING:]
 

@@ -97,8 +97,15 @@ def test_an_edited_mention_starts_nothing() -> None:
     [
         (lambda body: body.pop("event"), "malformed: no event object"),
         (lambda body: body["event"].pop("channel"), "malformed: missing channel"),
-        (lambda body: body["event"].update(ts="yesterday"), "malformed: missing a numeric ts"),
-        (lambda body: body["event"].pop("user"), "malformed: no user"),
+        (
+            lambda body: body["event"].update(ts="yesterday"),
+            "malformed: ts 'yesterday' is not a Slack timestamp",
+        ),
+        (lambda body: body["event"].pop("user"), "malformed: missing user"),
+        (
+            lambda body: body.pop("team_id") and body["event"].pop("team"),
+            "malformed: missing team_id",
+        ),
         (lambda body: body["event"].update(type="reaction_added"), None),
     ],
 )
