@@ -264,7 +264,8 @@ class Host:
         started = datetime.now(UTC)
         text = request.text
         if text.strip().lower().startswith(COMPACT_COMMAND):
-            return await self._compact(request, started)
+            async with self._working(request.route):
+                return await self._compact(request, started)
         try:
             skills, text = self._assembler.split_skill_command(text)
         except UnknownSkill as exc:
@@ -292,15 +293,16 @@ class Host:
             tools=self._tools_for(request, recall),
             on_text=self._streamer(request),
         )
-        return await self._call_and_publish(request, plan, user_entry, started)
+        # The progress sign (reaction, typing) stays up until the answer has been posted.
+        async with self._working(request.route):
+            return await self._call_and_publish(request, plan, user_entry, started)
 
     async def _call_and_publish(
         self, request: TurnRequest, plan: TurnPlan, user_entry: HistoryEntry, started: datetime
     ) -> TurnResult:
         outcome: TurnOutcome | None = None
         try:
-            async with self._working(request.route):
-                outcome = await self._model.run(plan)
+            outcome = await self._model.run(plan)
         except WindowExceeded as exc:
             delivery = await self._reply(request, TOO_LARGE_REPLY)
             await self._record(request, started, "refused", error=exc.code)
@@ -362,8 +364,7 @@ class Host:
             compact_only=True,
         )
         try:
-            async with self._working(request.route):
-                outcome = await self._model.run(plan)
+            outcome = await self._model.run(plan)
         except TurnFailed as failure:
             reply = failure.reply or FAILED_REPLY
             await self._record(request, started, "failed", error=str(failure))

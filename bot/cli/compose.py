@@ -226,18 +226,19 @@ class App:
 
     def _build_channels(self, store: Store) -> list[Channel]:
         settings, secrets = self.config.settings, self.config.secrets
+        # A channel that needs the HTTP port (Slack HTTP mode, Telegram webhooks) gets None when
+        # it is off, and refuses to start with a clear error instead of waiting for nothing.
+        http = self.web if self._want_http and settings.http.enabled else None
         channels: list[Channel] = []
         if settings.slack.enabled:
             from channels.slack import SlackChannel
 
-            channels.append(SlackChannel(settings.slack, secrets, store.ledger, self.web))
+            channels.append(SlackChannel(settings.slack, secrets, store.ledger, http))
         if settings.telegram.enabled:
             from channels.telegram import TelegramChannel
 
             channels.append(
-                TelegramChannel(
-                    settings.telegram, secrets, store.ledger, self.web, buffer=store.buffer
-                )
+                TelegramChannel(settings.telegram, secrets, store.ledger, http, buffer=store.buffer)
             )
         return channels
 

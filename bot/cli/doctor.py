@@ -124,6 +124,10 @@ def _services(config: Config) -> list[tuple[str, Probe]]:
     services: list[tuple[str, Probe]] = []
     if secrets.get("ANTHROPIC_API_KEY"):
         services.append(("model", lambda: _ping_model(config)))
+    if settings.slack.enabled and secrets.get("SLACK_BOT_TOKEN"):
+        from channels.slack import check_slack
+
+        services.append(("slack", lambda: check_slack(settings.slack, secrets)))
     if settings.telegram.enabled and secrets.get("TELEGRAM_BOT_TOKEN"):
         from channels.telegram import check_token
 

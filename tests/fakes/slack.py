@@ -438,6 +438,8 @@ class FakeSlack:
         if handler is None:
             return _error("unknown_method")
         result: web.Response = handler(params)
+        # Like Slack, every Web API answer names the token's granted scopes.
+        result.headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
         return result
 
     def _failure_for(self, method: str) -> _Failure | None:

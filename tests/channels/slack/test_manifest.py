@@ -33,3 +33,9 @@ def test_events_are_mentions_and_direct_messages() -> None:
 
 def test_socket_mode_is_the_default() -> None:
     assert "socket_mode_enabled: true" in MANIFEST.read_text(encoding="utf-8")
+
+
+def test_doctor_checks_exactly_the_manifest_scopes() -> None:
+    from channels.slack.doctor import CONTEXT_SCOPES, REQUIRED_SCOPES
+
+    assert sorted(REQUIRED_SCOPES | CONTEXT_SCOPES) == sorted(listed_under("bot"))

@@ -74,6 +74,9 @@ async def test_a_channel_mention_gets_one_threaded_answer(
         ("add", ts),
         ("remove", ts),
     ]
+    # The progress sign stays up until the answer is posted.
+    methods = [call.method for call in slack.calls if call.method.startswith(("chat.", "reac"))]
+    assert methods == ["reactions.add", "chat.postMessage", "reactions.remove"]
 
 
 async def test_a_dm_is_answered_without_a_mention_at_top_level(

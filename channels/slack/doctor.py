@@ -1,0 +1,70 @@
+"""For `bot doctor`: is the Slack bot token accepted, and does it carry the scopes the host uses?
+
+Slack names a token's granted scopes in the `x-oauth-scopes` header of every Web API answer, so
+one `auth.test` call tells both.
+"""
+
+from __future__ import annotations
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Secrets, SlackSettings
+from channels.slack.api import CALL_ERRORS, error_code
+
+# Without these the channel cannot work: hear mentions and DMs, answer, show progress, name people.
+REQUIRED_SCOPES = frozenset(
+    {"app_mentions:read", "im:history", "chat:write", "reactions:write", "users:read"}
+)
+# Without these it still works, with less context: surfaces named by kind and id, and no
+# preceding messages in channels, private channels or group DMs.
+CONTEXT_SCOPES = frozenset(
+    {
+        "channels:read",
+        "groups:read",
+        "im:read",
+        "mpim:read",
+        "channels:history",
+        "groups:history",
+        "mpim:history",
+    }
+)
+
+
+class SlackCheckFailed(Exception):
+    """What `bot doctor` prints as the failure: what is wrong and how to fix it."""
+
+
+async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
+    token = secrets.get("SLACK_BOT_TOKEN")
+    if not token:
+        raise SlackCheckFailed("SLACK_BOT_TOKEN is not set. Fix: export it or add it to .env.")
+    client = AsyncWebClient(token=token, base_url=settings.api_url)
+    try:
+        answer = await client.auth_test()
+    except SlackApiError as exc:
+        raise SlackCheckFailed(
+            f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}). Fix: copy the Bot User OAuth "
+            "Token (xoxb-...) of the installed app into SLACK_BOT_TOKEN."
+        ) from None
+    except CALL_ERRORS as exc:
+        raise SlackCheckFailed(
+            f"cannot reach Slack at slack.api_url = {settings.api_url!r} "
+            f"({type(exc).__name__}). Fix: check the network or slack.api_url."
+        ) from None
+    granted = {s.strip() for s in answer.headers.get("x-oauth-scopes", "").split(",") if s}
+    missing = sorted(REQUIRED_SCOPES - granted)
+    if missing:
+        raise SlackCheckFailed(
+            f"the bot token lacks the scopes {', '.join(missing)}. Fix: add them under OAuth & "
+            "Permissions (or recreate the app from deploy/slack-app-manifest.yaml) and reinstall "
+            "the app to the workspace."
+        )
+    who = f"bot {answer.get('user', '?')} in {answer.get('team', '?')}"
+    lacking = sorted(CONTEXT_SCOPES - granted)
+    if lacking:
+        return (
+            f"{who}; without {', '.join(lacking)} some surfaces are named by kind and id and "
+            "get no preceding messages (add the scopes and reinstall for full context)"
+        )
+    return f"{who}; every scope the host uses is granted"

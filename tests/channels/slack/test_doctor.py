@@ -1,0 +1,38 @@
+"""`bot doctor`'s Slack check against the fake Slack: the token, then the granted scopes."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.config import Secrets, SlackSettings
+from channels.slack import SlackCheckFailed, check_slack
+from tests.fakes.slack import FakeSlack
+
+
+def _settings(slack: FakeSlack) -> SlackSettings:
+    return SlackSettings(enabled=True, api_url=slack.api_url)
+
+
+async def test_a_fully_scoped_token_passes(slack: FakeSlack) -> None:
+    report = await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
+    assert "every scope the host uses is granted" in report
+
+
+async def test_missing_context_scopes_pass_with_a_note(slack: FakeSlack) -> None:
+    slack.revoke("channels:read")
+    report = await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
+    assert "without channels:read" in report
+
+
+async def test_a_missing_required_scope_fails_with_the_fix(slack: FakeSlack) -> None:
+    slack.revoke("chat:write")
+    with pytest.raises(SlackCheckFailed, match=r"lacks the scopes chat:write.*reinstall"):
+        await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
+
+
+async def test_a_refused_token_is_named_and_never_echoed(slack: FakeSlack) -> None:
+    wrong = "xoxb-0000-wrong-token-value"
+    with pytest.raises(SlackCheckFailed) as raised:
+        await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": wrong}))
+    assert "SLACK_BOT_TOKEN" in str(raised.value)
+    assert wrong not in str(raised.value)
