@@ -201,7 +201,9 @@ class Channel(Protocol):
     @property
     def deliverer(self) -> Deliverer: ...
 
-    async def start(self, sink: TurnSink) -> None: ...
+    async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
+        """Connect. With `intake` false, only get ready to deliver (`bot cron run` beside a
+        running host must not take its events: no socket, no polling, no webhook change)."""
 
     async def stop(self) -> None: ...
 

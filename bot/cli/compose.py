@@ -68,11 +68,13 @@ class App:
         channels: bool = True,
         http: bool = True,
         cron: bool | None = None,
+        intake: bool = True,
     ) -> None:
         self.config = config
         self._model_override = model
         self._want_channels = channels
         self._want_http = http
+        self._intake = intake
         # The scheduler runs where the channels run (`bot run`), not in `bot chat`; `bot cron run`
         # turns it off to run one job by hand.
         self._want_cron = channels if cron is None else cron
@@ -170,7 +172,7 @@ class App:
         if self._want_http and settings.http.enabled:
             await self._start_http()
         for channel in self.channels:
-            await channel.start(self._host)
+            await channel.start(self._host, intake=self._intake)
             self._exits.push_async_callback(channel.stop)
             log.info("channel_started", channel=channel.name)
         # Leaving runs these in reverse: the host stops intake and finishes (or cancels) running

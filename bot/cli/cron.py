@@ -109,7 +109,7 @@ async def _run_now(config: Config, name: str) -> int:
 
     # No scheduler and no HTTP port: this process runs one job and leaves; a running `bot run`
     # keeps its own schedule.
-    async with App(config, http=False, cron=False) as app:
+    async with App(config, http=False, cron=False, intake=False) as app:
         job = next((job for job in app.cron_jobs if job.name == name), None)
         if job is None or app.cron_runner is None:
             known = ", ".join(job.name for job in app.cron_jobs) or "none configured"

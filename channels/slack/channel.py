@@ -83,9 +83,12 @@ class SlackChannel:
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: set[asyncio.Task[Any]] = set()
 
-    async def start(self, sink: TurnSink) -> None:
+    async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         self._client.session = aiohttp.ClientSession()
         await self._check_bot_token()
+        if not intake:
+            log.info("slack_ready_to_deliver")
+            return
         if self._settings.mode == "socket":
             await self._connect_socket()
         self._sink = sink

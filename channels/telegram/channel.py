@@ -135,16 +135,16 @@ class TelegramChannel:
         updater = self._app.updater
         return self._app.running and (updater is None or updater.running)
 
-    async def start(self, sink: TurnSink) -> None:
+    async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         self._sink = sink
         try:
-            await self._start()
+            await self._start(intake)
         except BaseException:
             await self.stop()  # nothing half-started stays behind (HTTP clients, tasks)
             raise
         log.info("telegram_started", mode=self._settings.mode, bot=self._app.bot.username)
 
-    async def _start(self) -> None:
+    async def _start(self, intake: bool) -> None:
         try:
             await self._app.initialize()  # getMe: who the bot is, for mentions and replies
         except InvalidToken:
@@ -152,6 +152,8 @@ class TelegramChannel:
             raise TelegramConfigError(_REFUSED_TOKEN) from None
         bot = self._app.bot
         self._me = BotIdentity(bot.id, bot.username)
+        if not intake:
+            return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
         if self._app.updater is not None:
             await self._app.updater.start_polling(

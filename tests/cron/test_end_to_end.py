@@ -180,13 +180,19 @@ async def test_bot_cron_run_posts_into_a_telegram_group_top_level(
             "ANTHROPIC_BASE_URL": claude.base_url,
             "TELEGRAM_BOT_TOKEN": tg.token,
         }
+        # An update waiting for the running host's poller: `bot cron run` must leave it alone.
+        alice = tg.user("Alice", "Chen", "alice")
+        waiting = await tg.push(tg.message(tg.private_chat(alice), alice, "for the host"))
         claude.script("**Weekly** summary: all green.")
         assert await cron_cli._run_now(load_config(agent_dir / "bot.toml", env=env), "news") == 0
         sent = tg.sent_to(TEAM_CHAT)
+        polled = [call for call in tg.calls if call.method == "getUpdates"]
     assert printed(capsys) == "news: delivered (1 part)"
     assert [(m.plain, m.reply_to, m.thread_id) for m in sent] == [
         ("Weekly summary: all green.", None, None)
     ]
+    assert polled == []
+    assert tg.pending_updates == [waiting]
 
 
 SHARED_JOBS = f"""
