@@ -30,52 +30,21 @@ import re
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from benchmarks.host_telegram import ANSWER, Figures
+from benchmarks.overhead import Figures, InstantModel, answer_for
 from bot.cli.compose import App
 from bot.config import load_config
-from bot.ports import ModelRuntime, TurnOutcome, TurnPlan, Usage
-from bot.turns import HistoryEntry, TextBlock
+from bot.ports import ModelRuntime
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
 CHANNEL = "C0BENCH01"
 ANSWER_NUMBER = re.compile(r"Answer (\d+)\.")
-QUESTION = re.compile(r"question (\d+)")
-
-
-def answer_for(body: Mapping[str, Any]) -> str:
-    """The scripted answer, numbered after the question being asked.
-
-    The first "question N" of the last user message is the person's own text: recalled memory
-    (earlier questions, in a DM) only ever follows it, and these benchmark threads have no
-    preceding chatter ahead of it.
-    """
-    match = QUESTION.search(str(body["messages"][-1]))
-    return ANSWER.format(n=match.group(1) if match else "?")
-
-
-class InstantModel:
-    """A ModelRuntime that assembles the real request and answers it without any I/O."""
-
-    async def run(self, plan: TurnPlan) -> TurnOutcome:
-        request = plan.assemble(plan.history)
-        text = answer_for(request.body)
-        return TurnOutcome(
-            text=text,
-            entries=(HistoryEntry("assistant", (TextBlock(text),)),),
-            request=request.body,
-            usage=Usage(input_tokens=request.estimated_tokens, output_tokens=60),
-        )
-
-    async def aclose(self) -> None:
-        return None
 
 
 @dataclass

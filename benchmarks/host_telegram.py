@@ -23,79 +23,20 @@ import argparse
 import asyncio
 import contextlib
 import re
-import statistics
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from benchmarks.overhead import Figures, InstantModel, answer_for
 from bot.cli.compose import App
 from bot.config import load_config
-from bot.ports import ModelRuntime, TurnOutcome, TurnPlan, Usage
-from bot.turns import HistoryEntry, TextBlock
+from bot.ports import ModelRuntime
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
-
-ANSWER = textwrap.dedent(
-    """\
-    **Answer {n}.** Here is what I found 🚀:
-
-    - the deploy failed on the *migration* step
-    - the fix is in review (`db/migrate.py`, line 42)
-
-    See [the run](https://ci.example/runs/{n}) & tell me if you want details.
-    """
-)
-QUESTION = re.compile(r"question (\d+)")
-
-
-def answer_for(body: Mapping[str, Any]) -> str:
-    """The scripted answer, numbered after the question in the last user message."""
-    match = QUESTION.findall(str(body["messages"][-1]))
-    return ANSWER.format(n=match[-1] if match else "?")
-
-
-class InstantModel:
-    """A ModelRuntime that assembles the real request and answers it without any I/O."""
-
-    async def run(self, plan: TurnPlan) -> TurnOutcome:
-        request = plan.assemble(plan.history)
-        text = answer_for(request.body)
-        return TurnOutcome(
-            text=text,
-            entries=(HistoryEntry("assistant", (TextBlock(text),)),),
-            request=request.body,
-            usage=Usage(input_tokens=request.estimated_tokens, output_tokens=60),
-        )
-
-    async def aclose(self) -> None:
-        return None
-
-
-@dataclass
-class Figures:
-    name: str
-    latencies: list[float]
-    turns: int
-    seconds: float
-    lost: int
-    duplicated: int
-    in_order: bool
-
-    def show(self) -> str:
-        ms = sorted(x * 1000 for x in self.latencies)
-        p50 = statistics.median(ms) if ms else float("nan")
-        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else float("nan")
-        return (
-            f"{self.name:<12} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   "
-            f"{self.turns / self.seconds:7.1f} turns/s   lost {self.lost}   "
-            f"duplicated {self.duplicated}   per-chat order {'kept' if self.in_order else 'BROKEN'}"
-        )
 
 
 def write_config(folder: Path, api_url: str, model_url: str | None) -> Path:

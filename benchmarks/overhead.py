@@ -1,0 +1,78 @@
+"""What the host-overhead benchmarks share: the scripted answer, the instant model, the figures.
+
+The instant model is a `ModelRuntime` that assembles the real request and answers it without any
+I/O, so the benchmarks measure the host and the channel, not a model.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.ports import TurnOutcome, TurnPlan, Usage
+from bot.turns import HistoryEntry, TextBlock
+
+ANSWER = textwrap.dedent(
+    """\
+    **Answer {n}.** Here is what I found 🚀:
+
+    - the deploy failed on the *migration* step
+    - the fix is in review (`db/migrate.py`, line 42)
+
+    See [the run](https://ci.example/runs/{n}) & tell me if you want details.
+    """
+)
+QUESTION = re.compile(r"question (\d+)")
+
+
+def answer_for(body: Mapping[str, Any]) -> str:
+    """The scripted answer, numbered after the question being asked.
+
+    The first "question N" of the last user message is the person's own text: recalled memory
+    (earlier questions, in a DM) only ever follows it, and these benchmark threads have no
+    preceding chatter ahead of it.
+    """
+    match = QUESTION.search(str(body["messages"][-1]))
+    return ANSWER.format(n=match.group(1) if match else "?")
+
+
+class InstantModel:
+    """A ModelRuntime that assembles the real request and answers it without any I/O."""
+
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        request = plan.assemble(plan.history)
+        text = answer_for(request.body)
+        return TurnOutcome(
+            text=text,
+            entries=(HistoryEntry("assistant", (TextBlock(text),)),),
+            request=request.body,
+            usage=Usage(input_tokens=request.estimated_tokens, output_tokens=60),
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Figures:
+    name: str
+    latencies: list[float]
+    turns: int
+    seconds: float
+    lost: int
+    duplicated: int
+    in_order: bool
+
+    def show(self) -> str:
+        ms = sorted(x * 1000 for x in self.latencies)
+        p50 = statistics.median(ms) if ms else float("nan")
+        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else float("nan")
+        return (
+            f"{self.name:<12} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   "
+            f"{self.turns / self.seconds:7.1f} turns/s   lost {self.lost}   "
+            f"duplicated {self.duplicated}   per-chat order {'kept' if self.in_order else 'BROKEN'}"
+        )
