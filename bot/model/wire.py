@@ -18,6 +18,7 @@ from typing import Any
 from anthropic.types import ContentBlock
 
 from bot.ports import Usage
+from bot.prompt.history import tool_result_block
 from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 MAX_BREAKPOINTS = 4
@@ -45,18 +46,7 @@ def assistant_message(content: Sequence[ContentBlock]) -> dict[str, Any]:
 
 
 def results_message(results: Sequence[ToolResultBlock]) -> dict[str, Any]:
-    return {"role": "user", "content": [result_dict(r) for r in results]}
-
-
-def result_dict(result: ToolResultBlock) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": result.tool_use_id,
-        "content": result.content,
-    }
-    if result.is_error:
-        block["is_error"] = True
-    return block
+    return {"role": "user", "content": [tool_result_block(r) for r in results]}
 
 
 def text_of(content: Sequence[ContentBlock]) -> str:

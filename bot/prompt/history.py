@@ -105,7 +105,7 @@ def _user_blocks(entry: HistoryEntry) -> list[ContentBlock]:
     labelled = entry.speaker is None
     for block in entry.blocks:
         if isinstance(block, ToolResultBlock):
-            blocks.append(_result(block))
+            blocks.append(tool_result_block(block))
         elif isinstance(block, ToolUseBlock):
             blocks.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
         elif not labelled:
@@ -122,7 +122,8 @@ def _text(text: str) -> ContentBlock:
     return {"type": "text", "text": text if text.strip() else EMPTY_TEXT}
 
 
-def _result(block: ToolResultBlock) -> ContentBlock:
+def tool_result_block(block: ToolResultBlock) -> ContentBlock:
+    """A tool result in the Messages API's request form (the tool loop sends the same)."""
     rendered: ContentBlock = {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
