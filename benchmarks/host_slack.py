@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import re
 import tempfile
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for
+from benchmarks.overhead import Figures, InstantModel, answer_for, write_config
 from bot.cli.compose import App
 from bot.config import load_config
 from bot.ports import ModelRuntime
@@ -73,38 +72,6 @@ class Conversation:
 
 def landed_in(post: dict[str, Any]) -> tuple[str, str | None]:
     return (str(post["channel"]), post["thread_ts"])
-
-
-def write_config(folder: Path, api_url: str, model_url: str | None) -> Path:
-    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
-    model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
-    path = folder / "bot.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            [agent]
-            identity_path = "IDENTITY.md"
-
-            [model]
-            {model}
-            [store]
-            path = "data/bot.sqlite3"
-
-            [host]
-            turns_per_person_per_minute = 0
-            queue_per_conversation = 64
-
-            [http]
-            enabled = false
-
-            [slack]
-            enabled = true
-            api_url = "{api_url}"
-            """
-        ),
-        encoding="utf-8",
-    )
-    return path
 
 
 def world(slack: FakeSlack, count: int, dm: bool) -> list[Conversation]:
@@ -168,7 +135,7 @@ async def scenario(
             "SLACK_APP_TOKEN": slack.app_token,
             "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
         }
-        path = write_config(folder, slack.api_url, claude.base_url if use_server else None)
+        path = write_config(folder, "slack", slack.api_url, claude.base_url if use_server else None)
         model: ModelRuntime | None = None if use_server else InstantModel()
         conversations = world(slack, count, dm)
         async with App(load_config(path, env=env), model=model) as app:

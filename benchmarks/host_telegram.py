@@ -24,51 +24,18 @@ import asyncio
 import contextlib
 import re
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for
+from benchmarks.overhead import Figures, InstantModel, answer_for, write_config
 from bot.cli.compose import App
 from bot.config import load_config
 from bot.ports import ModelRuntime
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
-
-
-def write_config(folder: Path, api_url: str, model_url: str | None) -> Path:
-    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
-    model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
-    path = folder / "bot.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            [agent]
-            identity_path = "IDENTITY.md"
-
-            [model]
-            {model}
-            [store]
-            path = "data/bot.sqlite3"
-
-            [host]
-            turns_per_person_per_minute = 0
-            queue_per_conversation = 64
-
-            [http]
-            enabled = false
-
-            [telegram]
-            enabled = true
-            api_url = "{api_url}"
-            """
-        ),
-        encoding="utf-8",
-    )
-    return path
 
 
 async def run_round(
@@ -109,7 +76,9 @@ async def scenario(
     async with FakeTelegram() as tg, FakeAnthropic(min_cacheable_tokens=0) as claude:
         claude.respond_with(answer_for)
         env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
-        path = write_config(folder, tg.base_url, claude.base_url if use_server else None)
+        path = write_config(
+            folder, "telegram", tg.base_url, claude.base_url if use_server else None
+        )
         config = load_config(path, env=env)
         model: ModelRuntime | None = None if use_server else InstantModel()
         people = [

@@ -11,6 +11,7 @@ import statistics
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bot.ports import TurnOutcome, TurnPlan, Usage
@@ -76,3 +77,37 @@ class Figures:
             f"{self.turns / self.seconds:7.1f} turns/s   lost {self.lost}   "
             f"duplicated {self.duplicated}   per-chat order {'kept' if self.in_order else 'BROKEN'}"
         )
+
+
+def write_config(folder: Path, channel: str, api_url: str, model_url: str | None) -> Path:
+    """A config with one channel on its fake, no rate limits and deep queues (the benchmark
+    sends bursts), and the model either in process (no base_url) or on the fake server."""
+    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
+    model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
+    path = folder / "bot.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            [agent]
+            identity_path = "IDENTITY.md"
+
+            [model]
+            {model}
+            [store]
+            path = "data/bot.sqlite3"
+
+            [host]
+            turns_per_person_per_minute = 0
+            queue_per_conversation = 64
+
+            [http]
+            enabled = false
+
+            [{channel}]
+            enabled = true
+            api_url = "{api_url}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
