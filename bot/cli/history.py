@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from datetime import UTC, datetime
 
+from bot.cli.stored import on_store
 from bot.config import Config
-from bot.store import ConversationInfo, Store, StoreError, existing_database, open_store
+from bot.store import ConversationInfo, Store
 from bot.store.codec import encode_entry
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -30,28 +30,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.action == "show" and not args.list and not args.key:
         print("bot history show: give a conversation KEY, or --list", file=sys.stderr)
         return 2
-    try:
-        existing_database(config.settings.store)
-        return asyncio.run(_run(args, config))
-    except StoreError as exc:
-        print(f"bot history: {exc}", file=sys.stderr)
+    return on_store("history", config, lambda store: _run(args, store))
+
+
+async def _run(args: argparse.Namespace, store: Store) -> int:
+    if args.action == "reset":
+        if await store.history.reset(args.key):
+            print(f"Forgot the history of {args.key}.")
+            return 0
+        print(f"bot history reset: no stored conversation {args.key!r}", file=sys.stderr)
         return 1
-
-
-async def _run(args: argparse.Namespace, config: Config) -> int:
-    store = await open_store(config.settings.store, config.settings.memory)
-    try:
-        if args.action == "reset":
-            if await store.history.reset(args.key):
-                print(f"Forgot the history of {args.key}.")
-                return 0
-            print(f"bot history reset: no stored conversation {args.key!r}", file=sys.stderr)
-            return 1
-        if args.list:
-            return await _list(store, as_json=args.json)
-        return await _show(store, args.key, as_json=args.json)
-    finally:
-        await store.aclose()
+    if args.list:
+        return await _list(store, as_json=args.json)
+    return await _show(store, args.key, as_json=args.json)
 
 
 async def _list(store: Store, *, as_json: bool) -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 
+from bot.cli.stored import on_store
 from bot.config import Config
-from bot.store import StoredMemory, StoreError, existing_database, open_store
+from bot.store import Store, StoredMemory
 
 HELP = "search or forget long-term memory entries"
 
@@ -24,26 +24,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    try:
-        existing_database(config.settings.store)
-        return asyncio.run(_run(args, config))
-    except (StoreError, ValueError) as exc:
-        print(f"bot memory: {exc}", file=sys.stderr)
+    return on_store("memory", config, lambda store: _run(args, store))
+
+
+async def _run(args: argparse.Namespace, store: Store) -> int:
+    if args.action == "forget":
+        if await store.memory.forget(args.id):
+            print(f"Forgot memory {args.id}.")
+            return 0
+        print(f"bot memory forget: no memory with id {args.id}", file=sys.stderr)
         return 1
-
-
-async def _run(args: argparse.Namespace, config: Config) -> int:
-    store = await open_store(config.settings.store, config.settings.memory)
-    try:
-        if args.action == "forget":
-            if await store.memory.forget(args.id):
-                print(f"Forgot memory {args.id}.")
-                return 0
-            print(f"bot memory forget: no memory with id {args.id}", file=sys.stderr)
-            return 1
-        found = await store.memory.search(" ".join(args.query), limit=max(1, args.limit))
-    finally:
-        await store.aclose()
+    found = await store.memory.search(" ".join(args.query), limit=max(1, args.limit))
     if args.json:
         print(json.dumps([_as_json(item) for item in found], indent=2, ensure_ascii=False))
     elif not found:

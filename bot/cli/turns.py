@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from bot.cli.stored import on_store
 from bot.config import Config
-from bot.store import RecordSummary, StoreError, existing_database, open_store
+from bot.store import RecordSummary, Store
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"
 
@@ -27,27 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    try:
-        existing_database(config.settings.store)
-        return asyncio.run(_run(args, config))
-    except StoreError as exc:
-        print(f"bot turns: {exc}", file=sys.stderr)
-        return 1
+    return on_store("turns", config, lambda store: _run(args, store))
 
 
-async def _run(args: argparse.Namespace, config: Config) -> int:
-    store = await open_store(config.settings.store, config.settings.memory)
-    try:
-        if args.action == "show":
-            record = await store.records.show(args.turn_id)
-            if record is None:
-                print(f"bot turns show: no record of turn {args.turn_id!r}", file=sys.stderr)
-                return 1
-            print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else _text(record))
-            return 0
-        summaries = await store.records.recent(args.conversation, limit=max(1, args.limit))
-    finally:
-        await store.aclose()
+async def _run(args: argparse.Namespace, store: Store) -> int:
+    if args.action == "show":
+        record = await store.records.show(args.turn_id)
+        if record is None:
+            print(f"bot turns show: no record of turn {args.turn_id!r}", file=sys.stderr)
+            return 1
+        print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else _text(record))
+        return 0
+    summaries = await store.records.recent(args.conversation, limit=max(1, args.limit))
     if args.json:
         print(json.dumps([_summary_json(s) for s in summaries], indent=2, ensure_ascii=False))
     elif not summaries:
