@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 import structlog
 
 from bot.config import HostSettings
+from bot.lanes import LaneFull, Lanes
 from bot.ports import (
     Admission,
     AssembledRequest,
@@ -47,6 +47,7 @@ from bot.prompt import (
     WindowExceeded,
     speaker_label,
 )
+from bot.ratelimit import PersonRate
 from bot.recall import RecallCache
 from bot.turns import (
     ConversationKind,
@@ -83,18 +84,6 @@ class StreamingDeliverer(Protocol):
 ToolsFor = Callable[[TurnRequest, RecallCache], Sequence[Tool]]
 
 
-@dataclass
-class _Lane:
-    queue: asyncio.Queue[tuple[TurnRequest, asyncio.Future[TurnResult]]]
-    task: asyncio.Task[None] | None = None
-    current: asyncio.Task[TurnResult] | None = None
-
-
-@dataclass
-class _RateWindow:
-    stamps: deque[float] = field(default_factory=deque)
-
-
 class Host:
     """Owns the lanes; implements `bot.ports.TurnSink` for the channels."""
 
@@ -117,14 +106,15 @@ class Host:
         self._memory = memory
         self._tools_for = tools_for
         self._settings = settings
-        self._clock = clock
         self._deliverers: dict[str, Deliverer] = {}
-        self._lanes: dict[str, _Lane] = {}
-        self._rates: dict[str, _RateWindow] = {}
+        self._lanes: Lanes[TurnRequest, TurnResult] = Lanes(
+            self._turn,
+            depth=settings.queue_per_conversation,
+            cancelled=lambda request: TurnResult(request.turn_id, "cancelled"),
+        )
+        self._rate = PersonRate(settings.turns_per_person_per_minute, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._idle = asyncio.Event()
-        self._idle.set()
         self.observers: list[Callable[[TurnRecord], None]] = []
 
     # --- wiring -----------------------------------------------------------------------------
@@ -137,7 +127,7 @@ class Host:
 
     @property
     def queue_depth(self) -> int:
-        return sum(lane.queue.qsize() + (lane.current is not None) for lane in self._lanes.values())
+        return self._lanes.depth
 
     # --- intake -----------------------------------------------------------------------------
 
@@ -158,90 +148,29 @@ class Host:
     ) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
         if self._closed:
             return Admission.CLOSED, None
-        if not self._within_rate(request.person):
+        if not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
             self._reply_later(request, RATE_LIMITED_REPLY)
             return Admission.RATE_LIMITED, None
-        lane = self._lanes.get(request.conversation_key)
-        if lane is None:
-            queue: asyncio.Queue[tuple[TurnRequest, asyncio.Future[TurnResult]]]
-            queue = asyncio.Queue(maxsize=self._settings.queue_per_conversation)
-            lane = self._lanes[request.conversation_key] = _Lane(queue)
-        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
         try:
-            lane.queue.put_nowait((request, future))
-        except asyncio.QueueFull:
+            future = self._lanes.put(request.conversation_key, request)
+        except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
             self._reply_later(request, BUSY_REPLY)
             return Admission.BUSY, None
-        self._idle.clear()
-        if lane.task is None:
-            lane.task = asyncio.create_task(self._drain(request.conversation_key, lane))
         return Admission.ACCEPTED, future
-
-    def _within_rate(self, person: str | None) -> bool:
-        limit = self._settings.turns_per_person_per_minute
-        if not person or limit == 0:
-            return True
-        now = self._clock()
-        window = self._rates.setdefault(person, _RateWindow())
-        while window.stamps and now - window.stamps[0] > 60.0:
-            window.stamps.popleft()
-        if len(window.stamps) >= limit:
-            return False
-        window.stamps.append(now)
-        if len(self._rates) > 10_000:  # bounded: forget people with no recent turns
-            for key in [k for k, w in self._rates.items() if not w.stamps][:5_000]:
-                del self._rates[key]
-        return True
-
-    async def _drain(self, key: str, lane: _Lane) -> None:
-        try:
-            while not lane.queue.empty():
-                request, future = lane.queue.get_nowait()
-                lane.current = asyncio.create_task(self._turn(request))
-                try:
-                    result = await asyncio.shield(lane.current)
-                except asyncio.CancelledError:
-                    result = await self._await_cancelled(lane.current)
-                    _resolve(future, result)
-                    raise
-                finally:
-                    lane.current = None
-                _resolve(future, result)
-        finally:
-            for request, future in _drain_queue(lane.queue):
-                _resolve(future, TurnResult(request.turn_id, "cancelled"))
-            self._lanes.pop(key, None)
-            if not self._lanes:
-                self._idle.set()
-
-    @staticmethod
-    async def _await_cancelled(task: asyncio.Task[TurnResult]) -> TurnResult:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            return await task
-        return TurnResult(task.get_name(), "cancelled")
 
     async def idle(self) -> None:
         """Return when every lane is empty and every background capture has finished."""
-        await self._idle.wait()
+        await self._lanes.idle()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def close(self, grace: float | None = None) -> None:
         """Stop intake, let running turns finish up to `grace`, cancel the rest."""
         self._closed = True
-        grace = self._settings.shutdown_grace if grace is None else grace
-        try:
-            await asyncio.wait_for(self.idle(), timeout=grace)
-        except TimeoutError:
-            tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
-            log.warning("shutdown_cancelling_turns", turns=len(tasks))
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._lanes.close(self._settings.shutdown_grace if grace is None else grace)
+        await self.idle()
 
     # --- the turn pipeline ------------------------------------------------------------------
 
@@ -565,17 +494,3 @@ def _bounded_entry(entry: HistoryEntry) -> HistoryEntry:
         return entry
     cut = text.encode()[:CONTINUITY_MAX_BYTES].decode(errors="ignore")
     return replace(entry, blocks=(TextBlock(cut),), tokens=0)
-
-
-def _resolve(future: asyncio.Future[TurnResult], result: TurnResult) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-def _drain_queue(
-    queue: asyncio.Queue[tuple[TurnRequest, asyncio.Future[TurnResult]]],
-) -> list[tuple[TurnRequest, asyncio.Future[TurnResult]]]:
-    items = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items

@@ -1,0 +1,120 @@
+"""Conversation lanes: one turn at a time per conversation, many conversations at once.
+
+Each conversation key gets a bounded queue and, while it has work, one task that runs its items
+strictly in order. A lane disappears when its queue empties, so idle conversations cost nothing.
+Closing waits for the lanes up to a grace period, then cancels what is still running: the work
+function sees the cancellation and can record what it had done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class LaneFull(Exception):
+    """The conversation already has as many turns waiting as its lane holds."""
+
+
+@dataclass
+class _Lane(Generic[Item, Result]):
+    queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]]
+    task: asyncio.Task[None] | None = None
+    running: bool = False
+
+
+class Lanes(Generic[Item, Result]):
+    def __init__(
+        self,
+        work: Callable[[Item], Coroutine[Any, Any, Result]],
+        *,
+        depth: int,
+        cancelled: Callable[[Item], Result],
+    ) -> None:
+        """`work` runs one item; `cancelled` is the result of an item that never got to finish."""
+        self._work = work
+        self._depth = depth
+        self._cancelled = cancelled
+        self._lanes: dict[str, _Lane[Item, Result]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def depth(self) -> int:
+        """Items running or waiting, across every lane."""
+        return sum(lane.queue.qsize() + lane.running for lane in self._lanes.values())
+
+    def put(self, key: str, item: Item) -> asyncio.Future[Result]:
+        """Queue `item` on `key`'s lane; the future resolves with its result. Raises LaneFull."""
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(asyncio.Queue(maxsize=self._depth))
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        try:
+            lane.queue.put_nowait((item, future))
+        except asyncio.QueueFull:
+            raise LaneFull(key) from None
+        self._idle.clear()
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._drain(key, lane))
+        return future
+
+    async def idle(self) -> None:
+        await self._idle.wait()
+
+    async def close(self, grace: float) -> None:
+        """Let every lane finish for up to `grace` seconds, then cancel what is left."""
+        try:
+            await asyncio.wait_for(self.idle(), timeout=grace)
+        except TimeoutError:
+            tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+            log.warning("shutdown_cancelling_turns", lanes=len(tasks))
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drain(self, key: str, lane: _Lane[Item, Result]) -> None:
+        try:
+            while not lane.queue.empty():
+                item, future = lane.queue.get_nowait()
+                lane.running = True
+                try:
+                    result = await self._run_one(item)
+                except asyncio.CancelledError:
+                    if not future.done():
+                        future.set_result(self._cancelled(item))
+                    raise
+                finally:
+                    lane.running = False
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            while not lane.queue.empty():
+                item, future = lane.queue.get_nowait()
+                if not future.done():
+                    future.set_result(self._cancelled(item))
+            self._lanes.pop(key, None)
+            if not self._lanes:
+                self._idle.set()
+
+    async def _run_one(self, item: Item) -> Result:
+        """Run one item; if the lane is cancelled meanwhile, let the item see the cancellation
+        and finish its own clean-up before the lane goes down."""
+        task = asyncio.create_task(self._work(item))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise

@@ -1,0 +1,87 @@
+"""Conversation lanes and the per-person rate, on their own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.lanes import LaneFull, Lanes
+from bot.ratelimit import MAX_PEOPLE, PersonRate
+
+
+def _lanes(log: list[str], gate: asyncio.Event | None = None, depth: int = 8) -> Lanes[str, str]:
+    async def work(item: str) -> str:
+        log.append(f"start {item}")
+        await asyncio.sleep(0)
+        if gate is not None:
+            await gate.wait()
+        log.append(f"end {item}")
+        return item.upper()
+
+    return Lanes(work, depth=depth, cancelled=lambda item: f"cancelled {item}")
+
+
+async def test_one_lane_runs_its_items_strictly_in_order() -> None:
+    log: list[str] = []
+    lanes = _lanes(log)
+    futures = [lanes.put("a", item) for item in ("x", "y", "z")]
+    assert await asyncio.gather(*futures) == ["X", "Y", "Z"]
+    assert log == ["start x", "end x", "start y", "end y", "start z", "end z"]
+    assert lanes.depth == 0
+
+
+async def test_different_lanes_run_at_the_same_time() -> None:
+    log: list[str] = []
+    gate = asyncio.Event()
+    lanes = _lanes(log, gate)
+    first, second = lanes.put("a", "x"), lanes.put("b", "y")
+    await asyncio.sleep(0.01)
+    assert sorted(log) == ["start x", "start y"]  # both started, neither finished
+    assert lanes.depth == 2
+    gate.set()
+    assert await asyncio.gather(first, second) == ["X", "Y"]
+
+
+async def test_a_full_lane_refuses_and_others_still_accept() -> None:
+    gate = asyncio.Event()
+    lanes = _lanes([], gate, depth=1)
+    running = lanes.put("a", "x")
+    await asyncio.sleep(0)  # x leaves the queue and runs
+    waiting = lanes.put("a", "y")
+    with pytest.raises(LaneFull):
+        lanes.put("a", "z")
+    other = lanes.put("b", "w")
+    gate.set()
+    assert await asyncio.gather(running, waiting, other) == ["X", "Y", "W"]
+
+
+async def test_close_cancels_what_outlives_the_grace() -> None:
+    log: list[str] = []
+    lanes = _lanes(log, asyncio.Event())  # never released
+    running, waiting = lanes.put("a", "x"), lanes.put("a", "y")
+    await asyncio.sleep(0.01)
+    await lanes.close(grace=0.05)
+    assert await asyncio.gather(running, waiting) == ["cancelled x", "cancelled y"]
+    assert log == ["start x"]
+    assert lanes.depth == 0
+
+
+def test_person_rate_slides_over_a_minute() -> None:
+    now = [0.0]
+    rate = PersonRate(2, clock=lambda: now[0])
+    assert [rate.allow("p"), rate.allow("p"), rate.allow("p")] == [True, True, False]
+    assert rate.allow("q")  # someone else is unaffected
+    now[0] = 61.0
+    assert rate.allow("p")
+    assert rate.allow(None)  # no person (console, cron): never limited
+
+
+def test_person_rate_forgets_quiet_people_past_its_bound() -> None:
+    now = [0.0]
+    rate = PersonRate(5, clock=lambda: now[0])
+    for n in range(MAX_PEOPLE):
+        rate.allow(f"p{n}")
+    now[0] = 120.0
+    rate.allow("late")
+    assert len(rate._stamps) == 1
