@@ -33,7 +33,6 @@ from bot.ports import (
     ModelRuntime,
     Tool,
     TurnFailed,
-    TurnOutcome,
     TurnPlan,
     TurnRecord,
     TurnRecords,
@@ -209,10 +208,20 @@ class Host:
         ttl = self._assembler.cache_ttl_for(history, request.received_at)
         self._log_context(request)
 
+        budget: dict[str, object] = {}
+
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(
+            assembled = self._assembler.assemble(
                 request, entries, hits, turn_skills=skills, cache_ttl=ttl, text=text
             )
+            if assembled.floor_unmet and not budget.get("floor_unmet"):
+                log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
+            budget.update(
+                floor_unmet=assembled.floor_unmet,
+                estimated_tokens=assembled.estimated_tokens,
+                history_used=assembled.history_used,
+            )
+            return assembled
 
         plan = TurnPlan(
             turn_id=request.turn_id,
@@ -224,17 +233,23 @@ class Host:
         )
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
-            return await self._call_and_publish(request, plan, user_entry, started)
+            return await self._call_and_publish(request, plan, user_entry, started, budget)
 
     async def _call_and_publish(
-        self, request: TurnRequest, plan: TurnPlan, user_entry: HistoryEntry, started: datetime
+        self,
+        request: TurnRequest,
+        plan: TurnPlan,
+        user_entry: HistoryEntry,
+        started: datetime,
+        budget: Mapping[str, object],
     ) -> TurnResult:
-        outcome: TurnOutcome | None = None
         try:
             outcome = await self._model.run(plan)
         except WindowExceeded as exc:
             delivery = await self._reply(request, TOO_LARGE_REPLY)
-            await self._record(request, started, "refused", error=exc.code)
+            # The floors alone do not fit the window: unmet by definition.
+            details = {**budget, "floor_unmet": True}
+            await self._record(request, started, "refused", error=exc.code, details=details)
             return TurnResult(request.turn_id, "refused", TOO_LARGE_REPLY, delivery, exc.code)
         except TurnFailed as failure:
             await self._publish_continuity(request, user_entry, failure.partial_text, str(failure))
@@ -248,6 +263,7 @@ class Host:
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
+                details=budget,
             )
             return TurnResult(request.turn_id, "failed", reply, delivery, str(failure))
         except asyncio.CancelledError:
@@ -272,7 +288,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details={"delivered": delivery.delivered if delivery else None},
+            details={"delivered": delivery.delivered if delivery else None, **budget},
         )
         return TurnResult(request.turn_id, result, outcome.text, delivery)
 

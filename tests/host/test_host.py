@@ -284,3 +284,35 @@ async def test_a_failed_request_driven_turn_posts_no_apology(
     assert result.outcome == "failed"
     assert result.delivery is None
     assert out.getvalue() == ""
+
+
+async def test_a_message_the_window_cannot_hold_is_refused_before_any_call(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    config = make_config("context_window = 2000\nmax_tokens = 200\n")
+    async with App(config, channels=False, http=False) as app:
+        channel, out = console(app)
+        result = await app.host.run(channel.request("word " * 3000))
+        record = await app.store.records.show(result.turn_id)
+    assert result.outcome == "refused"
+    assert result.error == "estimated_input_exceeds_model_limit"
+    assert "too large" in out.getvalue()
+    assert fake.requests == []
+    assert record is not None
+    assert record["outcome"] == "refused"
+    assert record["details"]["floor_unmet"] is True
+
+
+async def test_the_turn_record_keeps_the_request_usage_and_budget(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, _ = console(app)
+        result = await app.host.run(channel.request("hello"))
+        record = await app.store.records.show(result.turn_id)
+    assert record is not None
+    assert record["outcome"] == "ok"
+    assert record["request"]["messages"][-1]["role"] == "user"
+    assert record["usage"]["input_tokens"] > 0
+    assert record["details"]["floor_unmet"] is False
+    assert record["details"]["delivered"] is True
