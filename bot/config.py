@@ -89,6 +89,8 @@ class MemorySettings(_Section):
     enabled: bool = True
     recall_hits: Annotated[int, Field(ge=0, le=50)] = 5
     recall_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 8 * 1024
+    # Memories kept in all; past it the oldest go first (checked every RETENTION_EVERY captures).
+    max_entries: Annotated[int, Field(ge=100)] = 1_000_000
     # Console and request-driven turns recall only their own conversation's memories unless
     # this widens them to everything (a single-operator deployment may want that).
     wide_console_recall: bool = False

@@ -22,12 +22,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiosqlite
+import structlog
 
 from bot.config import MemorySettings
 from bot.ports import MemoryCapture, MemoryHit, MemoryScope
 from bot.store.codec import shorten
 from bot.store.db import Database
 from bot.store.fts import choose_terms, match_expression, query_terms, words
+
+log = structlog.get_logger(__name__)
 
 # What one memory keeps of each side of the exchange: a fact is usually said in a few sentences,
 # and five hits must fit the 8 KiB recall budget with room to spare.
@@ -42,6 +45,9 @@ MIN_SCORE = 0.05
 FLOOR_FROM_MEMORIES = 32
 MIN_SHARE_OF_BEST = 0.25
 MIN_HIT_BYTES = 256  # a last hit shortened below this says nothing; leave it out instead
+# How often (in captures) the row bound is checked: counting on every capture would cost more
+# than the overshoot it prevents.
+RETENTION_EVERY = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +85,12 @@ class SqliteMemory:
         captured_at = item.at.timestamp() if item.at else self._clock()
 
         async def capture(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
+            inserted = await conn.execute(
                 """INSERT INTO memories (conversation_key, surface, person, text, captured_at)
                    VALUES (?, ?, ?, ?, ?)""",
                 (item.conversation_key, item.surface, item.person, text, captured_at),
             )
+            cursor_id = inserted.lastrowid or 0
             if item.person is not None:
                 await conn.execute(
                     "INSERT OR IGNORE INTO participants (person, surface) VALUES (?, ?)",
@@ -94,6 +101,8 @@ class SqliteMemory:
                    ON CONFLICT (term) DO UPDATE SET docs = docs + 1""",
                 [(word,) for word in words(text)],
             )
+            if cursor_id % RETENTION_EVERY == 0:
+                await _retain(conn, self._settings.max_entries)
 
         await self._db.write(capture)
 
@@ -172,6 +181,24 @@ class SqliteMemory:
     async def count(self) -> int:
         row = await self._db.fetch_one("SELECT count(*) FROM memories")
         return int(row[0]) if row else 0
+
+
+async def _retain(conn: aiosqlite.Connection, limit: int) -> None:
+    """Drop the oldest memories past `limit`, keeping the word counts in step."""
+    async with conn.execute("SELECT count(*) FROM memories") as cursor:
+        row = await cursor.fetchone()
+    excess = (int(row[0]) if row else 0) - limit
+    if excess <= 0:
+        return
+    async with conn.execute(
+        """DELETE FROM memories WHERE id IN (SELECT id FROM memories ORDER BY id LIMIT ?)
+           RETURNING text""",
+        (excess,),
+    ) as cursor:
+        gone = [(word,) for row in await cursor.fetchall() for word in words(row["text"])]
+    await conn.executemany("UPDATE term_docs SET docs = docs - 1 WHERE term = ?", gone)
+    await conn.executemany("DELETE FROM term_docs WHERE term = ? AND docs <= 0", gone)
+    log.info("memory_pruned", removed=excess)
 
 
 def _row_id(memory_id: str) -> int:

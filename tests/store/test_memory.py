@@ -11,6 +11,7 @@ from bot.config import MemorySettings, StoreSettings
 from bot.ports import MemoryCapture, MemoryScope
 from bot.store import Store, open_store
 from bot.store.memory import memory_text
+from tests.store.conftest import Clock
 
 AT = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -216,3 +217,25 @@ async def test_words_in_every_memory_alone_recall_nothing_in_a_grown_memory(stor
     await seed_corpus(store)
 
     assert await store.memory.recall("user assistant noted", MemoryScope(GENERAL)) == []
+
+
+async def test_memory_keeps_at_most_max_entries_dropping_the_oldest(
+    db_path: Path, clock: object
+) -> None:
+    store = await open_store(
+        StoreSettings(path=db_path),
+        MemorySettings(max_entries=100),
+        clock=clock,  # type: ignore[arg-type]
+    )
+    try:
+        await store.memory.capture(
+            said("p1", "Ada", "slack:C1", "the oldest fact is about pelicans")
+        )
+        for n in range(199):
+            await store.memory.capture(said("p1", "Ada", "slack:C1", f"filler note number {n}"))
+        assert await store.memory.count() == 100
+        assert await store.memory.search("pelicans") == []  # gone from the index too
+        scope = MemoryScope(surface="slack:C1")
+        assert await store.memory.recall("filler note 198", scope)
+    finally:
+        await store.aclose()
