@@ -11,7 +11,6 @@ from bot.config import MemorySettings, StoreSettings
 from bot.ports import MemoryCapture, MemoryScope
 from bot.store import Store, open_store
 from bot.store.memory import memory_text
-from tests.store.conftest import Clock
 
 AT = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
