@@ -25,7 +25,7 @@ from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
-from bot.config import Secrets, TelegramSettings
+from bot.config import ConfigError, Secrets, TelegramSettings
 from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
@@ -46,7 +46,7 @@ ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST]
 UPDATE_QUEUE_SIZE = 1000
 
 
-class TelegramConfigError(Exception):
+class TelegramConfigError(ConfigError):
     """The Telegram channel cannot start with this configuration; the message says the fix."""
 
 
