@@ -69,12 +69,14 @@ class App:
         http: bool = True,
         cron: bool | None = None,
         intake: bool = True,
+        check_model: bool = False,
     ) -> None:
         self.config = config
         self._model_override = model
         self._want_channels = channels
         self._want_http = http
         self._intake = intake
+        self._check_model = check_model
         # The scheduler runs where the channels run (`bot run`), not in `bot chat`; `bot cron run`
         # turns it off to run one job by hand.
         self._want_cron = channels if cron is None else cron
@@ -132,6 +134,8 @@ class App:
         model = self._model_override or self._build_model()
         self._model = model
         self._exits.push_async_callback(model.aclose)
+        if self._check_model:
+            await self._verify_model(model)
         store = await open_store(
             settings.store, settings.memory, buffer_size=settings.telegram.group_buffer
         )
@@ -225,6 +229,20 @@ class App:
         settings = self.config.settings
         counter = TokenCounter(calibration=settings.model.token_calibration)
         return AnthropicRuntime(settings.model, require_api_key(self.config), counter)
+
+    async def _verify_model(self, model: ModelRuntime) -> None:
+        """A refused key stops start-up (nothing could be answered); a model API that is down
+        right now does not (turns retry, and it may be back by the first message)."""
+        from bot.model import AnthropicRuntime, ModelAuthError, ModelError
+
+        if not isinstance(model, AnthropicRuntime):
+            return
+        try:
+            await model.check_key()
+        except ModelAuthError as exc:
+            raise ConfigError(str(exc)) from None
+        except ModelError as exc:
+            log.warning("model_check_failed", error=str(exc))
 
     def _build_channels(self, store: Store) -> list[Channel]:
         settings, secrets = self.config.settings, self.config.secrets

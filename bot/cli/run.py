@@ -38,7 +38,7 @@ async def _run(config: Config) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    async with App(config) as app:
+    async with App(config, check_model=True) as app:
         if not app.channels and not config.settings.cron.jobs:
             log.warning(
                 "nothing_enabled",

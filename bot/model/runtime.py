@@ -130,6 +130,24 @@ class AnthropicRuntime:
     async def aclose(self) -> None:
         await self._client.close()
 
+    async def check_key(self) -> None:
+        """A free start-up check: counting tokens proves the key and endpoint, generating
+        nothing. Raises ModelAuthError on a refused key, ModelError on anything else."""
+        try:
+            await self._client.messages.count_tokens(
+                model=self.settings.name, messages=[{"role": "user", "content": "ping"}]
+            )
+        except anthropic.AuthenticationError as exc:
+            raise ModelAuthError(
+                f"the model API at {self._client.base_url} refused the key "
+                f"({error_message(exc)}). Fix: set ANTHROPIC_API_KEY to a valid Anthropic API key "
+                "(environment or .env)."
+            ) from None
+        except (anthropic.APIError, TimeoutError) as exc:
+            raise ModelError(
+                f"token count at {self._client.base_url} failed ({error_message(exc)})"
+            ) from None
+
     async def ping(self) -> None:
         """One minimal call (max_tokens=1) to prove the key, the endpoint and the model work."""
         try:

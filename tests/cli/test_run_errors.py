@@ -24,7 +24,14 @@ async def _run(agent_dir: Path, env: dict[str, str]) -> tuple[int, str]:
         "--config",
         str(agent_dir / "bot.toml"),
         "run",
-        env={**base, "ANTHROPIC_API_KEY": "sk-ant-run-0123456789", **env},
+        # The model check goes to a closed loopback port unless a test points it at the fake:
+        # a model API that is down only warns, and nothing here reaches outside the machine.
+        env={
+            **base,
+            "ANTHROPIC_API_KEY": "sk-ant-run-0123456789",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+            **env,
+        },
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -64,3 +71,26 @@ async def test_a_refused_slack_token_stops_start_up_clearly(agent_dir: Path) -> 
     assert "SLACK_BOT_TOKEN" in err
     assert "Traceback" not in err
     assert "xoxb-not-the-right-token" not in err
+
+
+async def test_a_refused_model_key_stops_start_up_before_any_channel(agent_dir: Path) -> None:
+    from tests.fakes.anthropic import FakeAnthropic
+
+    async with FakeAnthropic(api_key="the-right-key") as model, FakeTelegram() as tg:
+        code, err = await _run(
+            agent_dir,
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-wrong-key-0123456789",
+                "ANTHROPIC_BASE_URL": model.base_url,
+                "TELEGRAM_BOT_TOKEN": tg.token,
+                "BOT_TELEGRAM__ENABLED": "true",
+                "BOT_TELEGRAM__API_URL": tg.base_url,
+            },
+        )
+        polled = [call for call in tg.calls if call.method == "getUpdates"]
+    assert code == 2
+    assert "ANTHROPIC_API_KEY" in err
+    assert "Traceback" not in err
+    assert "sk-ant-wrong-key-0123456789" not in err
+    assert model.requests == []  # nothing was generated, only tokens counted
+    assert polled == []
