@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +54,32 @@ def write_config(folder: Path, extra: str) -> Path:
     path = folder / "bot.toml"
     path.write_text(text + textwrap.dedent(extra), encoding="utf-8")
     return path
+
+
+def _loopback(address: Any) -> bool:
+    if not isinstance(address, tuple):
+        return True  # a Unix socket path
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test talks to fakes on this machine: a connection anywhere else fails the test."""
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guarded(real: Any) -> Any:
+        def attempt(self: socket.socket, address: Any) -> Any:
+            if not _loopback(address):
+                raise AssertionError(f"a test tried to reach {address!r}; use a local fake")
+            return real(self, address)
+
+        return attempt
+
+    monkeypatch.setattr(socket.socket, "connect", guarded(connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(connect_ex))
