@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import textwrap
 from pathlib import Path
@@ -83,3 +84,11 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded(connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(connect_ex))
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a `bot` subprocess: this one without any bot, model or platform
+    setting of the developer's own, plus `extra`."""
+    own = ("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(own)}
+    return {**env, **extra}

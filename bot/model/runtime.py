@@ -133,29 +133,25 @@ class AnthropicRuntime:
     async def check_key(self) -> None:
         """A free start-up check: counting tokens proves the key and endpoint, generating
         nothing. Raises ModelAuthError on a refused key, ModelError on anything else."""
-        try:
-            await self._client.messages.count_tokens(
-                model=self.settings.name, messages=[{"role": "user", "content": "ping"}]
-            )
-        except anthropic.AuthenticationError as exc:
-            raise ModelAuthError(
-                f"the model API at {self._client.base_url} refused the key "
-                f"({error_message(exc)}). Fix: set ANTHROPIC_API_KEY to a valid Anthropic API key "
-                "(environment or .env)."
-            ) from None
-        except (anthropic.APIError, TimeoutError) as exc:
-            raise ModelError(
-                f"token count at {self._client.base_url} failed ({error_message(exc)})"
-            ) from None
+        probe = self._client.messages.count_tokens(
+            model=self.settings.name, messages=[{"role": "user", "content": "ping"}]
+        )
+        await self._probe(probe, f"token count at {self._client.base_url} failed")
 
     async def ping(self) -> None:
         """One minimal call (max_tokens=1) to prove the key, the endpoint and the model work."""
+        probe = self._client.messages.create(
+            model=self.settings.name, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
+        )
+        await self._probe(
+            probe,
+            f"model ping to {self._client.base_url} with model {self.settings.name!r} failed",
+            fix="Fix: check model.name, model.base_url and the network.",
+        )
+
+    async def _probe(self, call: Awaitable[object], failed: str, fix: str = "") -> None:
         try:
-            await self._client.messages.create(
-                model=self.settings.name,
-                max_tokens=1,
-                messages=[{"role": "user", "content": "ping"}],
-            )
+            await call
         except anthropic.AuthenticationError as exc:
             raise ModelAuthError(
                 f"the model API at {self._client.base_url} refused the key "
@@ -163,10 +159,7 @@ class AnthropicRuntime:
                 "(environment or .env)."
             ) from None
         except (anthropic.APIError, TimeoutError) as exc:
-            raise ModelError(
-                f"model ping to {self._client.base_url} with model {self.settings.name!r} failed "
-                f"({error_message(exc)}). Fix: check model.name, model.base_url and the network."
-            ) from None
+            raise ModelError(f"{failed} ({error_message(exc)}). {fix}".rstrip()) from None
 
 
 class _Tally:

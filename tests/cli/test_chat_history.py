@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
+from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
 
 
 async def _bot(folder: Path, *args: str, stdin: str = "", env: dict[str, str]) -> tuple[int, str]:
-    base = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
-    }
+    base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

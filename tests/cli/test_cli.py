@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_config
+from tests.conftest import subprocess_env, write_config
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -19,11 +18,7 @@ REPO = HERE.parents[1]
 def bot(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    environment = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
-    }
+    environment = subprocess_env()
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
+from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
@@ -14,11 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def _doctor(folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
-    base = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
-    }
+    base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

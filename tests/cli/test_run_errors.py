@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
+from tests.conftest import subprocess_env
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 
 async def _run(agent_dir: Path, env: dict[str, str]) -> tuple[int, str]:
-    base = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
-    }
+    base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -7,7 +7,6 @@ pointed at the fake Anthropic server (both in this test process, on loopback).
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from bot.config import load_config
 from bot.store import open_store
-from tests.conftest import write_config
+from tests.conftest import subprocess_env, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
@@ -38,11 +37,7 @@ async def _start_bot(
         shutdown_grace = 20
         """,
     )
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_"))
-    }
+    env = subprocess_env()
     env.update(
         ANTHROPIC_API_KEY="sk-ant-test-key-0123456789",
         ANTHROPIC_BASE_URL=fake.base_url,
