@@ -83,6 +83,17 @@ class SlackChannel:
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: set[asyncio.Task[Any]] = set()
 
+    @property
+    def connected(self) -> bool:
+        """For /healthz: taking events (HTTP mode), or the Socket Mode link is up."""
+        if self._sink is None:
+            return False
+        if self._socket is None:
+            return self._settings.mode == "http"
+        client = self._socket.client
+        session = getattr(client, "current_session", None)
+        return not client.closed and session is not None and not session.closed
+
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         self._client.session = aiohttp.ClientSession()
         await self._check_bot_token()
