@@ -35,7 +35,7 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for, write_config
+from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
 from bot.cli.compose import App
 from bot.config import load_config
 from bot.ports import ModelRuntime
@@ -139,21 +139,15 @@ async def scenario(
         model: ModelRuntime | None = None if use_server else InstantModel()
         conversations = world(slack, count, dm)
         async with App(load_config(path, env=env), model=model) as app:
-            for number in range(warmup):
-                await run_round(slack, conversations, number)
-            await app.host.idle()
-            latencies: list[float] = []
-            lost = duplicated = 0
-            started = time.perf_counter()
-            for number in range(warmup, warmup + rounds):
-                got, missing, extra = await run_round(slack, conversations, number)
-                latencies += got
-                lost += missing
-                duplicated += extra
-            seconds = time.perf_counter() - started
+            rounds_run = await measure(
+                lambda number: run_round(slack, conversations, number),
+                warmup,
+                rounds,
+                app.host.idle,
+            )
             await app.host.idle()
         ordered = all(c.answers == sorted(c.answers) for c in conversations)
-        return Figures(name, latencies, count * rounds, seconds, lost, duplicated, ordered)
+        return rounds_run.figures(name, count * rounds, ordered)
 
 
 async def main() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for, write_config
+from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
 from bot.cli.compose import App
 from bot.config import load_config
 from bot.ports import ModelRuntime
@@ -86,20 +86,11 @@ async def scenario(
         ]
         pairs = [(tg.private_chat(user), user) for user in people]
         async with App(config, model=model) as app:
-            for number in range(warmup):
-                await run_round(tg, pairs, number)
+            rounds_run = await measure(
+                lambda number: run_round(tg, pairs, number), warmup, rounds, app.host.idle
+            )
             await app.host.idle()
-            latencies: list[float] = []
-            lost = duplicated = 0
-            started = time.perf_counter()
-            for number in range(warmup, warmup + rounds):
-                got, missing, extra = await run_round(tg, pairs, number)
-                latencies += got
-                lost += missing
-                duplicated += extra
-            seconds = time.perf_counter() - started
-            await app.host.idle()
-        return Figures(name, latencies, chats * rounds, seconds, lost, duplicated, in_order(tg))
+        return rounds_run.figures(name, chats * rounds, in_order(tg))
 
 
 async def main() -> None:

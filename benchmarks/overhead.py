@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import statistics
 import textwrap
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,38 @@ def write_config(folder: Path, channel: str, api_url: str, model_url: str | None
         encoding="utf-8",
     )
     return path
+
+
+Round = Callable[[int], Awaitable[tuple[list[float], int, int]]]
+
+
+@dataclass
+class Measured:
+    latencies: list[float]
+    seconds: float
+    lost: int
+    duplicated: int
+
+    def figures(self, name: str, turns: int, in_order: bool) -> Figures:
+        return Figures(
+            name, self.latencies, turns, self.seconds, self.lost, self.duplicated, in_order
+        )
+
+
+async def measure(
+    run_round: Round, warmup: int, rounds: int, settle: Callable[[], Awaitable[None]]
+) -> Measured:
+    """Run `warmup` unmeasured rounds, `settle`, then `rounds` measured ones; each round returns
+    its latencies and its lost and duplicated answers."""
+    for number in range(warmup):
+        await run_round(number)
+    await settle()
+    measured = Measured([], 0.0, 0, 0)
+    started = time.perf_counter()
+    for number in range(warmup, warmup + rounds):
+        got, missing, extra = await run_round(number)
+        measured.latencies += got
+        measured.lost += missing
+        measured.duplicated += extra
+    measured.seconds = time.perf_counter() - started
+    return measured
