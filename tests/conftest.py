@@ -6,10 +6,13 @@ import ipaddress
 import os
 import socket
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fakes.anthropic import FakeAnthropic
 
 IDENTITY = "# Identity\n\nYou are Testbot, a careful assistant for the test team.\n"
 SKILL = textwrap.dedent(
@@ -23,6 +26,13 @@ SKILL = textwrap.dedent(
     List decisions, then open questions, then next steps.
     """
 )
+
+
+@pytest.fixture
+async def claude() -> AsyncIterator[FakeAnthropic]:
+    """The fake Anthropic Messages API, on loopback, for one test."""
+    async with FakeAnthropic() as server:
+        yield server
 
 
 @pytest.fixture

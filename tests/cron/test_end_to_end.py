@@ -43,12 +43,6 @@ async def slack() -> AsyncIterator[FakeSlack]:
         yield fake
 
 
-@pytest.fixture
-async def claude() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
 def environment(slack: FakeSlack, claude: FakeAnthropic) -> dict[str, str]:
     return {
         "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",

@@ -4,7 +4,7 @@ fake Anthropic server, with the console channel as the way in and out."""
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,9 @@ AppFactory = Callable[..., App]
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
+def fake(claude: FakeAnthropic) -> FakeAnthropic:
+    """This package's name for the shared fake Messages API (tests/conftest.py)."""
+    return claude
 
 
 @pytest.fixture

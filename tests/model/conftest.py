@@ -125,9 +125,9 @@ class RecordingTool:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
+def fake(claude: FakeAnthropic) -> FakeAnthropic:
+    """This package's name for the shared fake Messages API (tests/conftest.py)."""
+    return claude
 
 
 @pytest.fixture

@@ -36,12 +36,6 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 
 @pytest.fixture
-async def claude() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
 def make_config(agent_dir: Path, slack: FakeSlack, claude: FakeAnthropic) -> MakeConfig:
     """A config with Slack enabled against the fake; `extra` TOML goes under [slack]."""
 

@@ -31,12 +31,6 @@ async def bot(tg: FakeTelegram) -> AsyncIterator[Bot]:
 
 
 @pytest.fixture
-async def claude() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
 def make_config(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic) -> MakeConfig:
     """A config with Telegram enabled against the fake; `extra` TOML goes under [telegram]."""
 
