@@ -46,6 +46,9 @@ class Surface:
 
     `message_budget` is the per-part character limit the channel's deliverer splits with: the
     channel passes its own splitting constant so the prompt never drifts from what is enforced.
+    `platform` is the platform's name as people say it ("Slack"), and `continues_in_thread` says
+    whether a longer answer continues in a thread under its first part: the channel knows both,
+    so the core need not know any platform.
     """
 
     kind: SurfaceKind
@@ -53,6 +56,8 @@ class Surface:
     name: str | None = None
     shared: bool = False
     message_budget: int = 4000
+    platform: str = ""
+    continues_in_thread: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import asyncio
 import json
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,6 @@ from bot.turns import (
 )
 
 HELP = "print the exact model request for an event file"
-DEFAULT_BUDGET = 4000  # channels without a splitter of their own (console)
 
 
 class EventError(ValueError):
@@ -163,13 +162,8 @@ def _surface(reader: _Reader | None, channel: str) -> Surface | None:
         raise EventError(
             f"surface.kind = {kind_name!r} is not one of dm, channel, group."
         ) from None
-    return Surface(
-        kind=kind,
-        id=reader.text("id", required=True) or "",
-        name=reader.text("name"),
-        shared=kind is not SurfaceKind.DM,
-        message_budget=message_budget(channel),
-    )
+    surface_id = reader.text("id", required=True) or ""
+    return _channel_surface(channel)(kind, surface_id, reader.text("name"))
 
 
 def _preceding(items: Any) -> list[PrecedingMessage]:
@@ -199,14 +193,19 @@ def _time(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def message_budget(channel: str) -> int:
-    """The per-part limit the channel's deliverer splits with (the very same constant)."""
+def _channel_surface(channel: str) -> Callable[[SurfaceKind, str, str | None], Surface]:
+    """The channel's own way of describing a surface (budget, platform, threading), so the
+    preview shows exactly what that channel would send."""
     if channel == "slack":
-        from channels.slack.split import MESSAGE_BUDGET
+        from channels.slack.events import surface as slack_surface
 
-        return MESSAGE_BUDGET
+        return slack_surface
     if channel == "telegram":
-        from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT
+        from channels.telegram.mapping import surface as telegram_surface
 
-        return TELEGRAM_MESSAGE_LIMIT
-    return DEFAULT_BUDGET
+        return telegram_surface
+
+    def plain(kind: SurfaceKind, surface_id: str, name: str | None) -> Surface:
+        return Surface(kind, surface_id, name, shared=kind is not SurfaceKind.DM)
+
+    return plain

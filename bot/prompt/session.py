@@ -20,7 +20,6 @@ _SURFACE_ID = re.compile(r"^-?[A-Za-z0-9_.:]{1,64}$")
 # A console id is shown only when it can be quoted exactly inside backticks on one line.
 _CONSOLE_ID = re.compile(r"^[\x21-\x5f\x61-\x7e]{1,200}$")
 
-_PLATFORM_NAMES = {"slack": "Slack", "telegram": "Telegram"}
 _TRIGGERS = {"cron": "a scheduled job", "webhook": "a webhook call"}
 
 
@@ -39,14 +38,15 @@ def session_block(request: TurnRequest, *, memory_enabled: bool) -> str:
 
 
 def _push_lines(request: TurnRequest) -> list[str]:
-    platform = _PLATFORM_NAMES.get(request.channel, "a chat platform")
+    surface = request.surface
+    platform = surface.platform if surface is not None and surface.platform else "a chat platform"
     lines = [
         f"This is a live conversation on {platform}: people write to you there and read your "
         "answers there. You can ask them questions, and they can answer."
     ]
-    if request.surface is not None:
-        lines.append(surface_line(request.surface))
-        lines.append(_budget_line(request.surface.message_budget, request.channel))
+    if surface is not None:
+        lines.append(surface_line(surface))
+        lines.append(_budget_line(surface))
     return lines
 
 
@@ -65,12 +65,13 @@ def surface_line(surface: Surface) -> str:
     return f"Surface: {where}. {readers}"
 
 
-def _budget_line(budget: int, channel: str) -> str:
-    # Slack continues a long answer in the thread under its first part; elsewhere the parts
-    # simply follow one another.
-    after = "in the thread under it" if channel == "slack" else "in messages right after it"
+def _budget_line(surface: Surface) -> str:
+    after = (
+        "in the thread under it" if surface.continues_in_thread else "in messages right after it"
+    )
     return (
-        f"Your answer is posted in parts of at most {budget} characters. A longer answer is split: "
+        f"Your answer is posted in parts of at most {surface.message_budget} characters. A longer "
+        "answer is split: "
         f"the first part is posted, and the rest follows {after}. Write to that budget when you "
         "can."
     )

@@ -272,12 +272,20 @@ def build_surface(
     """Name a channel by its name, a DM by the counterpart's handle; no name when unknown."""
     channel_name = _first_text(info.get("name")) if info else None
     name = dm_handle if kind is SurfaceKind.DM else channel_name
+    return surface(kind, channel_id, name)
+
+
+def surface(kind: SurfaceKind, surface_id: str, name: str | None) -> Surface:
+    """A Slack surface: shared unless a DM; the deliverer's part size; later parts of a long
+    answer go in the thread under the first."""
     return Surface(
         kind=kind,
-        id=channel_id,
+        id=surface_id,
         name=name,
         shared=kind is not SurfaceKind.DM,
         message_budget=MESSAGE_BUDGET,
+        platform="Slack",
+        continues_in_thread=True,
     )
 
 

@@ -249,13 +249,7 @@ def _request(
         received_at=received_at,
         turn_id=turn_id,
         speaker=_speaker(message),
-        surface=Surface(
-            kind=kind,
-            id=surface_id,
-            name=_surface_name(chat),
-            shared=kind is not SurfaceKind.DM,
-            message_budget=TELEGRAM_MESSAGE_LIMIT,
-        ),
+        surface=surface(kind, surface_id, _surface_name(chat)),
         route=ReplyRoute(
             platform=PLATFORM,
             values={
@@ -297,4 +291,16 @@ def _preceding(message: Mapping[str, Any], text: str) -> PrecedingMessage:
         name=speaker.name,
         text=text,
         handle=speaker.handle,
+    )
+
+
+def surface(kind: SurfaceKind, surface_id: str, name: str | None) -> Surface:
+    """A Telegram surface: shared unless a DM; parts measured as the deliverer splits them."""
+    return Surface(
+        kind=kind,
+        id=surface_id,
+        name=name,
+        shared=kind is not SurfaceKind.DM,
+        message_budget=TELEGRAM_MESSAGE_LIMIT,
+        platform="Telegram",
     )

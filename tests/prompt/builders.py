@@ -84,7 +84,8 @@ def slack_request(
         received_at=at,
         turn_id="turn-1",
         speaker=speaker or Speaker("Alice Chen", "alice"),
-        surface=surface or Surface(SurfaceKind.CHANNEL, "C0A1B2C3D", "team-platform", True, 3800),
+        surface=surface
+        or Surface(SurfaceKind.CHANNEL, "C0A1B2C3D", "team-platform", True, 3800, "Slack", True),
         preceding=preceding,
         route=ReplyRoute("slack", {"channel": "C0A1B2C3D", "thread_ts": "1742203000.000100"}),
         person="slack:T1:U0ALICE",
