@@ -16,8 +16,9 @@ from bot.prompt.fence import cut_utf8, one_line, utf8_len
 INDEX_MAX_BYTES = 16 * 1024
 DESCRIPTION_MAX_CHARS = 300
 LOAD_SKILL_TOOL = "load_skill"
-# `/name`, `/name rest` or Telegram's `/name@botname rest`; a path like `/etc/hosts` is not one.
-_COMMAND = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?:@[A-Za-z0-9_]{1,64})?(?=\s|$)")
+# `/name` or `/name rest`; a path like `/etc/hosts` is not one. (A platform's own command forms,
+# such as Telegram's `/name@bot`, are the channel's to translate before the text gets here.)
+_COMMAND = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?=\s|$)")
 # Commands the host handles itself, before skills are considered.
 HOST_COMMANDS = frozenset({"compact"})
 

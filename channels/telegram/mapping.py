@@ -136,6 +136,7 @@ def decide(
         if not allowed:
             return Ignore("user not in telegram.allowed_user_ids")
         surface_id = dm_surface_id(chat_id, dm_key)
+        text = _strip_address(message, me)  # `/summarize@bot ...` reads as `/summarize ...`
         return StartTurn(_request(message, kind, key, surface_id, text, turn_id, received_at))
     addressed = _addressed(message, me, topic)
     if addressed and allowed:

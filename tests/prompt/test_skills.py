@@ -79,7 +79,7 @@ def test_no_index_when_every_skill_is_selected(counter: TokenCounter) -> None:
         ("/summarize", ("summarize",), ""),
         ("/standup\nplease", ("standup",), "please"),  # selected skills may be named too
         ("/Research why", ("research",), "why"),
-        ("/research@quill_bot why", ("research",), "why"),
+        ("/research@quill_bot why", (), "/research@quill_bot why"),  # the channel's to strip
         ("just text", (), "just text"),
         ("/etc/hosts is odd", (), "/etc/hosts is odd"),
         ("/compact", (), "/compact"),

@@ -77,6 +77,11 @@ def test_private_command_is_a_turn_kept_verbatim() -> None:
     assert request.surface.name == "Bruno"  # no @username: the first name names the DM
 
 
+def test_private_command_addressed_to_the_bot_drops_the_suffix() -> None:
+    # Skill commands reach the core in their plain `/name` form, whatever the platform adds.
+    assert turn("private_command_addressed").request.text == "/summarize this week"
+
+
 def test_group_mention_is_a_turn_answered_as_a_reply() -> None:
     request = turn("group_mention").request
     assert request.conversation_key == "telegram:-1002233445566"
