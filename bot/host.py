@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -362,9 +362,7 @@ class Host:
                     log.warning("memory_capture_failed", attempt=attempt, error=type(exc).__name__)
                     await asyncio.sleep(0.05)
 
-        task = asyncio.create_task(capture())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(capture())
 
     async def _record(
         self,
@@ -471,11 +469,13 @@ class Host:
         platform could make that answer wait a long time)."""
 
         async def reply() -> None:
-            await self._deliver(request, text)
+            await self._reply(request, text)
 
-        if request.kind is ConversationKind.REQUEST:
-            return
-        task = asyncio.create_task(reply())
+        self._in_background(reply())
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Side work (captures, refusal answers) that `idle()` and `close()` wait for."""
+        task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
