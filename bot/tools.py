@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.ports import ToolError, ToolSpec
 from bot.prompt import AgentTexts
+from bot.prompt.skills import capped_body
 from bot.recall import MEMORY_RECALL_SPEC
 
 LOAD_SKILL_SPEC = ToolSpec(
@@ -33,27 +34,23 @@ class LoadSkillTool:
 
     spec = LOAD_SKILL_SPEC
 
-    def __init__(self, agent: AgentTexts, max_bytes: int = 48_000) -> None:
-        self._bodies = {
-            skill.name: skill.body for skill in agent.skills if skill.name not in agent.selected
+    def __init__(self, agent: AgentTexts, max_bytes: int) -> None:
+        """`max_bytes` is agent.skill_max_bytes: a loaded body is capped like a selected one."""
+        self._skills = {
+            skill.name: skill for skill in agent.skills if skill.name not in agent.selected
         }
         self._max_bytes = max_bytes
 
     @property
     def available(self) -> bool:
-        return bool(self._bodies)
+        return bool(self._skills)
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str:
         name = arguments.get("name")
-        if not isinstance(name, str) or name not in self._bodies:
-            known = ", ".join(sorted(self._bodies)) or "none"
+        if not isinstance(name, str) or name not in self._skills:
+            known = ", ".join(sorted(self._skills)) or "none"
             raise ToolError(f"no skill named {name!r} in the index (known: {known})")
-        body = self._bodies[name]
-        data = body.encode()
-        if len(data) <= self._max_bytes:
-            return body
-        cut = data[: self._max_bytes].decode(errors="ignore")
-        return f"{cut}\n[skill truncated at {self._max_bytes} bytes]"
+        return capped_body(self._skills[name], self._max_bytes)
 
 
 def tool_specs(agent: AgentTexts, *, memory: bool) -> list[ToolSpec]:

@@ -131,7 +131,10 @@ class App:
     async def _start(self) -> None:
         settings = self.config.settings
         agent = load_agent(settings.agent)
-        model = self._model_override or self._build_model()
+        # One counter: the runtime refines its calibration from the API's usage, and the
+        # assembler's budget estimates follow.
+        counter = TokenCounter(calibration=settings.model.token_calibration)
+        model = self._model_override or self._build_model(counter)
         self._model = model
         self._exits.push_async_callback(model.aclose)
         if self._check_model:
@@ -141,10 +144,7 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        counter = getattr(model, "counter", None) or TokenCounter(
-            calibration=settings.model.token_calibration
-        )
-        load_skill = LoadSkillTool(agent)
+        load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
         memory = store.memory if settings.memory.enabled else None
 
         def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
@@ -223,12 +223,10 @@ class App:
             await self.cron.start()
             self._exits.push_async_callback(self.cron.stop, grace)
 
-    def _build_model(self) -> ModelRuntime:
+    def _build_model(self, counter: TokenCounter) -> ModelRuntime:
         from bot.model import AnthropicRuntime
 
-        settings = self.config.settings
-        counter = TokenCounter(calibration=settings.model.token_calibration)
-        return AnthropicRuntime(settings.model, require_api_key(self.config), counter)
+        return AnthropicRuntime(self.config.settings.model, require_api_key(self.config), counter)
 
     async def _verify_model(self, model: ModelRuntime) -> None:
         """A refused key stops start-up (nothing could be answered); a model API that is down
