@@ -153,10 +153,14 @@ async def test_typing_repeats_while_working_and_stops_after(tg: FakeTelegram, bo
 
 async def test_typing_failures_do_not_fail_the_turn(tg: FakeTelegram, bot: Bot) -> None:
     chat = tg.private_chat(tg.user("Alice"))
-    tg.fail("sendChatAction", status=400, description="Bad Request: not enough rights", times=5)
+    tg.fail("sendChatAction", status=400, description="Bad Request: not enough rights", times=2)
     deliverer = TelegramDeliverer(bot, typing_interval=0.01)
     async with deliverer.working(route_for(Target(chat["id"]))):
+        # Two refused attempts do not stop it: it keeps trying, and the third is accepted.
         await tg.wait_for(lambda: len(tg.actions) >= 1)
+    attempts = [call for call in tg.calls if call.method == "sendChatAction"]
+    assert len(attempts) >= 3
+    assert tg.actions[0].params["action"] == "typing"
 
 
 def test_route_to_a_chat_or_a_topic(bot: Bot) -> None:
