@@ -83,6 +83,8 @@ class StoreSettings(_Section):
     max_conversations: Annotated[int, Field(ge=1)] = 10_000
     idle_days: Annotated[int, Field(ge=1)] = 365
     turn_records_keep: Annotated[int, Field(ge=0)] = 10_000
+    # Requests can be large (a full history): the records are bounded in bytes too.
+    turn_records_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
 
 
 class MemorySettings(_Section):

@@ -71,7 +71,7 @@ async def open_store(
         db=db,
         history=SqliteHistory(db, settings, clock),
         memory=SqliteMemory(db, memory, clock),
-        records=SqliteTurnRecords(db, settings.turn_records_keep),
+        records=SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes),
         ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
     )

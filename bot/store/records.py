@@ -2,7 +2,8 @@
 
 A record is stored as one JSON document with every string passed through the log redactor first,
 so a credential pasted into a message or echoed in an error never reaches the file. Only the
-newest `turn_records_keep` records are kept.
+newest `turn_records_keep` records are kept, and of those only as many of the newest as fit in
+`turn_records_max_bytes` (the newest one always stays).
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def _plain(value: Mapping[str, Any]) -> Any:
 class SqliteTurnRecords:
     """The TurnRecords port, plus `show` and `recent` for `bot turns`."""
 
-    def __init__(self, db: Database, keep: int):
+    def __init__(self, db: Database, keep: int, max_bytes: int):
         self._db = db
         self._keep = keep
+        self._max_bytes = max_bytes
 
     async def save(self, record: TurnRecord) -> None:
         if self._keep == 0:
@@ -77,16 +79,20 @@ class SqliteTurnRecords:
         body = json.dumps(record_document(record), ensure_ascii=False)
 
         async def save(conn: aiosqlite.Connection) -> None:
+            # Delete, then insert (not INSERT OR REPLACE, whose implicit delete fires no
+            # trigger): the byte total stays exact even when a turn is recorded twice.
+            await conn.execute("DELETE FROM turn_records WHERE turn_id = ?", (record.turn_id,))
             await conn.execute(
-                """INSERT OR REPLACE INTO turn_records
-                       (turn_id, conversation_key, started_at, outcome, body)
-                   VALUES (?, ?, ?, ?, ?)""",
+                """INSERT INTO turn_records
+                       (turn_id, conversation_key, started_at, outcome, body, bytes)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
                 (
                     record.turn_id,
                     record.conversation_key,
                     record.started_at.timestamp(),
                     record.outcome,
                     body,
+                    len(body.encode("utf-8")),
                 ),
             )
             await conn.execute(
@@ -94,6 +100,7 @@ class SqliteTurnRecords:
                        SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET ?)""",
                 (self._keep - 1,),
             )
+            await _shed_bytes(conn, self._max_bytes)
 
         await self._db.write(save)
 
@@ -132,3 +139,28 @@ def _summary(document: Mapping[str, Any]) -> RecordSummary:
         input_tokens=int(usage.get("input_tokens", 0)),
         output_tokens=int(usage.get("output_tokens", 0)),
     )
+
+
+async def _shed_bytes(conn: aiosqlite.Connection, max_bytes: int) -> None:
+    """Drop the oldest records until their total fits `max_bytes`; the newest always stays."""
+    while (total := await _record_bytes(conn)) > max_bytes:
+        async with conn.execute(
+            """SELECT seq, bytes FROM turn_records
+               WHERE seq < (SELECT max(seq) FROM turn_records) ORDER BY seq LIMIT 64"""
+        ) as cursor:
+            oldest = list(await cursor.fetchall())
+        if not oldest:
+            return
+        last = oldest[-1]["seq"]
+        for row in oldest:
+            total -= row["bytes"]
+            if total <= max_bytes:
+                last = row["seq"]
+                break
+        await conn.execute("DELETE FROM turn_records WHERE seq <= ?", (last,))
+
+
+async def _record_bytes(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("SELECT value FROM totals WHERE name = 'record_bytes'") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0

@@ -111,9 +111,25 @@ _V2_TERM_FREQUENCIES = (
     ) WITHOUT ROWID""",
 )
 
+# Version 3: each turn record's size and their total (kept by triggers, like history's), so the
+# records can be bounded in bytes as well as in count without summing them on every save.
+_V3_RECORD_SIZES = (
+    "ALTER TABLE turn_records ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
+    "UPDATE turn_records SET bytes = length(CAST(body AS BLOB))",
+    """INSERT INTO totals (name, value)
+        VALUES ('record_bytes', (SELECT coalesce(sum(bytes), 0) FROM turn_records))""",
+    """CREATE TRIGGER records_added AFTER INSERT ON turn_records BEGIN
+        UPDATE totals SET value = value + NEW.bytes WHERE name = 'record_bytes';
+    END""",
+    """CREATE TRIGGER records_removed AFTER DELETE ON turn_records BEGIN
+        UPDATE totals SET value = value - OLD.bytes WHERE name = 'record_bytes';
+    END""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
+    _V3_RECORD_SIZES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

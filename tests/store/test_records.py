@@ -63,6 +63,24 @@ async def test_only_the_newest_records_are_kept(db_path: Path) -> None:
     assert kept == ["turn-6", "turn-5", "turn-4"]
 
 
+async def test_records_are_bounded_in_bytes_keeping_the_newest(db_path: Path) -> None:
+    mib = 1024 * 1024
+    settings = StoreSettings(path=db_path, turn_records_max_bytes=mib)
+    store = await open_store(settings, MemorySettings())
+    big = "x" * (400 * 1024)  # each record is a little over 400 KiB
+    try:
+        for n in range(5):
+            await store.records.save(record(n, text=big))
+        kept = [r.turn_id for r in await store.records.recent(limit=100)]
+        await store.records.save(record(9, text="y" * (2 * mib)))  # alone over the bound
+        after_huge = [r.turn_id for r in await store.records.recent(limit=100)]
+    finally:
+        await store.aclose()
+
+    assert kept == ["turn-4", "turn-3"]  # two fit in 1 MiB, a third would not
+    assert after_huge == ["turn-9"]  # the newest always stays, even alone over the bound
+
+
 TOKENS = st.one_of(
     st.from_regex(r"xoxb-[0-9]{10,12}-[A-Za-z0-9]{20,24}", fullmatch=True),
     st.from_regex(r"xapp-1-[A-Z0-9]{10}-[0-9]{10}-[a-f0-9]{30}", fullmatch=True),
