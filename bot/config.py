@@ -111,6 +111,8 @@ class SlackSettings(_Section):
     progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
         "hourglass_flowing_sand"
     )
+    # Shared files are downloaded only from URLs under this origin (Slack's `url_private`).
+    files_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+/$")] = "https://files.slack.com/"
 
 
 class TelegramSettings(_Section):
@@ -125,6 +127,13 @@ class TelegramSettings(_Section):
     webhook_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/telegram/webhook"
     # Polling mode: how long one getUpdates long poll may wait for news (Telegram allows 0-50 s).
     poll_timeout: Annotated[int, Field(ge=0, le=50)] = 30
+    # Where files are downloaded from (`<file_url><token>/<file_path>`); by default the Bot API
+    # server's own `/file/bot` next to api_url.
+    file_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?/file/bot$")] | None = None
+
+    @property
+    def files_base(self) -> str:
+        return self.file_url or self.api_url.removesuffix("/bot") + "/file/bot"
 
     @field_validator("api_url")
     @classmethod
@@ -135,6 +144,18 @@ class TelegramSettings(_Section):
                 "<token>/<method>), e.g. 'https://api.telegram.org/bot'"
             )
         return value
+
+
+class AttachmentSettings(_Section):
+    enabled: bool = True
+    # Files larger than this are not downloaded (checked against the declared size first, then
+    # counted while downloading).
+    max_bytes: Annotated[int, Field(ge=1024, le=100 * 1024 * 1024)] = 20 * 1024 * 1024
+    max_per_message: Annotated[int, Field(ge=1, le=20)] = 10
+    # The attachment store (content-addressed, shared by conversations): total bytes and the
+    # days an attachment is kept after it was last replayed.
+    store_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 512 * 1024 * 1024
+    store_idle_days: Annotated[int, Field(ge=1)] = 30
 
 
 class HttpSettings(_Section):
@@ -191,6 +212,7 @@ class Settings(_Section):
     slack: SlackSettings = SlackSettings()
     telegram: TelegramSettings = TelegramSettings()
     http: HttpSettings = HttpSettings()
+    attachments: AttachmentSettings = AttachmentSettings()
     cron: CronSettings = CronSettings()
     webhooks: list[WebhookSettings] = []
     host: HostSettings = HostSettings()

@@ -24,6 +24,7 @@ from bot.lanes import LaneFull, Lanes
 from bot.ports import (
     Admission,
     AssembledRequest,
+    AttachmentReader,
     Deliverer,
     DeliveryReport,
     HistoryStore,
@@ -49,6 +50,7 @@ from bot.prompt import (
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache
 from bot.turns import (
+    Attached,
     ConversationKind,
     HistoryEntry,
     ReplyRoute,
@@ -97,8 +99,10 @@ class Host:
         tools_for: ToolsFor,
         settings: HostSettings,
         clock: Callable[[], float] = time.monotonic,
+        attachments: AttachmentReader | None = None,
     ) -> None:
         self._assembler = assembler
+        self._attachments = attachments
         self._model = model
         self._history = history
         self._records = records
@@ -202,9 +206,10 @@ class Host:
             return TurnResult(request.turn_id, "refused", str(exc), delivery)
 
         history = await self._history.load(request.conversation_key)
+        attached = await self._attached(request, history)
         recall = RecallCache(self._memory, memory_scope(request))
         hits = await recall.recall(text) if self._memory is not None else []
-        user_entry = self._assembler.user_entry(replace(request, text=text))
+        user_entry = self._assembler.user_entry(replace(request, text=text), attached)
         ttl = self._assembler.cache_ttl_for(history, request.received_at)
         self._log_context(request)
 
@@ -212,7 +217,13 @@ class Host:
 
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
             assembled = self._assembler.assemble(
-                request, entries, hits, turn_skills=skills, cache_ttl=ttl, text=text
+                request,
+                entries,
+                hits,
+                turn_skills=skills,
+                cache_ttl=ttl,
+                text=text,
+                attached=attached,
             )
             if assembled.floor_unmet and not budget.get("floor_unmet"):
                 log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -234,6 +245,16 @@ class Host:
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
             return await self._call_and_publish(request, plan, user_entry, started, budget)
+
+    async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
+        """Read this turn's attachments; tell the person at once about any that were not read
+        (the rest of the message is still answered)."""
+        if self._attachments is None:
+            return Attached()
+        attached = await self._attachments.take(request, history)
+        if attached.problems:
+            await self._reply(request, "\n".join(attached.problems))
+        return attached
 
     async def _call_and_publish(
         self,

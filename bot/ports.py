@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from bot.turns import HistoryEntry, PrecedingMessage, ReplyRoute, TurnRequest
+from bot.turns import Attached, HistoryEntry, PrecedingMessage, ReplyRoute, TurnRequest
 
 # --- stores -------------------------------------------------------------------------------------
 
@@ -206,6 +206,52 @@ class Channel(Protocol):
         running host must not take its events: no socket, no polling, no webhook change)."""
 
     async def stop(self) -> None: ...
+
+
+# --- attachments --------------------------------------------------------------------------------
+
+
+class FileRefused(Exception):
+    """A shared file was not downloaded. `reason` is "too_large", "refused" (the platform said
+    no, or the URL is not the platform's own) or "failed"; the message is for the log only and
+    never holds a URL, a file id or a token."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+class FileSource(Protocol):
+    """A channel's downloader: attachment `index` (0-based) of the message behind `route`."""
+
+    async def fetch(self, route: ReplyRoute, index: int, max_bytes: int) -> bytes:
+        """The file's bytes, at most `max_bytes` (FileRefused("too_large") past that)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAttachment:
+    content_id: str
+    media_type: str
+    data: bytes
+
+
+class AttachmentStore(Protocol):
+    """Attachments kept once by content id, visible to the conversations that shared them."""
+
+    async def put(self, key: str, content_id: str, media_type: str, data: bytes) -> None: ...
+
+    async def load(self, key: str, content_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of those of `content_ids` that conversation `key` shared."""
+
+    async def find(self, key: str, prefix: str) -> StoredAttachment | None:
+        """The one attachment of conversation `key` whose content id starts with `prefix`."""
+
+
+class AttachmentReader(Protocol):
+    """Reads a turn's attachments (`bot.attachments.AttachmentIntake`)."""
+
+    async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
+        """This turn's blocks, the bytes to replay (this turn's and history's), problem lines."""
 
 
 # --- model --------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The host's own read-only tools, and the agent-wide list of their specs.
 
 `load_skill` lets the model read the body of a skill that the index lists; `memory_recall` (in
-`bot.recall`) searches long-term memory. Both are read-only: the model changes nothing with them.
+`bot.recall`) searches long-term memory; `read_attachment` (in `bot.attachments.tool`) reads a
+long shared text file. All are read-only: the model changes nothing with them.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bot.attachments.tool import READ_ATTACHMENT_SPEC
 from bot.ports import ToolError, ToolSpec
 from bot.prompt import AgentTexts
 from bot.prompt.skills import capped_body
@@ -53,11 +55,13 @@ class LoadSkillTool:
         return capped_body(self._skills[name], self._max_bytes)
 
 
-def tool_specs(agent: AgentTexts, *, memory: bool) -> list[ToolSpec]:
+def tool_specs(agent: AgentTexts, *, memory: bool, attachments: bool = False) -> list[ToolSpec]:
     """The tools every request offers, in a fixed order so the request prefix stays cacheable."""
     specs = []
     if memory:
         specs.append(MEMORY_RECALL_SPEC)
     if any(skill.name not in agent.selected for skill in agent.skills):
         specs.append(LOAD_SKILL_SPEC)
+    if attachments:
+        specs.append(READ_ATTACHMENT_SPEC)
     return specs

@@ -72,11 +72,17 @@ class PrecedingMessage:
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """An attachment index entry (name, media type, size); the bytes stay with the channel."""
+    """A file the person shared, as the platform declares it: name, media type, size in bytes
+    (0 when unknown) and, for voice and audio, the length in seconds.
+
+    The bytes stay with the channel: where to fetch them (a file URL, a platform file id) is in
+    the hidden route, and the host asks the channel's `FileSource` for attachment N of the route.
+    """
 
     name: str
     media_type: str
     size: int
+    seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +119,9 @@ class TurnRequest:
     person: str | None = None
 
 
-# History entries: the durable, model-neutral record of what was said. Blocks mirror the three
-# content kinds the Messages API replays (text, tool_use, tool_result); thinking never enters.
+# History entries: the durable, model-neutral record of what was said. Blocks mirror the content
+# kinds the Messages API replays (text, tool_use, tool_result) plus the attachments a person
+# shared (by content id, never their bytes); thinking never enters.
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +143,38 @@ class ToolResultBlock:
     is_error: bool = False
 
 
-Block = TextBlock | ToolUseBlock | ToolResultBlock
+@dataclass(frozen=True, slots=True)
+class AttachmentBlock:
+    """An attachment as the conversation keeps it: its marker facts and the content id of the
+    bytes in the attachment store (None when the file was not read; `problem` says why).
+
+    `kind` is "image", "pdf", "text", "audio" or "file". `detail` holds what the marker shows
+    besides name and size (pixels, pages, characters, seconds). Never the bytes themselves.
+    """
+
+    index: int
+    name: str
+    kind: str
+    media_type: str
+    size: int
+    content_id: str | None = None
+    detail: Mapping[str, int] = field(default_factory=dict)
+    problem: str | None = None
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock | AttachmentBlock
 Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    """This turn's attachments after intake: their blocks (stored with the person's message), the
+    bytes the request replays (by content id, this turn's and history's), and one short line for
+    the person about each file that could not be read."""
+
+    blocks: tuple[AttachmentBlock, ...] = ()
+    contents: Mapping[str, bytes] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

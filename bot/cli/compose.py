@@ -16,6 +16,8 @@ import structlog
 from aiohttp import web
 
 from bot.agentfiles import load_agent
+from bot.attachments.intake import AttachmentIntake
+from bot.attachments.tool import ReadAttachmentTool
 from bot.config import Config, ConfigError
 from bot.host import Host
 from bot.metrics import CONTENT_TYPE, Metrics
@@ -51,7 +53,9 @@ def build_assembler(config: Config, agent: AgentTexts, counter: TokenCounter) ->
         context_window=settings.model.window,
         timezone=settings.agent.timezone,
         counter=counter,
-        tools=tool_specs(agent, memory=settings.memory.enabled),
+        tools=tool_specs(
+            agent, memory=settings.memory.enabled, attachments=settings.attachments.enabled
+        ),
         memory_enabled=settings.memory.enabled,
         skill_max_bytes=settings.agent.skill_max_bytes,
     )
@@ -140,12 +144,17 @@ class App:
         if self._check_model:
             await self._verify_model(model)
         store = await open_store(
-            settings.store, settings.memory, buffer_size=settings.telegram.group_buffer
+            settings.store,
+            settings.memory,
+            buffer_size=settings.telegram.group_buffer,
+            attachments=settings.attachments,
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
         load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
         memory = store.memory if settings.memory.enabled else None
+
+        files = settings.attachments.enabled
 
         def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
             tools: list[Tool] = []
@@ -153,7 +162,11 @@ class App:
                 tools.append(recall.tool())
             if load_skill.available:
                 tools.append(load_skill)
+            if files:
+                tools.append(ReadAttachmentTool(store.attachments, request.conversation_key))
             return tools
+
+        intake = AttachmentIntake(store.attachments, settings.attachments)
 
         self._host = Host(
             assembler=build_assembler(self.config, agent, counter),
@@ -163,11 +176,15 @@ class App:
             memory=memory,
             tools_for=tools_for,
             settings=settings.host,
+            attachments=intake,
         )
         if self._want_channels:
             self.channels = self._build_channels(store)
         for channel in self.channels:
             self._host.attach(channel.name, channel.deliverer)
+            source = getattr(channel, "files", None)
+            if source is not None:
+                intake.add_source(channel.name, source)
         self.metrics = Metrics(lambda: self.host.queue_depth, self._channels_up)
         self._host.observers.append(self.metrics.observe)
         self.web.router.add_get("/healthz", self._healthz)

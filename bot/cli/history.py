@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 
 from bot.cli.stored import on_store
 from bot.config import Config
+from bot.prompt.attachments import marker as attachment_marker
 from bot.store import ConversationInfo, Store
 from bot.store.codec import encode_entry
-from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolUseBlock
 
 HELP = "show or reset one conversation's stored history"
 
@@ -89,9 +90,11 @@ def _header(number: int, entry: HistoryEntry) -> str:
     return " · ".join(parts)
 
 
-def _block_text(block: TextBlock | ToolUseBlock | ToolResultBlock) -> str:
+def _block_text(block: Block) -> str:
     if isinstance(block, TextBlock):
         return block.text
+    if isinstance(block, AttachmentBlock):
+        return attachment_marker(block)
     if isinstance(block, ToolUseBlock):
         arguments = json.dumps(dict(block.input), ensure_ascii=False)
         return f"-> tool call {block.name} ({block.id}): {arguments}"

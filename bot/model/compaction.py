@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from bot.prompt.attachments import marker
+from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 KEEP_VERBATIM = 4
 THRESHOLD = 0.85  # share of the context window at which a call is preceded by compaction
@@ -107,9 +108,11 @@ def _render(entry: HistoryEntry) -> str:
     return f"{who}: " + "\n".join(p for p in parts if p)
 
 
-def _render_block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> str:
+def _render_block(block: Block) -> str:
     if isinstance(block, TextBlock):
         return _bounded(block.text)
+    if isinstance(block, AttachmentBlock):
+        return marker(block)  # the summary names a file; its content is not summarized
     if isinstance(block, ToolUseBlock):
         arguments = json.dumps(dict(block.input), ensure_ascii=False, sort_keys=True)
         return f"[called tool {block.name} with {_bounded(arguments)}]"

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from bot.ports import AssembledRequest, MemoryHit, ToolSpec
 from bot.prompt import history as hist
+from bot.prompt.attachments import attachment_tokens, content_blocks
 from bot.prompt.message import (
     memory_block,
     person_text,
@@ -30,7 +31,6 @@ from bot.prompt.message import (
     speaker_label,
     speaker_tag,
     turn_context,
-    untrusted,
 )
 from bot.prompt.session import session_block
 from bot.prompt.skills import (
@@ -42,7 +42,7 @@ from bot.prompt.skills import (
     split_skill_command,
 )
 from bot.prompt.tokens import TokenCounter
-from bot.turns import HistoryEntry, TextBlock, TurnRequest
+from bot.turns import Attached, Block, HistoryEntry, TextBlock, TurnRequest
 
 CacheTtl = Literal["5m", "1h"]
 # Floors above this share of the input budget leave history too little room to be useful (it is
@@ -133,16 +133,19 @@ class Assembler:
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
 
-    def user_entry(self, request: TurnRequest) -> HistoryEntry:
-        """This turn's user message as it is stored: the person's words, never the fences."""
+    def user_entry(self, request: TurnRequest, attached: Attached | None = None) -> HistoryEntry:
+        """This turn's user message as it is stored: the person's words and their attachments
+        (by content id), never the fences."""
         label = speaker_label(request.speaker) if request.speaker is not None else None
-        text = person_text(request.text, request.attachments)
-        rendered = untrusted(text) if label is None else f"{speaker_tag(label)}\n{untrusted(text)}"
+        files = attached.blocks if attached is not None else ()
+        said = person_text(request.text, files)
+        rendered = said if label is None else f"{speaker_tag(label)}\n{said}"
+        blocks: tuple[Block, ...] = (TextBlock(request.text), *files)
         return HistoryEntry(
             role="user",
-            blocks=(TextBlock(text),),
+            blocks=blocks,
             speaker=label,
-            tokens=self._counter.count(rendered),
+            tokens=self._counter.count(rendered) + sum(map(attachment_tokens, files)),
             at=request.received_at,
         )
 
@@ -155,16 +158,24 @@ class Assembler:
         turn_skills: Sequence[Skill] = (),
         cache_ttl: CacheTtl = "5m",
         text: str | None = None,
+        attached: Attached | None = None,
     ) -> AssembledRequest:
+        files = attached or Attached()
         session = session_block(request, memory_enabled=self._memory_enabled)
-        current = self._current_message(request, memory, turn_skills, text)
-        floors = self._fixed_tokens + self._count_session(session) + self._counter.count(current)
+        current = self._current_message(request, memory, turn_skills, text, files)
+        floors = (
+            self._fixed_tokens
+            + self._count_session(session)
+            + sum(self._counter.count(b["text"]) for b in current if b["type"] == "text")
+            + sum(map(attachment_tokens, files.blocks))
+        )
         if floors > self._input_budget:
             raise WindowExceeded(floors, self._input_budget)
         costs = [hist.entry_tokens(entry, self._counter.count) for entry in history]
         start = hist.trim(history, costs, self._input_budget - floors)
         kept = history[start:]
-        body = self._body(session, hist.render(kept), current, _cache_control(cache_ttl))
+        messages = hist.render(kept, files.contents)
+        body = self._body(session, messages, current, _cache_control(cache_ttl))
         return AssembledRequest(
             body=body,
             estimated_tokens=floors + sum(costs[start:]),
@@ -178,23 +189,32 @@ class Assembler:
         memory: Sequence[MemoryHit],
         turn_skills: Sequence[Skill],
         text: str | None,
-    ) -> str:
+        attached: Attached,
+    ) -> list[dict[str, Any]]:
+        """The current user message's content blocks: the turn context, the fence, the speaker
+        and the person's text with its markers; the attachments' content; recalled memory."""
         fence = preceding_fence(request.preceding, self._zone)
         label = speaker_label(request.speaker) if request.speaker is not None else None
-        said = person_text(request.text if text is None else text, request.attachments)
+        said = person_text(request.text if text is None else text, attached.blocks)
         core = [speaker_tag(label)] if label is not None else []
         core += [skill_block(skill, self._skill_max_bytes) for skill in turn_skills]
         if said.strip() or not core:
-            core.append(untrusted(said))
+            core.append(said)
         parts = [
-            turn_context(
-                request.received_at, self._zone, self._zone_name, len(request.attachments)
-            ),
+            turn_context(request.received_at, self._zone, self._zone_name, len(attached.blocks)),
             fence.text,
             "\n".join(core),
-            memory_block(memory, self._zone),
         ]
-        return "\n\n".join(part for part in parts if part)
+        recalled = memory_block(memory, self._zone)
+        files = content_blocks(attached.blocks, attached.contents)
+        if not files:  # one text block, as without attachments
+            parts.append(recalled)
+        blocks = [{"type": "text", "text": "\n\n".join(part for part in parts if part)}]
+        if files:
+            blocks += files
+            if recalled:
+                blocks.append({"type": "text", "text": recalled})
+        return blocks
 
     def _count_session(self, session: str) -> int:
         tokens = self._session_tokens.get(session)
@@ -208,7 +228,11 @@ class Assembler:
         return tokens
 
     def _body(
-        self, session: str, messages: list[hist.Message], current: str, cache: dict[str, str]
+        self,
+        session: str,
+        messages: list[hist.Message],
+        current: list[dict[str, Any]],
+        cache: dict[str, str],
     ) -> dict[str, Any]:
         system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._agent_blocks]
         if system:
@@ -216,11 +240,10 @@ class Assembler:
         system.append({"type": "text", "text": session, "cache_control": dict(cache)})
         if messages:
             messages[-1]["content"][-1]["cache_control"] = dict(cache)
-        now = {"type": "text", "text": current}
         if messages and messages[-1]["role"] == "user":
-            messages[-1]["content"].append(now)
+            messages[-1]["content"].extend(current)
         else:
-            messages.append({"role": "user", "content": [now]})
+            messages.append({"role": "user", "content": current})
         body: dict[str, Any] = {
             "model": self._model,
             "max_tokens": self._max_tokens,

@@ -21,6 +21,7 @@ FENCE_TAGS = (
     "skill",
     "recalled_memory",
     "conversation_summary",
+    "attachment",
 )
 
 # A tag form: optional whitespace, an optional slash, optional whitespace, then a fence tag name

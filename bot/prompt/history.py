@@ -11,11 +11,12 @@ row can never make every later turn of the conversation fail.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from bot.prompt.attachments import attachment_tokens, content_blocks, markers
 from bot.prompt.message import speaker_tag, untrusted
-from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 Message = dict[str, Any]
 ContentBlock = dict[str, Any]
@@ -32,7 +33,8 @@ def entry_tokens(entry: HistoryEntry, count: Callable[[str], int]) -> int:
     """The entry's cached estimate, or a fresh count of its content when none was cached."""
     if entry.tokens > 0:
         return entry.tokens
-    return count(_countable_text(entry))
+    files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
+    return count(_countable_text(entry)) + sum(map(attachment_tokens, files))
 
 
 def _countable_text(entry: HistoryEntry) -> str:
@@ -42,8 +44,10 @@ def _countable_text(entry: HistoryEntry) -> str:
             parts.append(block.text)
         elif isinstance(block, ToolUseBlock):
             parts.append(block.name + json.dumps(dict(block.input), ensure_ascii=False))
-        else:
+        elif isinstance(block, ToolResultBlock):
             parts.append(block.content)
+        else:
+            parts.append(markers([block]))
     return "\n".join(parts)
 
 
@@ -65,11 +69,17 @@ def _opens_on_result(entry: HistoryEntry) -> bool:
     return any(isinstance(block, ToolResultBlock) for block in entry.blocks)
 
 
-def render(entries: Sequence[HistoryEntry]) -> list[Message]:
-    """The entries as Messages API messages: alternating roles, user first, pairs intact."""
+def render(
+    entries: Sequence[HistoryEntry], contents: Mapping[str, bytes] | None = None
+) -> list[Message]:
+    """The entries as Messages API messages: alternating roles, user first, pairs intact.
+
+    `contents` holds the stored bytes of attachments (by content id): an attachment whose bytes
+    are there is replayed as content, any other as its marker alone.
+    """
     messages: list[Message] = []
     for entry in entries:
-        role, blocks = _render_entry(entry)
+        role, blocks = _render_entry(entry, contents or {})
         if not blocks:
             continue
         if messages and messages[-1]["role"] == role:
@@ -82,28 +92,51 @@ def render(entries: Sequence[HistoryEntry]) -> list[Message]:
     return messages
 
 
-def _render_entry(entry: HistoryEntry) -> tuple[str, list[ContentBlock]]:
+def _render_entry(
+    entry: HistoryEntry, contents: Mapping[str, bytes]
+) -> tuple[str, list[ContentBlock]]:
     if entry.summary:
         text = f"<conversation_summary>\n{_SUMMARY_PREAMBLE}\n\n{untrusted(entry.text)}\n"
         return "user", [_text(text + "</conversation_summary>")]
     if entry.role == "assistant":
         return "assistant", [b for b in map(_assistant_block, entry.blocks) if b is not None]
-    return "user", _user_blocks(entry)
+    return "user", _user_blocks(entry, contents)
 
 
-def _assistant_block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> ContentBlock | None:
+def _assistant_block(block: Block) -> ContentBlock | None:
     if isinstance(block, TextBlock):
         # The model's own words, but they may quote someone else's: neutralized like the rest.
         return _text(untrusted(block.text)) if block.text.strip() else None
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+    if isinstance(block, AttachmentBlock):
+        return _text(markers([block]))
     return _stray_result(block)
 
 
-def _user_blocks(entry: HistoryEntry) -> list[ContentBlock]:
+def _user_blocks(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[ContentBlock]:
+    """Text blocks (the first labelled with the speaker), the attachment markers appended to the
+    last text, then the attachments' content."""
+    files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
+    blocks = _user_text_blocks(entry)
+    if not files:
+        return blocks
+    listed = markers(files)
+    last = blocks[-1] if blocks and blocks[-1]["type"] == "text" else None
+    if last is not None:
+        text = last["text"]
+        last["text"] = listed if text == EMPTY_TEXT else f"{text}\n\n{listed}"
+    else:
+        blocks.append(_text(listed))
+    return blocks + content_blocks(files, contents)
+
+
+def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     labelled = entry.speaker is None
     for block in entry.blocks:
+        if isinstance(block, AttachmentBlock):
+            continue
         if isinstance(block, ToolResultBlock):
             blocks.append(tool_result_block(block))
         elif isinstance(block, ToolUseBlock):

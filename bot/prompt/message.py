@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from bot.ports import MemoryHit
+from bot.prompt.attachments import markers
 from bot.prompt.fence import (
     ELLIPSIS,
     cut_utf8,
@@ -24,12 +25,11 @@ from bot.prompt.fence import (
     utf8_len,
 )
 from bot.prompt.skills import Skill, capped_body
-from bot.turns import Attachment, PrecedingMessage, Speaker
+from bot.turns import AttachmentBlock, PrecedingMessage, Speaker
 
 PRECEDING_MAX_MESSAGES = 30
 PRECEDING_MAX_ENTRY_BYTES = 2 * 1024
 PRECEDING_MAX_TOTAL_BYTES = 16 * 1024
-ATTACHMENT_NAME_MAX_CHARS = 120
 CONTINUATION_INDENT = "  "
 
 
@@ -64,7 +64,9 @@ def turn_context(at: datetime, zone: tzinfo, zone_name: str, attachments: int) -
     lines = [f"Local time: {now:%A} {now.isoformat()} ({zone_name})"]
     if attachments:
         noun = "file is" if attachments == 1 else "files are"
-        lines.append(f"Attachments: {attachments} {noun} attached; see the list after the message.")
+        lines.append(
+            f"Attachments: {attachments} {noun} attached; see the markers after the message."
+        )
     return "<turn_context>\n" + "\n".join(lines) + "\n</turn_context>"
 
 
@@ -127,32 +129,14 @@ def preceding_fence(messages: Sequence[PrecedingMessage], zone: tzinfo) -> Prece
 # --- the person's message -----------------------------------------------------------------------
 
 
-def attachment_index(attachments: Sequence[Attachment]) -> str:
-    """The attachment list that follows the person's text (persisted with it), or ""."""
-    if not attachments:
-        return ""
-    lines = [f"Attached files ({len(attachments)}):"]
-    for item in attachments:
-        name = untrusted(one_line(item.name, ATTACHMENT_NAME_MAX_CHARS)) or "unnamed"
-        media = untrusted(one_line(item.media_type, 80)) or "unknown type"
-        lines.append(f"- {name} ({media}, {_size(item.size)})")
-    return "\n".join(lines)
-
-
-def _size(size: int) -> str:
-    if size < 1024:
-        return f"{max(size, 0)} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KiB"
-    return f"{size / (1024 * 1024):.1f} MiB"
-
-
-def person_text(text: str, attachments: Sequence[Attachment]) -> str:
-    """What the person sent, as persisted: their text, then the attachment index if any."""
-    index = attachment_index(attachments)
-    if not index:
-        return text
-    return f"{text}\n\n{index}" if text.strip() else index
+def person_text(text: str, blocks: Sequence[AttachmentBlock]) -> str:
+    """What the person sent, rendered for the request: their text made safe, then one marker per
+    attachment (the markers neutralize the names themselves)."""
+    listed = markers(blocks)
+    said = untrusted(text)
+    if not listed:
+        return said
+    return f"{said}\n\n{listed}" if text.strip() else listed
 
 
 def skill_block(skill: Skill, max_bytes: int) -> str:

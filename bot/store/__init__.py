@@ -1,5 +1,5 @@
-"""The durable store: one SQLite file holding history, memory, turn records, the event ledger and
-the chat buffer; the only importer of aiosqlite.
+"""The durable store: one SQLite file holding history, memory, turn records, the event ledger,
+the chat buffer and attachments; the only importer of aiosqlite.
 
 The composition root opens it once with `open_store(...)` and hands its attributes to whoever
 needs each port; `aclose()` lets started writes finish and closes the file.
@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import MemorySettings, StoreSettings
+from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.store.attachments import SqliteAttachments
 from bot.store.buffer import SqliteChatBuffer
 from bot.store.db import Database
 from bot.store.errors import (
@@ -50,6 +51,7 @@ class Store:
     records: SqliteTurnRecords
     ledger: SqliteLedger
     buffer: SqliteChatBuffer
+    attachments: SqliteAttachments
 
     async def aclose(self) -> None:
         await self.db.aclose()
@@ -60,6 +62,7 @@ async def open_store(
     memory: MemorySettings,
     *,
     buffer_size: int = 50,
+    attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Store:
     """Open (creating and migrating as needed) the database at `settings.path`.
@@ -74,6 +77,7 @@ async def open_store(
         records=SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes),
         ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
+        attachments=SqliteAttachments(db, attachments or AttachmentSettings(), clock),
     )
 
 

@@ -13,7 +13,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from bot.turns import (
+    AttachmentBlock,
+    Block,
+    HistoryEntry,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 _HEAD_SHARE = 0.6  # of a shortened text, the part kept from its start; the rest from its end
 _SPEAKER_MAX = 512  # a speaker label is a bounded display name; this only guards the store
@@ -43,6 +50,8 @@ def _encode_block(block: Block) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+    if isinstance(block, AttachmentBlock):
+        return _encode_attachment(block)
     encoded: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
@@ -91,7 +100,43 @@ def _decode_block(block: Any) -> Block:
         return ToolResultBlock(
             _str(block, "tool_use_id"), _str(block, "content"), block.get("is_error") is True
         )
+    if kind == "attachment":
+        return _decode_attachment(block)
     raise UnreadableEntry(f"unknown block type {kind!r}")
+
+
+def _encode_attachment(block: AttachmentBlock) -> dict[str, Any]:
+    encoded: dict[str, Any] = {
+        "type": "attachment",
+        "index": block.index,
+        "name": block.name,
+        "kind": block.kind,
+        "media_type": block.media_type,
+        "size": block.size,
+    }
+    if block.content_id is not None:
+        encoded["content_id"] = block.content_id
+    if block.detail:
+        encoded["detail"] = dict(block.detail)
+    if block.problem is not None:
+        encoded["problem"] = block.problem
+    return encoded
+
+
+def _decode_attachment(block: Mapping[str, Any]) -> AttachmentBlock:
+    detail = block.get("detail", {})
+    if not isinstance(detail, dict):
+        raise UnreadableEntry("attachment detail is not an object")
+    return AttachmentBlock(
+        index=_int(block.get("index"), "index"),
+        name=_str(block, "name"),
+        kind=_str(block, "kind"),
+        media_type=_str(block, "media_type"),
+        size=_int(block.get("size"), "size"),
+        content_id=_optional(block, "content_id", str),
+        detail={str(k): _int(v, "detail") for k, v in detail.items()},
+        problem=_optional(block, "problem", str),
+    )
 
 
 def _str(block: Mapping[str, Any], name: str) -> str:
@@ -182,6 +227,8 @@ def _shrink_block(block: Block, target: int) -> Block:
         return TextBlock(shorten(block.text, target))
     if isinstance(block, ToolResultBlock):
         return replace(block, content=shorten(block.content, target))
+    if isinstance(block, AttachmentBlock):
+        return replace(block, name=shorten(block.name, max(target, 64)))
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
     return replace(block, input={"truncated_input": shorten(arguments, target)})
 

@@ -18,6 +18,7 @@ import aiosqlite
 
 from bot.logs import redact_value
 from bot.ports import TurnRecord
+from bot.prompt.attachments import strip_media
 from bot.store.db import Database
 
 
@@ -54,7 +55,9 @@ def record_document(record: TurnRecord) -> dict[str, Any]:
             "output_tokens": record.usage.output_tokens,
         },
         "details": _plain(record.details),
-        "request": _plain(record.request) if record.request is not None else None,
+        # Attachments are named by their markers; their bytes (base64 image and document
+        # payloads) become short placeholders.
+        "request": _plain(strip_media(record.request)) if record.request is not None else None,
     }
     redacted: dict[str, Any] = redact_value(document, ())
     return redacted

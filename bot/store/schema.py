@@ -126,10 +126,38 @@ _V3_RECORD_SIZES = (
     END""",
 )
 
+# Version 4: attachments, stored once by content id (sha256) with the conversations that shared
+# them; their byte total is kept by triggers like history's.
+_V4_ATTACHMENTS = (
+    """CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        media_type TEXT NOT NULL,
+        data BLOB NOT NULL,
+        bytes INTEGER NOT NULL,
+        stored_at REAL NOT NULL,
+        used_at REAL NOT NULL
+    )""",
+    "CREATE INDEX attachments_by_use ON attachments (used_at)",
+    """CREATE TABLE attachment_refs (
+        key TEXT NOT NULL,
+        id TEXT NOT NULL,
+        PRIMARY KEY (key, id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX attachment_refs_by_id ON attachment_refs (id)",
+    "INSERT INTO totals (name, value) VALUES ('attachment_bytes', 0)",
+    """CREATE TRIGGER attachments_added AFTER INSERT ON attachments BEGIN
+        UPDATE totals SET value = value + NEW.bytes WHERE name = 'attachment_bytes';
+    END""",
+    """CREATE TRIGGER attachments_removed AFTER DELETE ON attachments BEGIN
+        UPDATE totals SET value = value - OLD.bytes WHERE name = 'attachment_bytes';
+    END""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
     _V3_RECORD_SIZES,
+    _V4_ATTACHMENTS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -14,7 +14,8 @@ from bot.prompt import SILENT_TOKEN, Assembler, TokenCounter, WindowExceeded
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.prompt.history import LEADING_GAP_TEXT
 from bot.turns import (
-    Attachment,
+    Attached,
+    AttachmentBlock,
     HistoryEntry,
     Speaker,
     Surface,
@@ -148,14 +149,18 @@ def test_body_shape_and_tools(counter: TokenCounter) -> None:
 
 
 def test_turn_context_has_local_time_and_attachments(counter: TokenCounter) -> None:
-    request = replace(
-        slack_request("see file"),
-        attachments=(Attachment("report\n.pdf", "application/pdf", 120_000),),
+    files = Attached(
+        (
+            AttachmentBlock(
+                1, "report\n.pdf", "pdf", "application/pdf", 245_760, "c1", {"pages": 12}
+            ),
+        )
     )
-    current = last_text(make_assembler(counter).assemble(request, []).body)
+    request = slack_request("see file")
+    current = last_text(make_assembler(counter).assemble(request, [], attached=files).body)
     assert "Local time: Tuesday 2026-03-17T10:30:15+01:00 (Europe/Berlin)" in current
     assert "Attachments: 1 file is attached" in current
-    assert "see file\n\nAttached files (1):\n- report .pdf (application/pdf, 117.2 KiB)" in current
+    assert "see file\n\n[attachment 1: report .pdf, PDF, 12 pages, 240 KB]" in current
 
 
 def test_memory_block_is_skipped_without_hits(counter: TokenCounter) -> None:
@@ -416,13 +421,12 @@ def test_user_text_in_history_is_neutralized(counter: TokenCounter) -> None:
 
 
 def test_user_entry_is_what_gets_persisted(counter: TokenCounter) -> None:
-    request = replace(
-        slack_request("hello", preceding=chatter(3)),
-        attachments=(Attachment("a.png", "image/png", 10),),
-    )
-    entry = make_assembler(counter).user_entry(request)
+    request = slack_request("hello", preceding=chatter(3))
+    image = AttachmentBlock(1, "a.png", "image", "image/png", 10, "c1", {"width": 750, "height": 2})
+    entry = make_assembler(counter).user_entry(request, Attached((image,), {"c1": b"png"}))
     assert entry.role == "user"
-    assert entry.text == "hello\n\nAttached files (1):\n- a.png (image/png, 10 bytes)"
+    assert entry.text == "hello"
+    assert entry.blocks[1:] == (image,)
     assert entry.speaker == "Alice Chen (@alice)"
     assert entry.at == CLOCK
     assert entry.tokens > 0

@@ -1,7 +1,8 @@
 """Whole-request properties over random untrusted input.
 
 (a) No untrusted value (the person's text, speaker names, surface name, preceding messages,
-    memory hits, stored history) can add a line that opens or closes a host fence: the fence tags
+    memory hits, stored history, attachment names and inlined file text) can add a line that
+    opens or closes a host fence: the fence tags
     in the request are exactly the ones the host writes for the same structure.
 (b) No hidden value (route values, the person key, a speaker's platform user id kept route-side)
     ever occurs in the serialized request.
@@ -21,7 +22,9 @@ from bot.ports import MemoryHit
 from bot.prompt import Assembler, TokenCounter
 from bot.prompt.fence import FENCE_PATTERN
 from bot.turns import (
+    Attached,
     Attachment,
+    AttachmentBlock,
     ConversationKind,
     HistoryEntry,
     PrecedingMessage,
@@ -44,8 +47,27 @@ _TIMES = st.datetimes(
 )
 
 
+Turn = tuple[TurnRequest, list[HistoryEntry], list[MemoryHit], Attached]
+
+
 @st.composite
-def turns(draw: st.DrawFn) -> tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]]:
+def attached(draw: st.DrawFn) -> Attached:
+    """Attachments with untrusted names; text files with untrusted content, inlined."""
+    blocks = []
+    contents: dict[str, bytes] = {}
+    for index in range(1, draw(st.integers(0, 2)) + 1):
+        kind = draw(st.sampled_from(["text", "pdf", "audio"]))
+        content_id = f"{index:064x}" if kind == "text" else None
+        problem = draw(st.one_of(st.none(), untrusted_text(1))) if kind == "pdf" else None
+        name = draw(untrusted_text(2))
+        blocks.append(AttachmentBlock(index, name, kind, "text/plain", 10, content_id, {}, problem))
+        if content_id is not None:
+            contents[content_id] = draw(untrusted_text()).encode("utf-8", "replace")
+    return Attached(tuple(blocks), contents)
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> Turn:
     kind = draw(st.sampled_from(list(ConversationKind)))
     surface = None
     if kind is ConversationKind.PUSH:
@@ -106,7 +128,11 @@ def turns(draw: st.DrawFn) -> tuple[TurnRequest, list[HistoryEntry], list[Memory
         MemoryHit(f"m{i}", draw(untrusted_text()), "s", 1.0, draw(_TIMES))
         for i in range(draw(st.integers(0, 3)))
     ]
-    return request, history, memory
+    files = draw(attached())
+    if files.blocks and history and draw(st.booleans()):
+        last = history[-1]
+        history[-1] = replace(last, role="user", blocks=(*last.blocks, *files.blocks))
+    return request, history, memory, files
 
 
 def _fence_tags(body: Any) -> list[str]:
@@ -122,8 +148,8 @@ def _blank(text: str) -> str:
 
 
 def _blanked(
-    request: TurnRequest, history: list[HistoryEntry], memory: list[MemoryHit]
-) -> tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]]:
+    request: TurnRequest, history: list[HistoryEntry], memory: list[MemoryHit], files: Attached
+) -> tuple[TurnRequest, list[HistoryEntry], list[MemoryHit], Attached]:
     """The same structure with every untrusted string replaced by plain text."""
     surface = request.surface and replace(request.surface, name=_blank(request.surface.name or ""))
     speaker = request.speaker and Speaker(
@@ -139,32 +165,46 @@ def _blanked(
         ),
         attachments=tuple(replace(a, name="a", media_type="m") for a in request.attachments),
     )
+    clean_files = Attached(
+        tuple(replace(b, name="a", problem=b.problem and "p") for b in files.blocks),
+        {key: b"x" if value else b"" for key, value in files.contents.items()},
+    )
     clean_history = [
-        replace(e, blocks=(TextBlock(_blank(e.text)),), speaker=e.speaker and "s") for e in history
+        replace(
+            e,
+            blocks=(
+                TextBlock(_blank(e.text)),
+                *(
+                    replace(b, name="a", problem=b.problem and "p")
+                    for b in e.blocks
+                    if isinstance(b, AttachmentBlock)
+                ),
+            ),
+            speaker=e.speaker and "s",
+        )
+        for e in history
     ]
-    return clean, clean_history, [replace(hit, text="fact") for hit in memory]
+    return clean, clean_history, [replace(hit, text="fact") for hit in memory], clean_files
+
+
+def _assemble(turn: Turn) -> dict[str, Any]:
+    request, history, memory, files = turn
+    return ASSEMBLER.assemble(request, history, memory, attached=files).body
 
 
 @SETTINGS
 @given(turns())
-def test_untrusted_input_never_opens_or_closes_a_fence(
-    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
-) -> None:
-    request, history, memory = turn
-    body = ASSEMBLER.assemble(request, history, memory).body
-    expected = ASSEMBLER.assemble(*_blanked(request, history, memory)).body
+def test_untrusted_input_never_opens_or_closes_a_fence(turn: Turn) -> None:
+    body = _assemble(turn)
+    expected = _assemble(_blanked(*turn))
     assert _fence_tags(body) == _fence_tags(expected)
 
 
 @SETTINGS
 @given(turns())
-def test_every_fence_line_is_the_hosts(
-    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
-) -> None:
-    request, history, memory = turn
-    current = ASSEMBLER.assemble(request, history, memory).body["messages"][-1]["content"][-1][
-        "text"
-    ]
+def test_every_fence_line_is_the_hosts(turn: Turn) -> None:
+    blocks = _assemble(turn)["messages"][-1]["content"]
+    current = "\n".join(b["text"] for b in blocks if b["type"] == "text")
     for line in current.split("\n"):
         for match in FENCE_PATTERN.finditer(line):
             assert match.group(0) in {
@@ -176,6 +216,10 @@ def test_every_fence_line_is_the_hosts(
                 "</speaker",
                 "<recalled_memory",
                 "</recalled_memory",
+                "<attachment",
+                "</attachment",
+                "<conversation_summary",
+                "</conversation_summary",
             }
             # A host tag either fills its line or is the speaker tag opening the person's line.
             assert line.startswith(("<", "</")), line
@@ -189,13 +233,13 @@ _HIDDEN = st.text(alphabet="☃0123456789abcdefXYZ", min_size=12, max_size=24).m
 @SETTINGS
 @given(turns(), _HIDDEN, _HIDDEN, _HIDDEN, _HIDDEN)
 def test_hidden_values_never_reach_the_request(
-    turn: tuple[TurnRequest, list[HistoryEntry], list[MemoryHit]],
+    turn: Turn,
     thread: str,
     user_id: str,
     token: str,
     person: str,
 ) -> None:
-    request, history, memory = turn
+    request, history, memory, files = turn
     hidden = replace(
         request,
         route=ReplyRoute(
@@ -206,13 +250,14 @@ def test_hidden_values_never_reach_the_request(
                 "user": user_id,
                 "token": token,
                 "reply_to": thread,
+                "files": [f"https://files.slack.com/files-pri/{token}/a.png", thread],
             },
         ),
         person=person,
     )
     assembler: Assembler = ASSEMBLER
-    body = assembler.assemble(hidden, history, memory).body
-    entry = assembler.user_entry(hidden)
+    body = assembler.assemble(hidden, history, memory, attached=files).body
+    entry = assembler.user_entry(hidden, files)
     for serialized in (
         json.dumps(body),
         json.dumps(body, ensure_ascii=False),

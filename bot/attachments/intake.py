@@ -1,0 +1,167 @@
+"""One turn's attachments: fetched through the channel, read, stored once, and handed to the
+assembler as blocks plus the bytes the request replays (this turn's and the history's).
+
+The host calls `take` once per turn, before assembling. Each file is fetched through the
+`FileSource` of the route's platform (the channel owns the URL or file id; the core only says
+"attachment N"), refused early when its declared size is over the cap, read off the event loop
+(decoding a photo takes tens of milliseconds), and stored under the sha256 of what the model
+gets. Voice and audio are never downloaded: nothing here can transcribe them, so their marker
+says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
+marker and told to the person in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from bot import replies
+from bot.attachments.read import Ready, Refused, read_file
+from bot.config import AttachmentSettings
+from bot.ports import AttachmentStore, FileRefused, FileSource
+from bot.prompt.attachments import size_text
+from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnRequest
+
+log = structlog.get_logger(__name__)
+
+_FETCH_PROBLEMS = {"refused": replies.DOWNLOAD_REFUSED, "failed": replies.DOWNLOAD_FAILED}
+
+
+class AttachmentIntake:
+    """Reads a turn's attachments; one per host, shared by every channel."""
+
+    def __init__(self, store: AttachmentStore, settings: AttachmentSettings) -> None:
+        self._store = store
+        self._settings = settings
+        self._sources: dict[str, FileSource] = {}
+
+    def add_source(self, platform: str, source: FileSource) -> None:
+        self._sources[platform] = source
+
+    async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
+        """This turn's attachment blocks, the bytes to replay, and the person's problem lines."""
+        contents: dict[str, bytes] = {}
+        blocks = [
+            await self._one(request, index, item, contents)
+            for index, item in enumerate(request.attachments)
+        ]
+        wanted = [
+            block.content_id
+            for entry in history
+            for block in entry.blocks
+            if isinstance(block, AttachmentBlock)
+            and block.content_id is not None
+            and block.content_id not in contents
+        ]
+        if wanted:
+            contents.update(await self._load(request.conversation_key, wanted))
+        problems = tuple(
+            replies.attachment_problem(b.name, b.problem) for b in blocks if b.problem is not None
+        )
+        return Attached(tuple(blocks), contents, problems)
+
+    async def _load(self, key: str, wanted: Sequence[str]) -> Mapping[str, bytes]:
+        try:
+            return await self._store.load(key, list(dict.fromkeys(wanted)))
+        except Exception as exc:  # history then shows markers only; the turn goes on
+            log.warning("attachments_load_failed", error=type(exc).__name__)
+            return {}
+
+    async def _one(
+        self, request: TurnRequest, index: int, item: Attachment, contents: dict[str, bytes]
+    ) -> AttachmentBlock:
+        block = AttachmentBlock(
+            index + 1, item.name, _declared_kind(item), item.media_type, item.size
+        )
+        if block.kind == "audio":
+            seconds = {"seconds": item.seconds} if item.seconds is not None else {}
+            return _with(block, detail=seconds)
+        problem = self._precheck(request, index, item)
+        if problem is not None:
+            return _with(block, problem=problem)
+        try:
+            data = await self._fetch(request, index)
+        except FileRefused as exc:
+            log.info("attachment_not_fetched", index=index + 1, reason=exc.reason, detail=str(exc))
+            reason = exc.reason
+            limit = size_text(self._settings.max_bytes)
+            problem = replies.file_too_large(limit) if reason == "too_large" else None
+            return _with(
+                block, problem=problem or _FETCH_PROBLEMS.get(reason, replies.DOWNLOAD_FAILED)
+            )
+        try:
+            ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
+        except Refused as exc:
+            log.info("attachment_refused", index=index + 1, size=len(data), reason=str(exc))
+            return _with(block, size=len(data), problem=str(exc))
+        content_id = await self._keep(request.conversation_key, ready)
+        contents[content_id] = ready.data
+        log.info("attachment_read", index=index + 1, kind=ready.kind, size=len(data))
+        return AttachmentBlock(
+            block.index,
+            item.name,
+            ready.kind,
+            ready.media_type,
+            len(data),
+            content_id,
+            ready.detail,
+        )
+
+    def _precheck(self, request: TurnRequest, index: int, item: Attachment) -> str | None:
+        settings = self._settings
+        if not settings.enabled:
+            return replies.ATTACHMENTS_OFF
+        if index >= settings.max_per_message:
+            return replies.too_many_files(settings.max_per_message)
+        if item.size > settings.max_bytes:
+            return replies.file_too_large(size_text(settings.max_bytes))
+        if item.media_type.lower().startswith("video/"):
+            return replies.unsupported_type(item.media_type)
+        if request.route is None or request.route.platform not in self._sources:
+            return replies.NOT_FETCHABLE
+        return None
+
+    async def _fetch(self, request: TurnRequest, index: int) -> bytes:
+        assert request.route is not None
+        source = self._sources[request.route.platform]
+        try:
+            return await source.fetch(request.route, index, self._settings.max_bytes)
+        except FileRefused:
+            raise
+        except Exception as exc:  # a channel bug or a network error: this file only
+            raise FileRefused("failed", type(exc).__name__) from None
+
+    async def _keep(self, key: str, ready: Ready) -> str:
+        content_id = hashlib.sha256(ready.data).hexdigest()
+        try:
+            await self._store.put(key, content_id, ready.media_type, ready.data)
+        except Exception as exc:  # this turn still sees it; history shows its marker later
+            log.warning("attachment_store_failed", error=type(exc).__name__)
+        return content_id
+
+
+def _declared_kind(item: Attachment) -> str:
+    media = item.media_type.lower()
+    return "audio" if media.startswith("audio/") or item.seconds is not None else "file"
+
+
+def _with(
+    block: AttachmentBlock,
+    *,
+    size: int | None = None,
+    problem: str | None = None,
+    detail: Mapping[str, int] | None = None,
+) -> AttachmentBlock:
+    return AttachmentBlock(
+        block.index,
+        block.name,
+        block.kind,
+        block.media_type,
+        block.size if size is None else size,
+        None,
+        dict(detail or {}),
+        problem,
+    )

@@ -1,0 +1,44 @@
+"""PDFs people share, checked before they reach the model: readable, not encrypted, and within
+the provider's limits (100 pages for a document block; the request's 32 MB). The only module that
+imports pypdf.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from pypdf import PdfReader
+from pypdf.errors import PyPdfError
+
+from bot import replies
+
+MAX_PAGES = 100
+MAX_BYTES = 32 * 1024 * 1024
+
+# pypdf logs every repair it makes to a sloppy file as a warning; the outcome is what matters.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
+class PdfRefused(ValueError):
+    """The PDF cannot be used; the message is a short reason for the person."""
+
+
+def pdf_pages(data: bytes) -> int:
+    """The page count of a PDF the model can read; PdfRefused otherwise."""
+    if len(data) > MAX_BYTES:
+        raise PdfRefused(replies.pdf_too_large(MAX_BYTES // (1024 * 1024)))
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            raise PdfRefused(replies.PDF_LOCKED)
+        pages = len(reader.pages)
+    except PdfRefused:
+        raise
+    except (PyPdfError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise PdfRefused(replies.PDF_DAMAGED) from None
+    if pages == 0:
+        raise PdfRefused(replies.PDF_EMPTY)
+    if pages > MAX_PAGES:
+        raise PdfRefused(replies.pdf_too_long(pages, MAX_PAGES))
+    return pages

@@ -1,0 +1,213 @@
+"""What a shared file is and the form the model gets it in (pure, CPU only; no I/O).
+
+The bytes decide, not the declared type: a file that starts like a PNG, JPEG, GIF, WebP or PDF is
+read as one (and refused if it does not decode); otherwise a file declared or named as text, or
+whose bytes are plainly text, is read as UTF-8 text. Anything else is an unsupported type.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from bot import replies
+from bot.attachments.images import ImageRefused, prepare_image
+from bot.attachments.pdf import PdfRefused, pdf_pages
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image"),
+    (b"\xff\xd8\xff", "image"),
+    (b"GIF87a", "image"),
+    (b"GIF89a", "image"),
+    (b"%PDF-", "pdf"),
+)
+_TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/csv",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+        "application/toml",
+        "application/x-ndjson",
+        "image/svg+xml",
+    }
+)
+_TEXT_SUFFIXES = frozenset(
+    [
+        ".txt",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".csv",
+        ".tsv",
+        ".log",
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".xml",
+        ".html",
+        ".htm",
+        ".css",
+        ".svg",
+        ".py",
+        ".js",
+        ".mjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".go",
+        ".rs",
+        ".java",
+        ".kt",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".pl",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".ps1",
+        ".sql",
+        ".diff",
+        ".patch",
+        ".tex",
+        ".r",
+        ".lua",
+        ".dart",
+        ".vue",
+        ".proto",
+        ".graphql",
+        ".gradle",
+        ".properties",
+        ".dockerfile",
+        ".makefile",
+        ".srt",
+        ".vtt",
+    ]
+)
+_UNTYPED = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+# Text may carry a few odd bytes (a stray Latin-1 character); a binary file carries many.
+_MAX_ODD_SHARE = 0.01
+
+
+class Refused(ValueError):
+    """The file is not read; the message is a short reason for the person and the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A file in the form the model gets it: `data` is what the store keeps and replays."""
+
+    kind: str  # "image", "pdf" or "text"
+    media_type: str
+    data: bytes
+    detail: dict[str, int] = field(default_factory=dict)
+
+
+def sniff(data: bytes) -> str | None:
+    """ "image" or "pdf" when the bytes start like a supported image or a PDF."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image"
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            return kind
+    return None
+
+
+def read_file(name: str, media_type: str, data: bytes) -> Ready:
+    """`data` made ready for the model, or Refused with the reason."""
+    declared = media_type.split(";", 1)[0].strip().lower()
+    kind = sniff(data)
+    if kind == "image":
+        return _image(data)
+    if kind == "pdf":
+        return _pdf(data)
+    if declared == "application/pdf":
+        raise Refused(replies.PDF_DAMAGED)
+    if declared in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+        raise Refused(replies.IMAGE_DAMAGED)
+    text = _text(name, declared, data)
+    if text is None:
+        raise Refused(replies.unsupported_type(declared or "unknown"))
+    mime = declared if _is_text_type(declared) else "text/plain"
+    return Ready("text", mime, text.encode("utf-8"), {"chars": len(text)})
+
+
+def _image(data: bytes) -> Ready:
+    try:
+        image = prepare_image(data)
+    except ImageRefused as exc:
+        raise Refused(str(exc)) from None
+    detail = {"width": image.width, "height": image.height}
+    return Ready("image", image.media_type, image.data, detail)
+
+
+def _pdf(data: bytes) -> Ready:
+    try:
+        pages = pdf_pages(data)
+    except PdfRefused as exc:
+        raise Refused(str(exc)) from None
+    return Ready("pdf", "application/pdf", data, {"pages": pages})
+
+
+def _is_text_type(declared: str) -> bool:
+    return (
+        declared.startswith("text/")
+        or declared in _TEXT_TYPES
+        or declared.endswith(("+json", "+xml"))
+    )
+
+
+def _text(name: str, declared: str, data: bytes) -> str | None:
+    """The file's text when it is a text file, else None."""
+    suffix = PurePosixPath(name.lower()).suffix
+    textual = _is_text_type(declared) or suffix in _TEXT_SUFFIXES
+    if not textual and declared not in _UNTYPED:
+        return None
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None
+    text = _decode(data)
+    if text is None or _odd_share(text) > _MAX_ODD_SHARE:
+        return None
+    return text
+
+
+def _decode(data: bytes) -> str | None:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            return None
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _odd_share(text: str) -> float:
+    """The share of replacement and control characters (tabs and line breaks are fine)."""
+    if not text:
+        return 0.0
+    sample = text[:65_536]
+    odd = sum(
+        1
+        for ch in sample
+        if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f")
+    )
+    return odd / len(sample)
