@@ -407,7 +407,7 @@ class FakeAnthropic:
         return web.json_response(message, headers={"request-id": message["id"]})
 
     async def _stall(self, seconds: float) -> bool:
-        """Wait `seconds`, or less when the server closes (False): cleanup never waits a stall out."""
+        """Wait `seconds`, or less when the server closes (False): cleanup never waits it out."""
         try:
             await asyncio.wait_for(self._closing.wait(), seconds)
         except TimeoutError:
