@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
+import structlog
 
 import benchmarks
 
@@ -31,6 +32,13 @@ TINY: dict[str, tuple[list[str], str]] = {
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
 }
 HELPERS = {"overhead"}  # shared code, not a benchmark of its own
+
+
+@pytest.fixture(autouse=True)
+def default_logging() -> Iterator[None]:
+    """A benchmark quiets structlog for the whole process; leave it as the next test expects."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:
