@@ -32,6 +32,7 @@ from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.deliver import SlackDeliverer
 from channels.slack.directory import SlackDirectory
 from channels.slack.events import BotIdentity, Skip, SlackMessage
+from channels.slack.files import SlackFiles
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +64,7 @@ class SlackChannel:
             token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
         )
         self.deliverer = SlackDeliverer(self._client, reaction=settings.progress_reaction)
+        self.files = SlackFiles(secrets.get("SLACK_BOT_TOKEN") or "", settings.files_url)
         self._directory = SlackDirectory(
             self._client,
             cache_seconds=settings.user_cache_seconds,
@@ -112,6 +114,7 @@ class SlackChannel:
             self._socket = None
         await self.drain(STOP_GRACE)
         await self.deliverer.aclose()
+        await self.files.aclose()
         session, self._client.session = self._client.session, None
         if session is not None:
             await session.close()
@@ -189,7 +192,7 @@ class SlackChannel:
             return
         if not self._allowed(message):
             return
-        if not events.plain_text(message.text, {}, bot.user_id):
+        if not events.plain_text(message.text, {}, bot.user_id) and not message.files:
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
             return
         if not await self._first_sight(message):

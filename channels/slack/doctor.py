@@ -31,6 +31,10 @@ CONTEXT_SCOPES = frozenset(
 )
 
 
+# Without this, files people share are not read (each gets a one-line "refused" answer).
+FILE_SCOPES = frozenset({"files:read"})
+
+
 class SlackCheckFailed(Exception):
     """What `bot doctor` prints as the failure: what is wrong and how to fix it."""
 
@@ -61,10 +65,13 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
             "the app to the workspace."
         )
     who = f"bot {answer.get('user', '?')} in {answer.get('team', '?')}"
+    notes = []
     lacking = sorted(CONTEXT_SCOPES - granted)
     if lacking:
-        return (
-            f"{who}; without {', '.join(lacking)} some surfaces are named by kind and id and "
-            "get no preceding messages (add the scopes and reinstall for full context)"
+        notes.append(
+            f"without {', '.join(lacking)} some surfaces are named by kind and id and get no "
+            "preceding messages (add the scopes and reinstall for full context)"
         )
-    return f"{who}; every scope the host uses is granted"
+    if FILE_SCOPES - granted:
+        notes.append("without files:read shared files are not read (add it and reinstall)")
+    return "; ".join([who, *notes]) if notes else f"{who}; every scope the host uses is granted"

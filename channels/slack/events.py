@@ -25,6 +25,7 @@ from bot.turns import (
     SurfaceKind,
     TurnRequest,
 )
+from channels.slack.files import attachment, declared_files, file_url
 from channels.slack.mrkdwn import unescape
 from channels.slack.split import MESSAGE_BUDGET
 
@@ -54,6 +55,7 @@ class SlackMessage:
     ts: str
     thread_ts: str | None
     bot_name: str | None = None  # set when another bot wrote it
+    files: tuple[Mapping[str, Any], ...] = ()  # Slack file objects shared with the message
 
     @property
     def in_thread(self) -> bool:
@@ -135,6 +137,7 @@ def _message(body: Mapping[str, Any], event: Mapping[str, Any]) -> SlackMessage 
         ts=ts,
         thread_ts=_str_or_none(event.get("thread_ts")),
         bot_name=_other_bot_name(event),
+        files=tuple(declared_files(event)),
     )
 
 
@@ -181,16 +184,16 @@ def message_key(message: SlackMessage) -> str:
 
 
 def route_for(message: SlackMessage) -> ReplyRoute:
-    return ReplyRoute(
-        platform=PLATFORM,
-        values={
-            "team": message.team,
-            "channel": message.channel,
-            "thread_ts": reply_thread(message),
-            "message_ts": message.ts,
-            "user": message.user,
-        },
-    )
+    values: dict[str, Any] = {
+        "team": message.team,
+        "channel": message.channel,
+        "thread_ts": reply_thread(message),
+        "message_ts": message.ts,
+        "user": message.user,
+    }
+    if message.files:  # file URLs are route-side: the host fetches "attachment N" through us
+        values["files"] = [file_url(f) for f in message.files]
+    return ReplyRoute(platform=PLATFORM, values=values)
 
 
 def person_for(message: SlackMessage) -> str:
@@ -217,6 +220,7 @@ def build_request(
         speaker=speaker,
         surface=surface,
         preceding=tuple(preceding),
+        attachments=tuple(attachment(f) for f in message.files),
         route=route_for(message),
         person=person_for(message),
     )

@@ -28,6 +28,7 @@ from telegram.ext import Application, ContextTypes, TypeHandler
 from bot.config import ConfigError, Secrets, TelegramSettings
 from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
 from channels.telegram.deliver import TelegramDeliverer
+from channels.telegram.files import TelegramFiles
 from channels.telegram.mapping import (
     PLATFORM,
     Access,
@@ -117,6 +118,7 @@ class TelegramChannel:
             Application.builder()
             .token(token)
             .base_url(settings.api_url)
+            .base_file_url(settings.files_base)
             # Bounded: a burst waits in Telegram (polling pauses, a webhook call waits for room).
             .update_queue(asyncio.Queue(maxsize=UPDATE_QUEUE_SIZE))
         )
@@ -128,6 +130,7 @@ class TelegramChannel:
         self._app = builder.build()
         self._app.add_handler(TypeHandler(Update, self._on_update))
         self.deliverer = TelegramDeliverer(self._app.bot)
+        self.files = TelegramFiles(self._app.bot, token, settings.files_base)
 
     @property
     def connected(self) -> bool:
@@ -173,6 +176,7 @@ class TelegramChannel:
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()
+        await self.files.aclose()
 
     # --- intake ---------------------------------------------------------------------------------
 

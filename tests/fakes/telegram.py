@@ -4,7 +4,9 @@ It speaks what the host uses: getMe, deleteWebhook, setWebhook, getUpdates (a lo
 offsets: an update below the offset is confirmed and dropped, the rest are delivered again),
 sendMessage (HTML checked roughly the way Telegram checks it: unknown or unbalanced tags, bad
 nesting and stray `<`, `>`, `&` are "can't parse entities"; over-long or empty text is refused)
-and sendChatAction. Tests push updates in, read what the bot sent, and inject failures:
+and sendChatAction; getFile and file downloads at `/file/bot<token>/<file_path>` (the token
+checked, files over Telegram's 20 MB getFile limit refused as "file is too big"). Tests push
+updates in, read what the bot sent, and inject failures:
 a 429 with `retry_after`, a 400 entity error, or a crash that loses the confirmations so the next
 poller gets the same updates again.
 
@@ -34,6 +36,7 @@ from aiohttp import web
 TOKEN = "123456:AAE-fake-token-for-tests-0123456789abcd"
 MESSAGE_LIMIT = 4096
 WAIT_GUARD = 15.0
+GET_FILE_LIMIT = 20 * 1024 * 1024
 
 # --- Telegram's HTML rules ----------------------------------------------------------------------
 
@@ -197,6 +200,9 @@ class FakeTelegram:
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._closing = False
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, bytes)
+        self.downloads: list[str] = []  # file paths served, in order
+        self._file_ids = itertools.count(1)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -204,6 +210,7 @@ class FakeTelegram:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -224,6 +231,58 @@ class FakeTelegram:
     def base_url(self) -> str:
         """What goes in telegram.api_url: PTB appends `<token>/<method>`."""
         return f"http://127.0.0.1:{self._port}/bot"
+
+    @property
+    def file_url(self) -> str:
+        """What goes in telegram.file_url (the default derives the same from api_url)."""
+        return f"http://127.0.0.1:{self._port}/file/bot"
+
+    def add_file(self, data: bytes, path: str) -> dict[str, Any]:
+        """Keep a file the way Telegram's servers do; returns its id fields for a message."""
+        file_id = f"AgACAgIAAxkBAAI{next(self._file_ids):06d}fake"
+        self.files[file_id] = (path, data)
+        return {"file_id": file_id, "file_unique_id": file_id[-12:], "file_size": len(data)}
+
+    def photo(self, data: bytes, width: int, height: int) -> list[dict[str, Any]]:
+        """A photo's sizes as Telegram sends them: a thumbnail and the full size."""
+        thumb = self.add_file(data[:64], f"photos/thumb_{len(self.files)}.jpg")
+        full = self.add_file(data, f"photos/file_{len(self.files)}.jpg")
+        return [
+            {**thumb, "width": max(1, width // 10), "height": max(1, height // 10)},
+            {**full, "width": width, "height": height},
+        ]
+
+    def document(self, data: bytes, name: str, mime_type: str) -> dict[str, Any]:
+        return {
+            **self.add_file(data, f"documents/{name}"),
+            "file_name": name,
+            "mime_type": mime_type,
+        }
+
+    def voice(self, data: bytes, seconds: int) -> dict[str, Any]:
+        voice = self.add_file(data, f"voice/file_{len(self.files)}.oga")
+        return {**voice, "duration": seconds, "mime_type": "audio/ogg"}
+
+    def media_message(
+        self,
+        chat: Mapping[str, Any],
+        sender: Mapping[str, Any],
+        caption: str = "",
+        *,
+        mention: bool = False,
+        **media: Any,
+    ) -> dict[str, Any]:
+        """An update carrying a photo, document or voice note (`photo=tg.photo(...)`, ...),
+        with an optional caption (`mention` prefixes `@<bot username> ` with its entity)."""
+        update = self.message(chat, sender, caption, mention=mention)
+        message = update["message"]
+        text = message.pop("text")
+        if "entities" in message:
+            message["caption_entities"] = message.pop("entities")
+        if text:
+            message["caption"] = text
+        message.update(media)
+        return update
 
     @property
     def username(self) -> str:
@@ -475,6 +534,31 @@ class FakeTelegram:
 
     async def _api_getMe(self, params: Mapping[str, Any]) -> Any:
         return self.me
+
+    async def _api_getFile(self, params: Mapping[str, Any]) -> Any:
+        found = self.files.get(str(params.get("file_id")))
+        if found is None:
+            raise _ApiError("Bad Request: invalid file_id")
+        path, data = found
+        if len(data) > GET_FILE_LIMIT:
+            raise _ApiError("Bad Request: file is too big")
+        file_id = str(params["file_id"])
+        return {
+            "file_id": file_id,
+            "file_unique_id": file_id[-12:],
+            "file_size": len(data),
+            "file_path": path,
+        }
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        path = request.match_info["path"]
+        for stored_path, data in self.files.values():
+            if stored_path == path:
+                self.downloads.append(path)
+                return web.Response(body=data, content_type="application/octet-stream")
+        return _error(404, "Not Found")
 
     async def _api_deleteWebhook(self, params: Mapping[str, Any]) -> Any:
         self.webhook = None

@@ -36,6 +36,6 @@ def test_socket_mode_is_the_default() -> None:
 
 
 def test_doctor_checks_exactly_the_manifest_scopes() -> None:
-    from channels.slack.doctor import CONTEXT_SCOPES, REQUIRED_SCOPES
+    from channels.slack.doctor import CONTEXT_SCOPES, FILE_SCOPES, REQUIRED_SCOPES
 
-    assert sorted(REQUIRED_SCOPES | CONTEXT_SCOPES) == sorted(listed_under("bot"))
+    assert sorted(REQUIRED_SCOPES | CONTEXT_SCOPES | FILE_SCOPES) == sorted(listed_under("bot"))
