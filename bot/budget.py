@@ -229,18 +229,24 @@ class Budgets:
         """Count what a finished turn used (nothing when it used nothing)."""
         if record.usage.total == 0:
             return
-        model = str((record.request or {}).get("model") or self._default_model)
         entry = UsageEntry(
             turn_id=record.turn_id,
             at=record.started_at.astimezone(UTC),
             channel=record.channel,
             surface=surface_key(request),
             person=request.person,
-            model=model,
+            model=self._model_of(record),
             usage=record.usage,
-            cost_usd=cost_usd(record.usage, price_for(model, self._settings.prices)),
+            cost_usd=self.cost_of(record),
         )
         await self._ledger.add(entry)
+
+    def cost_of(self, record: TurnRecord) -> float:
+        """What a turn cost in US dollars (0 for a model the price table does not know)."""
+        return cost_usd(record.usage, price_for(self._model_of(record), self._settings.prices))
+
+    def _model_of(self, record: TurnRecord) -> str:
+        return str((record.request or {}).get("model") or self._default_model)
 
 
 def unpriced_models(models: Sequence[str], prices: Mapping[str, ModelPrice]) -> list[str]:

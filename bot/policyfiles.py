@@ -59,7 +59,9 @@ def _template(path: Path | None, name: str, slots: Slots, optional: list[str]) -
     try:
         return Template.parse(data.decode("utf-8-sig"), slots, where=key, optional=optional)
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{key}: not valid UTF-8 (byte {exc.start}). Fix: save it as UTF-8.")
+        raise ConfigError(
+            f"{key}: not valid UTF-8 (byte {exc.start}). Fix: save it as UTF-8."
+        ) from None
     except TemplateError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -105,7 +105,10 @@ class Usage:
     def total(self) -> int:
         """Every token the call processed: input (cached or not) and output."""
         return (
-            self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.output_tokens
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.output_tokens
         )
 
 

@@ -184,7 +184,9 @@ class App:
             self.channels = self._build_channels(store)
         for channel in self.channels:
             self._host.attach(channel.name, channel.deliverer)
-        self.metrics = Metrics(lambda: self.host.queue_depth, self._channels_up)
+        self.metrics = Metrics(
+            lambda: self.host.queue_depth, self._channels_up, cost=budgets.cost_of
+        )
         self._host.observers.append(self.metrics.observe)
         self.web.router.add_get("/healthz", self._healthz)
         self.web.router.add_get("/metrics", self._metrics)

@@ -2,8 +2,8 @@
 
 No I/O happens here (the agent's files are read by `bot.agentfiles`). The public surface:
 `Assembler` (the whole request, with a `SurfacePrompt` from the surface's rule), the session and
-turn-context `Template`s with their slots, `TokenCounter` (offline token estimates), `speaker_label`, the
-agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, and the errors `UnknownSkill` (a
+turn-context `Template`s with their slots, `TokenCounter` (offline token estimates),
+`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, and the errors `UnknownSkill` (a
 `/name` that names no skill) and `WindowExceeded` (a request that cannot fit the model's window).
 """
 
@@ -20,10 +20,10 @@ from bot.prompt.template import (
 from bot.prompt.tokens import TokenCounter
 
 __all__ = [
-    "SILENT_TOKEN",
-    "AgentTexts",
     "SESSION_SLOTS",
+    "SILENT_TOKEN",
     "TURN_SLOTS",
+    "AgentTexts",
     "Assembler",
     "Skill",
     "SurfacePrompt",
