@@ -4,7 +4,8 @@ No I/O happens here (the agent's files are read by `bot.agentfiles`). The public
 `Assembler` (the whole request, with a `SurfacePrompt` from the surface's rule), the session and
 turn-context `Template`s with their slots, `TokenCounter` (offline token estimates),
 `speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, and the errors
-`UnknownSkill` (a `/name` that names no skill) and `WindowExceeded` (a request that cannot fit the model's window).
+`UnknownSkill` (a `/name` that names no skill), `WindowExceeded` (a request that cannot fit the
+model's window) and `TemplateError` (a template that cannot be used).
 """
 
 from bot.prompt.assembler import Assembler, SurfacePrompt, WindowExceeded
