@@ -126,10 +126,47 @@ _V3_RECORD_SIZES = (
     END""",
 )
 
+# Version 4: the durable inbox and outbox (SPEC §11). An inbox row is an accepted event's turn
+# (request and route as JSON) until it reaches a terminal state; an outbox row is one part of an
+# answer until the platform took it (or refused it for good). The dedupe marks stay in `events`.
+_V4_INBOX_OUTBOX = (
+    """CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        source TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        accepted_at REAL NOT NULL,
+        finished_at REAL,
+        request TEXT NOT NULL
+    )""",
+    "CREATE INDEX inbox_pending ON inbox (id) WHERE state = 'pending'",
+    "CREATE INDEX inbox_finished ON inbox (finished_at) WHERE state != 'pending'",
+    """CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        part_id TEXT NOT NULL UNIQUE,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        route TEXT NOT NULL,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        platform_id TEXT,
+        error TEXT,
+        created_at REAL NOT NULL,
+        settled_at REAL
+    )""",
+    "CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending'",
+    "CREATE INDEX outbox_by_turn ON outbox (turn_id, idx)",
+    "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE state != 'pending'",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
     _V3_RECORD_SIZES,
+    _V4_INBOX_OUTBOX,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -146,5 +146,5 @@ async def test_a_version_1_file_is_migrated_forward_keeping_its_data(db_path: Pa
         await store.aclose()
 
     assert version is not None
-    assert version[0] == SCHEMA_VERSION == 3
+    assert version[0] == SCHEMA_VERSION == 4
     assert [hit.text for hit in hits] == ["User: the gate code is 4417"]

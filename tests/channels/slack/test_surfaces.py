@@ -66,7 +66,8 @@ async def test_two_channels_get_their_own_instructions_and_models(
     assert (general["model"], general["max_tokens"]) == ("claude-opus-4-1", 4096)
     assert (support["model"], support["max_tokens"]) == ("claude-haiku-4-5", 700)
     assert "answer in one short paragraph" in session_block(general)
-    assert "runbook" in session_block(support) and "runbook" not in session_block(general)
+    assert "runbook" in session_block(support)
+    assert "runbook" not in session_block(general)
     assert "List decisions, then open questions" in session_block(support)
     assert "This is a private chat." in session_block(direct)
     # The agent-wide part (everything before the session block) is the same bytes everywhere.
@@ -96,8 +97,7 @@ async def test_two_channels_get_their_own_instructions_and_models(
         for kind in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"):
             by_usage[f"{line['key']} {kind}"] += line[kind]
     assert +by_usage == +by_record
-    assert [line["key"] for line in report] == sorted(
-        [f"slack:{DM}", f"slack:{GENERAL}", f"slack:{SUPPORT}"]
-    ) + ["total"]
+    surfaces = sorted([f"slack:{DM}", f"slack:{GENERAL}", f"slack:{SUPPORT}"])
+    assert [line["key"] for line in report] == [*surfaces, "total"]
     assert report[-1]["turns"] == 4
     assert report[-1]["cost_usd"] > 0

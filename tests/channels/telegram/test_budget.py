@@ -41,7 +41,8 @@ async def test_a_spent_group_budget_gives_one_notice_and_no_model_calls(
     answer, notice, private = tg.sent
     assert len(claude.requests) == 2  # the first group turn and the DM
     assert answer.chat_id == notice.chat_id == GROUP_ID
-    assert "budget" in notice.plain and "resets at" in notice.plain
+    assert "budget" in notice.plain
+    assert "resets at" in notice.plain
     assert private.chat_id == ALICE_ID
 
     async with App(config) as app:  # a restart: the spend and the notice are remembered
