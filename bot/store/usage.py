@@ -70,6 +70,14 @@ class SqliteUsage:
         self._clock = clock
 
     async def ensure_tables(self) -> None:
+        """Create the tables when missing (a read first: opening the store stays write-free)."""
+        present = await self._db.fetch_all(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)",
+            ("usage", "budget_notices"),
+        )
+        if len(present) == 2:
+            return
+
         async def create(conn: aiosqlite.Connection) -> None:
             for statement in _SCHEMA:
                 await conn.execute(statement)
