@@ -7,6 +7,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from bot.budget import Budgets, BudgetSettings
 from bot.metrics import Metrics
 from bot.ports import Spent, TurnRecord, Usage, UsageEntry
