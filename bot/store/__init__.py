@@ -1,4 +1,5 @@
 """The durable store: one SQLite file holding history, memory, turn records, the inbox (with its
+dedupe marks), the outbox, the chat buffer and per-turn usage; the only importer of aiosqlite.
 dedupe marks), the outbox, the chat buffer and attachments; the only importer of aiosqlite.
 
 The composition root opens it once with `open_store(...)` and hands its attributes to whoever
@@ -27,6 +28,7 @@ from bot.store.inbox import SqliteInbox, SqliteOutbox
 from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
+from bot.store.usage import SqliteUsage
 
 __all__ = [
     "ConversationInfo",
@@ -54,6 +56,7 @@ class Store:
     buffer: SqliteChatBuffer
     inbox: SqliteInbox
     outbox: SqliteOutbox
+    usage: SqliteUsage
     attachments: SqliteAttachments
 
     async def aclose(self) -> None:
@@ -73,6 +76,12 @@ async def open_store(
     `clock` gives unix seconds; tests pass their own to age conversations and events.
     """
     db = await Database.open(settings.path)
+    usage = SqliteUsage(db, clock)
+    try:
+        await usage.ensure_tables()
+    except BaseException:
+        await db.aclose()
+        raise
     history = SqliteHistory(db, settings, clock)
     records = SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     return Store(
@@ -84,6 +93,7 @@ async def open_store(
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
         inbox=SqliteInbox(db, clock),
         outbox=SqliteOutbox(db, history, records, clock),
+        usage=usage,
         attachments=SqliteAttachments(db, attachments or AttachmentSettings(), clock),
     )
 
