@@ -19,6 +19,7 @@ import benchmarks
 # module -> (tiny arguments, a piece of the output that proves it ran to the end)
 TINY: dict[str, tuple[list[str], str]] = {
     "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
+    "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
     "cache": (["--turns", "2"], "mean over turns"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "host_slack": (
