@@ -114,3 +114,19 @@ async def test_a_file_url_off_the_platform_is_never_fetched(
         await send(slack, app, slack.dm(DM, ALICE, "look", files=[shot]))
     assert slack.downloads == []
     assert "refused" in slack.posts[0]["text"]
+
+
+async def test_a_file_bigger_than_declared_is_cut_off_at_the_cap_while_downloading(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    dump = slack.add_file("dump.log", files.big_file(30 * MB), "text/plain")
+    lying = {**dump, "size": 100}  # the event declares 100 bytes; the server sends 30 MB
+    claude.script("ok")
+    config = _config(make_config, slack, "[attachments]\nmax_bytes = 1048576\n")
+    async with App(config) as app:
+        await send(slack, app, slack.dm(DM, ALICE, "the log", files=[lying]))
+    assert slack.downloads == [dump["id"]]  # the download was tried, and stopped
+    assert (
+        slack.posts[0]["text"] == "I couldn't read “dump.log”: it is larger than the 1.0 MB limit."
+    )
+    assert slack.posts[1]["text"] == "ok"
