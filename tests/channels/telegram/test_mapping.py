@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.turns import ConversationKind, PrecedingMessage, Speaker, SurfaceKind
+from bot.turns import Attachment, ConversationKind, PrecedingMessage, Speaker, SurfaceKind
 from channels.telegram.mapping import (
     Access,
     BotIdentity,
@@ -165,13 +166,22 @@ def test_channel_post_mention_speaks_for_the_channel() -> None:
     ("name", "reason"),
     [
         ("edited_message", "edited message"),
-        ("service_new_member", "no text (a service or media message)"),
-        ("photo_caption", "no text (a service or media message)"),
+        ("service_new_member", "no text or file (a service message)"),
         ("from_other_bot", "sent by a bot"),
     ],
 )
 def test_what_starts_nothing(name: str, reason: str) -> None:
     assert run(name) == Ignore(reason)
+
+
+def test_a_captioned_photo_is_a_turn_with_its_caption_as_text() -> None:
+    request = turn("photo_caption").request
+    assert request.text == "what is this?"
+    assert request.attachments == (Attachment("photo.jpg", "image/jpeg", 1301),)
+    # The file id is route-side only: the host asks the channel for "attachment 1".
+    assert request.route is not None
+    assert request.route.values["files"] == ["AgACAgQAAxkBAAIBNWd"]
+    assert "AgACAgQAAxkBAAIBNWd" not in repr(replace(request, route=None))
 
 
 def test_chat_allowlist() -> None:
