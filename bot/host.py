@@ -383,7 +383,7 @@ class Host:
             say="" if silent else outcome.text,
             answer=True,
             entries=entries,
-            replace=outcome.history is not None,
+            replaces=outcome.history is not None,
         )
         if ended.outcome == result:
             self._capture(request, user_entry, outcome.text)
@@ -420,7 +420,7 @@ class Host:
             say=outcome.text,
             answer=True,
             entries=outcome.history or (),
-            replace=outcome.history is not None,
+            replaces=outcome.history is not None,
         )
 
     async def _conclude(
@@ -432,7 +432,7 @@ class Host:
         say: str = "",
         answer: bool = False,
         entries: Sequence[HistoryEntry] = (),
-        replace: bool = False,
+        replaces: bool = False,
     ) -> TurnResult:
         """End the turn: publish history, the parts of what is said, the item's terminal state
         and the turn record in one transaction, then deliver. `say` is the agent's answer when
@@ -443,16 +443,19 @@ class Host:
             say = ""
         parts = self._delivery.parts(request.turn_id, request.conversation_key, request.route, say)
         publication = Publication(
-            request.conversation_key, entries, replace, parts, job.item_id, state, record
+            request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
         try:
             await self._outbox.publish(publication)
         except Exception as exc:  # the item stays pending: it runs again after the next start
             log.exception("turn_publish_failed", error=type(exc).__name__)
             return TurnResult(request.turn_id, "failed", error=f"publish: {type(exc).__name__}")
-        self._observe(record)
         delivery = await self._delivery.send(request.route, say, parts)
-        return TurnResult(request.turn_id, record.outcome, say, delivery, record.error)
+        if delivery is not None:  # the stored record was written before; observers see this too
+            record = replace(record, details={**record.details, "delivered": delivery.delivered})
+        self._observe(record)
+        outcome = "ok" if record.outcome == "compacted" else record.outcome
+        return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
     async def _crashed(
         self, job: _Job, request: TurnRequest, started: datetime, error: str
