@@ -52,7 +52,7 @@ from bot.prompt import (
     speaker_label,
 )
 from bot.ratelimit import PersonRate
-from bot.recall import RecallCache
+from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -294,7 +294,12 @@ class Host:
             return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
 
         history = await self._history.load(request.conversation_key)
-        recall = RecallCache(self._memory, memory_scope(request))
+        recall = RecallCache(
+            self._memory,
+            memory_scope(request),
+            request_holds(request, history),
+            render=self._assembler.recalled_block,
+        )
         hits = await recall.recall(text) if self._memory is not None else []
         user_entry = self._assembler.user_entry(replace(request, text=text))
         ttl = self._assembler.cache_ttl_for(history, request.received_at)
@@ -362,7 +367,7 @@ class Host:
             await asyncio.shield(self._cancelled(request, user_entry, started))
             raise
 
-        entries = [user_entry, *outcome.entries]
+        entries = [user_entry, *without_recalled_words(outcome.entries)]
         if outcome.history is not None:
             entries = [*outcome.history, *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
@@ -518,6 +523,7 @@ class Host:
             user_text=user_entry.text,
             answer=answer,
             at=request.received_at,
+            turn_id=request.turn_id,
         )
         memory = self._memory
 

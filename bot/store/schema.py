@@ -162,11 +162,35 @@ _V4_INBOX_OUTBOX = (
     "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE state != 'pending'",
 )
 
+# Version 5: each memory names its source turn and where the speaker's words sit in its text (so
+# recall can hold back what a request already carries, and `/memory` can show people their own
+# words); participation becomes spans of time, so a DM's reach into a shared surface expires.
+# Existing participants get one span from their first to their last memory there.
+_V5_MEMORY_SOURCES = (
+    "ALTER TABLE memories ADD COLUMN turn_id TEXT",
+    "ALTER TABLE memories ADD COLUMN said_from INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE memories ADD COLUMN said_to INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX memories_by_conversation ON memories (conversation_key, captured_at)",
+    """CREATE TABLE participation (
+        id INTEGER PRIMARY KEY,
+        person TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        since REAL NOT NULL,
+        until REAL NOT NULL
+    )""",
+    "CREATE INDEX participation_by_person ON participation (person, surface, until)",
+    """INSERT INTO participation (person, surface, since, until)
+        SELECT person, surface, min(captured_at), max(captured_at) FROM memories
+        WHERE person IS NOT NULL GROUP BY person, surface""",
+    "DROP TABLE participants",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
     _V3_RECORD_SIZES,
     _V4_INBOX_OUTBOX,
+    _V5_MEMORY_SOURCES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -136,6 +136,7 @@ async def test_channel_recall_uses_only_that_channel(store: Store) -> None:
 
 
 async def test_recall_is_bounded_by_count_and_bytes(store: Store) -> None:
+    await seed_corpus(store)  # upgrade notes are a few among many: their words stay specific
     for n in range(30):
         await store.memory.capture(
             said(ALICE, "Alice", GENERAL, f"kubernetes upgrade note {n}: " + "detail " * 300)
