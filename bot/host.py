@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
@@ -47,12 +48,15 @@ from bot.ports import (
 from bot.prompt import (
     SILENT_TOKEN,
     Assembler,
+    SurfacePrompt,
     UnknownSkill,
     WindowExceeded,
     speaker_label,
 )
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
+from bot.replies import budget_reached
+from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -121,6 +125,8 @@ class Host:
         tools_for: ToolsFor,
         settings: HostSettings,
         clock: Callable[[], float] = time.monotonic,
+        policies: Policies | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self._assembler = assembler
         self._model = model
@@ -130,6 +136,8 @@ class Host:
         self._memory = memory
         self._tools_for = tools_for
         self._settings = settings
+        self._policies = policies
+        self._budgets = budgets
         self._delivery = Delivery(outbox)
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
@@ -283,6 +291,11 @@ class Host:
             return await self._crashed(job, request, started, type(exc).__name__)
 
     async def _turn_inner(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
+        policy = self._policy(request)
+        refused = await self._over_budget(job, request, policy, started)
+        if refused is not None:
+            return refused
+        surface = surface_prompt(policy)
         text = request.text
         if text.strip().lower().startswith(COMPACT_COMMAND):
             async with self._working(request.route):
@@ -309,7 +322,13 @@ class Host:
 
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
             assembled = self._assembler.assemble(
-                request, entries, hits, turn_skills=skills, cache_ttl=ttl, text=text
+                request,
+                entries,
+                hits,
+                turn_skills=skills,
+                cache_ttl=ttl,
+                text=text,
+                surface=surface,
             )
             if assembled.floor_unmet and not budget.get("floor_unmet"):
                 log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -400,8 +419,12 @@ class Host:
             record = self._record(request, started, "compacted")
             return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
 
+        surface = surface_prompt(self._policy(request))
+
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(request, entries, (), text=request.text)
+            return self._assembler.assemble(
+                request, entries, (), text=request.text, surface=surface
+            )
 
         plan = TurnPlan(
             turn_id=request.turn_id,
@@ -459,6 +482,7 @@ class Host:
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
+        await self._charge(request, record)
         outcome = "ok" if record.outcome == "compacted" else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
@@ -509,6 +533,27 @@ class Host:
             await self._conclude(job, record, InboxState.REFUSED, say=say)
 
         self._in_background(refuse())
+
+    # --- surface policy and budgets ----------------------------------------------------------
+
+    def _policy(self, request: TurnRequest) -> SurfacePolicy:
+        return self._policies.for_request(request) if self._policies is not None else NO_POLICY
+
+    async def _over_budget(
+        self, job: _Job, request: TurnRequest, policy: SurfacePolicy, started: datetime
+    ) -> TurnResult | None:
+        """Refuse the turn before any model call when a budget is reached; the first refusal
+        of a budget on a day tells the person, the rest stay quiet."""
+        if self._budgets is None:
+            return None
+        refusal = await self._budgets.check(request, policy.budget, started)
+        if refusal is None:
+            return None
+        log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
+        reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
+        record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
+        result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
+        return replace(result, error=refusal.scope)
 
     # --- side effects -----------------------------------------------------------------------
 
@@ -561,7 +606,7 @@ class Host:
             usage=usage or Usage(),
             attempts=attempts,
             error=error,
-            details=dict(details or {}),
+            details={**(details or {}), **self._where(request)},
         )
 
     def _observe(self, record: TurnRecord) -> None:
@@ -580,6 +625,22 @@ class Host:
             cache_write_tokens=record.usage.cache_write_tokens,
             output_tokens=record.usage.output_tokens,
         )
+
+    async def _charge(self, request: TurnRequest, record: TurnRecord) -> None:
+        if self._budgets is None:
+            return
+        try:
+            await self._budgets.charge(request, record)
+        except Exception:
+            log.exception("usage_charge_failed", turn_id=request.turn_id)
+
+    def _where(self, request: TurnRequest) -> dict[str, object]:
+        """Where the turn happened and which surface rule applied, for the turn record."""
+        where: dict[str, object] = {"surface": surface_key(request)}
+        policy = self._policy(request)
+        if policy.rule is not None:
+            where["surface_rule"] = policy.label
+        return where
 
     def _log_context(self, request: TurnRequest) -> None:
         log.info(
@@ -630,6 +691,14 @@ def memory_scope(request: TurnRequest) -> MemoryScope:
         person=request.person,
         private=request.surface.kind is SurfaceKind.DM,
     )
+
+
+def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
+    """What the surface's rule changes in the model request."""
+    rule = policy.rule
+    if rule is None:
+        return SurfacePrompt()
+    return SurfacePrompt(policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens)
 
 
 def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:
