@@ -1,0 +1,62 @@
+"""Long-term memory through Telegram end to end: the whole App, PTB polling the fake Bot API.
+
+A fact told in a DM comes back in that person's DM (once it is no longer in the replayed history)
+and never in a group, not even when the teller asks there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bot.cli.compose import App
+from tests.channels.telegram.conftest import MakeConfig
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+ALICE_ID = 987_654_321_001
+BOB_ID = 987_654_321_002
+GROUP_ID = -1_002_233_445_001
+
+
+def recalled(body: dict[str, Any]) -> str:
+    """The recalled-memory block of the request's last user message ("" when none)."""
+    text = json.dumps(body["messages"][-1], ensure_ascii=False)
+    start = text.find("<recalled_memory>")
+    return "" if start < 0 else text[start : text.find("</recalled_memory>")]
+
+
+async def test_a_dm_fact_comes_back_in_that_dm_and_never_in_a_group(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
+    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    async with App(make_config()) as app:
+        await tg.push(tg.message(dm, alice, "my locker combination is 31-7-44"))
+        await tg.wait_sent(1)
+        await app.host.idle()
+        # Alice speaks in the group too (so the group is a surface she took part in), and both
+        # ask about the combination there.
+        await tg.push(tg.message(group, alice, "where is my locker combination?", mention=True))
+        await tg.wait_sent(2)
+        await tg.push(tg.message(group, bob, "what is alice's locker combination?", mention=True))
+        await tg.wait_sent(3)
+        await app.host.idle()
+        # Her DM still holds the fact in its history: recall does not repeat it there...
+        await tg.push(tg.message(dm, alice, "what is my locker combination again?"))
+        await tg.wait_sent(4)
+        # ...and once the history no longer holds it, recall brings it back in her DM.
+        await app.store.history.reset(f"telegram:{ALICE_ID}")
+        await tg.push(tg.message(dm, alice, "what is my locker combination again?"))
+        await tg.wait_sent(5)
+        await app.host.idle()
+    requests = claude.requests
+    assert "31-7-44" not in json.dumps(requests[1]) + json.dumps(requests[2])
+    assert "31-7-44" not in recalled(requests[3])
+    assert "31-7-44" in json.dumps(requests[3]["messages"][0])  # in the replayed history
+    assert "31-7-44" in recalled(requests[4])
