@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import structlog
 
 from bot.config import HostSettings
+from bot.departures import memory_surface
 from bot.lanes import LaneFull, Lanes
 from bot.ports import (
     Admission,
@@ -493,7 +494,7 @@ def memory_scope(request: TurnRequest) -> MemoryScope:
             surface=request.conversation_key, person=request.person, surfaceless=True
         )
     return MemoryScope(
-        surface=f"{request.channel}:{request.surface.id}",
+        surface=memory_surface(request.channel, request.surface.id),
         person=request.person,
         private=request.surface.kind is SurfaceKind.DM,
     )

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from bot.agentfiles import load_agent
 from bot.config import Config, ConfigError
+from bot.departures import MemoryDepartures
 from bot.host import Host
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.ports import Channel, ModelRuntime, Tool
@@ -248,15 +249,25 @@ class App:
         # it is off, and refuses to start with a clear error instead of waiting for nothing.
         http = self.web if self._want_http and settings.http.enabled else None
         channels: list[Channel] = []
+        departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         if settings.slack.enabled:
             from channels.slack import SlackChannel
 
-            channels.append(SlackChannel(settings.slack, secrets, store.ledger, http))
+            channels.append(
+                SlackChannel(settings.slack, secrets, store.ledger, http, departures=departures)
+            )
         if settings.telegram.enabled:
             from channels.telegram import TelegramChannel
 
             channels.append(
-                TelegramChannel(settings.telegram, secrets, store.ledger, http, buffer=store.buffer)
+                TelegramChannel(
+                    settings.telegram,
+                    secrets,
+                    store.ledger,
+                    http,
+                    buffer=store.buffer,
+                    departures=departures,
+                )
             )
         return channels
 

@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ConfigError, Secrets, SlackSettings
-from bot.ports import EventLedger, TurnSink
+from bot.ports import Departures, EventLedger, TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
@@ -55,8 +55,11 @@ class SlackChannel:
         secrets: Secrets,
         ledger: EventLedger,
         http: web.Application | None = None,
+        *,
+        departures: Departures | None = None,
     ) -> None:
         self._settings = settings
+        self._departures = departures
         self._ledger = ledger
         self._app_token = _require_tokens(settings, secrets, http)
         self._client = AsyncWebClient(
@@ -77,6 +80,7 @@ class SlackChannel:
         )
         self._app.event("app_mention")(self._on_event)
         self._app.event("message")(self._on_event)
+        self._app.event("member_left_channel")(self._on_left)
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
         self._sink: TurnSink | None = None
@@ -176,6 +180,14 @@ class SlackChannel:
             await self._take(body, BotIdentity(context.bot_user_id, context.bot_id))
         except Exception:
             log.exception("slack_intake_failed", event_id=body.get("event_id"))
+
+    async def _on_left(self, body: dict[str, Any]) -> None:
+        """Someone left a channel: their memory participation there ends (bolt has acked)."""
+        departure = events.read_departure(body, datetime.now(UTC))
+        if isinstance(departure, Skip):
+            log.debug("slack_event_skipped", reason=departure.reason)
+        elif self._departures is not None:
+            await self._departures.left(departure)
 
     async def _take(self, body: dict[str, Any], bot: BotIdentity) -> None:
         received_at = datetime.now(UTC)

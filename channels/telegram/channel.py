@@ -26,7 +26,7 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
 from bot.config import ConfigError, Secrets, TelegramSettings
-from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
+from bot.ports import Admission, ChatBuffer, Departure, Departures, EventLedger, TurnSink
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
     PLATFORM,
@@ -34,6 +34,7 @@ from channels.telegram.mapping import (
     BotIdentity,
     Ignore,
     Keep,
+    Left,
     StartTurn,
     decide,
 )
@@ -97,6 +98,7 @@ class TelegramChannel:
         http: web.Application | None = None,
         *,
         buffer: ChatBuffer,
+        departures: Departures | None = None,
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
@@ -104,6 +106,7 @@ class TelegramChannel:
         self._settings = settings
         self._ledger = ledger
         self._buffer = buffer
+        self._departures = departures
         self._access = Access(
             frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
         )
@@ -200,6 +203,10 @@ class TelegramChannel:
         )
         if isinstance(decision, Ignore):
             log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)
+        elif isinstance(decision, Left):
+            if self._departures is not None:
+                left = Departure(PLATFORM, decision.surface_id, decision.person, decision.at)
+                await self._departures.left(left)
         elif isinstance(decision, Keep):
             await self._buffer.append(decision.key, decision.message)
             log.debug(

@@ -60,3 +60,27 @@ async def test_a_dm_fact_comes_back_in_that_dm_and_never_in_a_group(
     assert "31-7-44" not in recalled(requests[3])
     assert "31-7-44" in json.dumps(requests[3]["messages"][0])  # in the replayed history
     assert "31-7-44" in recalled(requests[4])
+
+
+async def test_leaving_the_group_ends_dm_recall_of_what_others_said_there(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
+    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    async with App(make_config()) as app:
+        await tg.push(tg.message(group, alice, "morning all", mention=True))
+        await tg.push(tg.message(group, bob, "the freezer alarm code is 5150", mention=True))
+        await tg.wait_sent(2)
+        await app.host.idle()
+        await tg.push(tg.message(dm, alice, "what is the freezer alarm code?"))
+        await tg.wait_sent(3)
+        left = tg.message(group, alice, "")
+        left["message"].pop("text")
+        left["message"]["left_chat_member"] = dict(alice)
+        await tg.push(left)
+        await tg.push(tg.message(dm, alice, "the freezer alarm code, please"))
+        await tg.wait_sent(4)
+        await app.host.idle()
+    assert "5150" in recalled(claude.requests[2])
+    assert "5150" not in recalled(claude.requests[3])

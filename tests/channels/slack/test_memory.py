@@ -1,0 +1,32 @@
+"""Long-term memory through Slack end to end: a member leaving a channel ends their DM's recall
+of what others said there (the member_left_channel event, through bolt on Socket Mode)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.cli.compose import App
+from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
+from tests.channels.slack.test_scenarios import send
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
+
+
+def recalled(body: dict[str, Any]) -> str:
+    text = json.dumps(body["messages"][-1], ensure_ascii=False)
+    start = text.find("<recalled_memory>")
+    return "" if start < 0 else text[start : text.find("</recalled_memory>")]
+
+
+async def test_leaving_a_channel_ends_dm_recall_of_what_others_said_there(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    async with App(make_config()) as app:
+        await send(slack, app, slack.mention(GENERAL, ALICE, "morning all"))
+        await send(slack, app, slack.mention(GENERAL, BOB, "the freezer alarm code is 5150"))
+        await send(slack, app, slack.dm(DM, ALICE, "what is the freezer alarm code?"))
+        await send(slack, app, slack.member_left(GENERAL, ALICE))
+        await send(slack, app, slack.dm(DM, ALICE, "the freezer alarm code, please"))
+    assert "5150" in recalled(claude.requests[2])
+    assert "5150" not in recalled(claude.requests[3])
