@@ -19,9 +19,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from bot import memory_commands
 from bot.config import HostSettings
 from bot.departures import memory_surface
 from bot.lanes import LaneFull, Lanes
+from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
     AssembledRequest,
@@ -192,6 +194,11 @@ class Host:
     async def _turn_inner(self, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
         text = request.text
+        if is_memory_command(text):  # the person's own memory: answered here, never the model
+            reply = await memory_commands.answer(
+                text, request.person, memory_scope(request), self._memory
+            )
+            return TurnResult(request.turn_id, "ok", reply, await self._reply(request, reply))
         if text.strip().lower().startswith(COMPACT_COMMAND):
             async with self._working(request.route):
                 return await self._compact(request, started)

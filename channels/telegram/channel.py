@@ -21,12 +21,13 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from telegram import Bot, Update
+from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
 from bot.config import ConfigError, Secrets, TelegramSettings
 from bot.ports import Admission, ChatBuffer, Departure, Departures, EventLedger, TurnSink
+from bot.replies import CHAT_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
     PLATFORM,
@@ -158,6 +159,7 @@ class TelegramChannel:
         if not intake:
             return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
+        await self._register_commands()
         if self._app.updater is not None:
             await self._app.updater.start_polling(
                 timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
@@ -168,6 +170,14 @@ class TelegramChannel:
                 secret_token=self._webhook_secret,
                 allowed_updates=ALLOWED_UPDATES,
             )
+
+    async def _register_commands(self) -> None:
+        """List the host's chat commands in Telegram's command menu; a refusal is only logged."""
+        commands = [BotCommand(name, description) for name, description in CHAT_COMMANDS]
+        try:
+            await self._app.bot.set_my_commands(commands)
+        except TelegramError as exc:
+            log.warning("telegram_commands_not_registered", error=exc.message)
 
     async def stop(self) -> None:
         """Stop polling (confirming what was handled), then the Application."""

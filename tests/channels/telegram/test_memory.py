@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.cli.compose import App
+from bot.ports import MemoryScope
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -84,3 +85,45 @@ async def test_leaving_the_group_ends_dm_recall_of_what_others_said_there(
         await app.host.idle()
     assert "5150" in recalled(claude.requests[2])
     assert "5150" not in recalled(claude.requests[3])
+
+
+async def test_memory_and_forget_in_a_dm_and_a_group_never_reach_the_model(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
+    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    async with App(make_config()) as app:
+        await tg.push(tg.message(group, alice, "the standup moved to 9:15", mention=True))
+        await tg.push(tg.message(group, bob, "my desk is B12", mention=True))
+        await tg.push(tg.message(dm, alice, "I prefer tea"))
+        await tg.wait_sent(3)
+        await app.host.idle()
+        calls = len(claude.requests)
+        await tg.push(tg.message(group, alice, "", command="memory"))
+        await tg.push(tg.message(dm, alice, "/memory"))
+        await tg.push(tg.message(group, alice, "all", command="forget"))
+        await tg.push(tg.message(dm, alice, "/forget 1"))
+        await tg.push(tg.message(dm, alice, "/memory"))
+        replies = [sent.plain for sent in await tg.wait_sent(8)]
+        bobs = await app.store.memory.own(f"telegram:{BOB_ID}", _group_scope(), 10)
+    assert tg.commands == [
+        {"command": "memory", "description": "What I remember you said here"},
+        {"command": "forget", "description": "Forget what you said: /forget N, or /forget all"},
+    ]
+    assert len(claude.requests) == calls, "the commands never reach the model"
+    in_group, in_dm, forgot_group, forgot_one, after = replies[3:]
+    assert "standup" in in_group
+    assert "tea" not in in_group
+    assert "B12" not in in_group
+    assert "1. (" in in_dm
+    assert "tea" in in_dm
+    assert "standup" in in_dm
+    assert forgot_group.startswith("Done: I forgot all 1")
+    assert "tea" in forgot_one
+    assert after.startswith("I don't remember anything")
+    assert [entry.said for entry in bobs[0]] == ["my desk is B12"], "Bob's entry is untouched"
+
+
+def _group_scope() -> MemoryScope:
+    return MemoryScope(f"telegram:{GROUP_ID}", person=f"telegram:{BOB_ID}")
