@@ -3,21 +3,13 @@ of what others said there (the member_left_channel event, through bolt on Socket
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from bot.cli.compose import App
 from bot.ports import MemoryScope
+from tests.channels.recalled import recalled
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
 from tests.channels.slack.test_scenarios import send
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
-
-
-def recalled(body: dict[str, Any]) -> str:
-    text = json.dumps(body["messages"][-1], ensure_ascii=False)
-    start = text.find("<recalled_memory>")
-    return "" if start < 0 else text[start : text.find("</recalled_memory>")]
 
 
 async def test_leaving_a_channel_ends_dm_recall_of_what_others_said_there(

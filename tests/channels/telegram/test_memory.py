@@ -13,6 +13,7 @@ import pytest
 
 from bot.cli.compose import App
 from bot.ports import MemoryScope
+from tests.channels.recalled import recalled
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -24,19 +25,20 @@ BOB_ID = 987_654_321_002
 GROUP_ID = -1_002_233_445_001
 
 
-def recalled(body: dict[str, Any]) -> str:
-    """The recalled-memory block of the request's last user message ("" when none)."""
-    text = json.dumps(body["messages"][-1], ensure_ascii=False)
-    start = text.find("<recalled_memory>")
-    return "" if start < 0 else text[start : text.find("</recalled_memory>")]
+Chat = dict[str, Any]
+
+
+def people(tg: FakeTelegram) -> tuple[Chat, Chat, Chat, Chat]:
+    """Alice and Bob, Alice's DM with the bot, and a group they are both in."""
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
+    return alice, bob, tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
 
 
 async def test_a_dm_fact_comes_back_in_that_dm_and_never_in_a_group(
     tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
-    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
-    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    alice, bob, dm, group = people(tg)
     async with App(make_config()) as app:
         await tg.push(tg.message(dm, alice, "my locker combination is 31-7-44"))
         await tg.wait_sent(1)
@@ -66,9 +68,7 @@ async def test_a_dm_fact_comes_back_in_that_dm_and_never_in_a_group(
 async def test_leaving_the_group_ends_dm_recall_of_what_others_said_there(
     tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
-    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
-    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    alice, bob, dm, group = people(tg)
     async with App(make_config()) as app:
         await tg.push(tg.message(group, alice, "morning all", mention=True))
         await tg.push(tg.message(group, bob, "the freezer alarm code is 5150", mention=True))
@@ -90,9 +90,7 @@ async def test_leaving_the_group_ends_dm_recall_of_what_others_said_there(
 async def test_memory_and_forget_in_a_dm_and_a_group_never_reach_the_model(
     tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
-    bob = tg.user("Bob", "Stone", "bob", user_id=BOB_ID)
-    dm, group = tg.private_chat(alice), tg.supergroup(GROUP_ID, "Platform team")
+    alice, bob, dm, group = people(tg)
     async with App(make_config()) as app:
         await tg.push(tg.message(group, alice, "the standup moved to 9:15", mention=True))
         await tg.push(tg.message(group, bob, "my desk is B12", mention=True))
