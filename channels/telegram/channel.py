@@ -159,7 +159,6 @@ class TelegramChannel:
         if not intake:
             return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
-        await self._register_commands()
         if self._app.updater is not None:
             await self._app.updater.start_polling(
                 timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
@@ -170,6 +169,7 @@ class TelegramChannel:
                 secret_token=self._webhook_secret,
                 allowed_updates=ALLOWED_UPDATES,
             )
+        await self._register_commands()
 
     async def _register_commands(self) -> None:
         """List the host's chat commands in Telegram's command menu; a refusal is only logged."""
