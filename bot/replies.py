@@ -1,10 +1,15 @@
-"""Every sentence the host itself says to people in a chat (not to the model), in one place.
+"""Every sentence the host itself says to a person in chat (refusals, notices, its own commands'
+answers), in one place.
 
-Sentences take their numbers through `str.format` fields. The chat commands the platforms list
-(Telegram's command menu) are here too, with the one-line description people see.
+Short, plain and polite; each says what happened and what the person can do. None of them ever
+names a platform id, a route or a secret. Sentences take their numbers through `str.format`
+fields. The chat commands the platforms list (Telegram's command menu) are here too, with the
+one-line description people see.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 # Chat commands the host answers itself, never the model: (command, description).
 CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -25,3 +30,23 @@ FORGET_NO_SUCH = "There is no entry {number}: /memory lists {total}."
 FORGOT_ONE = "Done: I forgot entry {number} ({said})."
 FORGOT_ALL = "Done: I forgot all {count} of your entries here."
 FORGOT_NOTHING = "There was nothing of yours to forget here."
+
+# --- budgets ------------------------------------------------------------------------------------
+
+# Which budget ran out, as the person should hear it.
+_BUDGET_SCOPES = {
+    "overall": "my usage budget for today",
+    "surface": "today's usage budget for this chat",
+    "person": "your usage budget for today",
+}
+
+
+def budget_reached(scope: str, resets_at: datetime) -> str:
+    """The one notice a person gets when a daily budget is reached (no model call is made)."""
+    what = _BUDGET_SCOPES.get(scope, "a usage budget")
+    when = resets_at.strftime("%Y-%m-%d %H:%M")
+    zone = resets_at.tzname() or "UTC"
+    return (
+        f"I've reached {what}, so I'll stay quiet here until it resets at {when} {zone}. "
+        "Messages sent before then won't get an answer."
+    )
