@@ -23,10 +23,9 @@ from bot.store.errors import (
 )
 from bot.store.history import ConversationInfo, SqliteHistory
 from bot.store.inbox import SqliteInbox, SqliteOutbox
-from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
-from bot.store.usage import SqliteUsage, UsageRow
+from bot.store.usage import SqliteUsage
 
 __all__ = [
     "ConversationInfo",
@@ -37,7 +36,6 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoredMemory",
-    "UsageRow",
     "existing_database",
     "open_store",
 ]
@@ -51,7 +49,6 @@ class Store:
     history: SqliteHistory
     memory: SqliteMemory
     records: SqliteTurnRecords
-    ledger: SqliteLedger
     buffer: SqliteChatBuffer
     inbox: SqliteInbox
     outbox: SqliteOutbox
@@ -86,7 +83,6 @@ async def open_store(
         history=history,
         memory=SqliteMemory(db, memory, clock),
         records=records,
-        ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
         inbox=SqliteInbox(db, clock),
         outbox=SqliteOutbox(db, history, records, clock),
