@@ -20,7 +20,7 @@ import benchmarks
 TINY: dict[str, tuple[list[str], str]] = {
     "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
     "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
-    "cache": (["--turns", "2"], "mean over turns"),
+    "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "host_slack": (
         ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],
