@@ -9,13 +9,15 @@ from structlog.testing import capture_logs
 
 from bot.ports import MemoryCapture, MemoryScope, ToolError
 from bot.recall import MEMORY_RECALL_SPEC, RecallCache
-from bot.store import Store
+from bot.stores import OpenStore
+
+pytestmark = pytest.mark.both_engines
 
 SCOPE = MemoryScope("slack:C1", person="slack:T1:U1")
 FACT = "the release train leaves every second Thursday"
 
 
-async def remember(store: Store, text: str = FACT) -> None:
+async def remember(store: OpenStore, text: str = FACT) -> None:
     await store.memory.capture(
         MemoryCapture(
             conversation_key="slack:T1:C1:1.0",
@@ -29,7 +31,7 @@ async def remember(store: Store, text: str = FACT) -> None:
     )
 
 
-async def test_tool_shares_the_turns_cache_with_automatic_recall(store: Store) -> None:
+async def test_tool_shares_the_turns_cache_with_automatic_recall(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE)
     automatic = await cache.recall("when does the release train leave")
@@ -42,7 +44,7 @@ async def test_tool_shares_the_turns_cache_with_automatic_recall(store: Store) -
     assert "[2025-03-01]" in answer
 
 
-async def test_memory_recalled_logs_source_and_size_never_content(store: Store) -> None:
+async def test_memory_recalled_logs_source_and_size_never_content(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE)
 
@@ -57,19 +59,19 @@ async def test_memory_recalled_logs_source_and_size_never_content(store: Store) 
     assert not any("Thursday" in str(value) for e in events for value in e.values())
 
 
-async def test_no_hits_and_no_memory(store: Store) -> None:
+async def test_no_hits_and_no_memory(store: OpenStore) -> None:
     assert await RecallCache(store.memory, SCOPE).tool()({"query": "zebra"}) == (
         "No remembered exchange matches that query."
     )
     assert await RecallCache(None, SCOPE).recall("anything") == []
 
 
-async def test_tool_rejects_a_missing_query(store: Store) -> None:
+async def test_tool_rejects_a_missing_query(store: OpenStore) -> None:
     with pytest.raises(ToolError, match="query"):
         await RecallCache(store.memory, SCOPE).tool()({"q": "x"})
 
 
-async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: Store) -> None:
+async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE)
     await store.aclose()
