@@ -4,7 +4,7 @@ The turn: a Slack channel mention with 64 history messages (token counts already
 store keeps them), 30 preceding messages, 5 recalled memory hits and 10 skills (2 selected, 8
 indexed). Prints p50 and p99 over many iterations. Run it with
 
-    .venv/bin/python -m benchmarks.assembly [--iterations N]
+    .venv/bin/python -m benchmarks.assembly [--iterations N] [--warmup N]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -94,10 +95,11 @@ def memory() -> list[MemoryHit]:
     ]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=3000)
-    args = parser.parse_args()
+    parser.add_argument("--warmup", type=int, default=200)
+    args = parser.parse_args(argv)
     counter = TokenCounter()
     texts = agent()
     tool = ToolSpec("memory_recall", "Search long-term memory.", {"type": "object"})
@@ -112,7 +114,7 @@ def main() -> None:
     )
     turn, past, hits = request(), history(counter), memory()
     result = assembler.assemble(turn, past, hits)
-    for _ in range(200):  # warm-up
+    for _ in range(args.warmup):
         assembler.assemble(turn, past, hits)
     samples = []
     for _ in range(args.iterations):

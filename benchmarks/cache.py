@@ -72,7 +72,8 @@ from bot.turns import (
 )
 from tests.fakes.anthropic import FakeAnthropic, ManualClock, breakpoint_tokens
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "group-40.json"
+# A byte-identical copy of ../shared/bench/group-40.json, so the suite can smoke-run it anywhere.
+DATA = Path(__file__).resolve().parent / "data" / "group-40.json"
 MODEL = "claude-sonnet-4-5"
 TEAM, CHANNEL = "T0BENCH", "C0BENCH"
 SLACK_PART_LIMIT = 3800
@@ -238,7 +239,7 @@ async def pipeline(
     runtime = AnthropicRuntime(settings.model, "sk-bench-not-a-secret", counter)
     store = await open_store(settings.store, settings.memory)
     memory = ScriptedMemory()
-    load_skill = LoadSkillTool(agent)
+    load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
 
     def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
         tools: list[Tool] = [recall.tool()]
@@ -330,7 +331,7 @@ def report(skills: str, figures: list[Figure], fresh: Figure, ceiling: float) ->
         print(
             f"{f.turn:>4} {f.input:>7} {f.read:>7} {f.write:>7} {f.share:>6.3f} {f.weighted:>9.1f}"
         )
-    window = [f for f in figures if MEAN_FROM <= f.turn <= MEAN_TO]
+    window = [f for f in figures if MEAN_FROM <= f.turn <= MEAN_TO] or figures
     share = statistics.mean(f.share for f in window)
     weighted = statistics.mean(f.weighted for f in window)
     print(
@@ -353,10 +354,15 @@ def report(skills: str, figures: list[Figure], fresh: Figure, ceiling: float) ->
     }
 
 
-async def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(_main(argv))
+
+
+async def _main(argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--skills", choices=["all", "none", "both"], default="none")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--turns", type=int, default=0, help="only the first N turns (0: all)")
     parser.add_argument(
         "--history-messages",
         type=int,
@@ -372,6 +378,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     data = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.turns:
+        data = {**data, "turns": data["turns"][: args.turns]}
     summaries = []
     for skills in ["all", "none"] if args.skills == "both" else [args.skills]:
         figures, fresh, ceiling = await scenario(
@@ -382,4 +390,4 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

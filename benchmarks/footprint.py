@@ -1,6 +1,6 @@
 """Footprint benchmark (SPEC §12): `bot --help` start time and the idle memory of `bot run`.
 
-    python -m benchmarks.footprint
+    python -m benchmarks.footprint [--runs N] [--idle SECONDS]
 
 Start time: the `bot` console script with `--help`, run many times; heavy SDKs must not load.
 Idle memory: `bot run` with Slack (Socket Mode), Telegram (polling) and a cron job enabled, against
@@ -10,6 +10,7 @@ the fake Slack, fake Telegram and fake Anthropic servers on loopback; resident s
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
@@ -35,11 +37,11 @@ def _bot_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "bot.cli"]
 
 
-def start_time() -> list[float]:
+def start_time(runs: int = RUNS) -> list[float]:
     command = [*_bot_command(), "--help"]
     subprocess.run(command, capture_output=True, check=True)  # warm the page cache once
     timings = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         started = time.perf_counter()
         subprocess.run(command, capture_output=True, check=True)
         timings.append(time.perf_counter() - started)
@@ -92,7 +94,7 @@ def _rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def idle_memory() -> int:
+async def idle_memory(idle_seconds: float = IDLE_SECONDS) -> int:
     async with FakeAnthropic() as model, FakeSlack() as slack, FakeTelegram() as tg:
         folder = Path(tempfile.mkdtemp(prefix="bot-footprint-"))
         port = _free_port()
@@ -116,7 +118,7 @@ async def idle_memory() -> int:
         )
         try:
             await _wait_healthy(port)
-            await asyncio.sleep(IDLE_SECONDS)
+            await asyncio.sleep(idle_seconds)
             return _rss_kib(process.pid)
         finally:
             process.terminate()
@@ -138,14 +140,18 @@ async def _wait_healthy(port: int) -> None:
     raise RuntimeError("bot run did not become healthy within 30 s")
 
 
-def main() -> None:
-    timings = start_time()
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=RUNS, help="`bot --help` runs timed")
+    parser.add_argument("--idle", type=float, default=IDLE_SECONDS, help="seconds idle before RSS")
+    args = parser.parse_args(argv)
+    timings = start_time(args.runs)
     print(
-        f"bot --help start time over {RUNS} runs: p50 {statistics.median(timings) * 1000:.0f} ms, "
-        f"max {max(timings) * 1000:.0f} ms"
+        f"bot --help start time over {args.runs} runs: "
+        f"p50 {statistics.median(timings) * 1000:.0f} ms, max {max(timings) * 1000:.0f} ms"
     )
-    rss = asyncio.run(idle_memory())
-    label = f"bot run idle RSS (Slack + Telegram + cron, after {IDLE_SECONDS:.0f} s)"
+    rss = asyncio.run(idle_memory(args.idle))
+    label = f"bot run idle RSS (Slack + Telegram + cron, after {args.idle:g} s)"
     print(f"{label}: {rss / 1024:.1f} MiB")
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.host_slack [--turns N] [--rounds N] [--surface thread|dm]
                                               [--model instant|server]
+                                              [--conversations N] [--warmup N]
 
 The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
 the Slack channel on real slack-bolt in Socket Mode against the fake Slack on 127.0.0.1). The
@@ -29,6 +30,7 @@ import contextlib
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,22 +152,29 @@ async def scenario(
         return rounds_run.figures(name, count * rounds, ordered)
 
 
-async def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(_main(argv))
+
+
+async def _main(argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=200, help="turns in the one-thread scenario")
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-thread scenario")
     parser.add_argument("--surface", choices=["thread", "dm"], default="thread")
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
-    args = parser.parse_args()
+    parser.add_argument("--conversations", type=int, default=100, help="in the many scenario")
+    parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     dm, server = args.surface == "dm", args.model == "server"
     print(f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}")
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
-        single = await scenario("1 conv", 1, args.turns, 20, dm, server, Path(one))
+        single = await scenario("1 conv", 1, args.turns, args.warmup, dm, server, Path(one))
         print(single.show())
-        many = await scenario("100 convs", 100, args.rounds, 1, dm, server, Path(hundred))
+        count = args.conversations
+        many = await scenario(f"{count} convs", count, args.rounds, 1, dm, server, Path(hundred))
         print(many.show())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -1,6 +1,7 @@
 """Host overhead through Telegram (SPEC §12): update in to last part delivered.
 
     .venv/bin/python -m benchmarks.host_telegram [--turns N] [--rounds N] [--model instant|server]
+                                                 [--chats N] [--warmup N]
 
 The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
 the Telegram channel on python-telegram-bot polling a fake Bot API on 127.0.0.1). The model
@@ -25,6 +26,7 @@ import contextlib
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,22 +95,28 @@ async def scenario(
         return rounds_run.figures(name, chats * rounds, in_order(tg))
 
 
-async def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(_main(argv))
+
+
+async def _main(argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300, help="turns in the one-chat scenario")
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-chat scenario")
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
-    args = parser.parse_args()
+    parser.add_argument("--chats", type=int, default=100, help="chats in the many scenario")
+    parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     print(f"Telegram host overhead, model: {args.model}")
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
-        single = await scenario("1 chat", 1, args.turns, 20, args.model == "server", Path(one))
+        server = args.model == "server"
+        single = await scenario("1 chat", 1, args.turns, args.warmup, server, Path(one))
         print(single.show())
-        many = await scenario(
-            "100 chats", 100, args.rounds, 1, args.model == "server", Path(hundred)
-        )
+        count = args.chats
+        many = await scenario(f"{count} chats", count, args.rounds, 1, server, Path(hundred))
         print(many.show())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -20,7 +20,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
@@ -173,7 +173,7 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.iterdir())
 
 
-async def main(conversations: int, memories: int, samples: int, seed: int) -> None:
+async def run(conversations: int, memories: int, samples: int, seed: int) -> None:
     words = Words(random.Random(seed))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "bench.sqlite3"
@@ -193,11 +193,15 @@ async def main(conversations: int, memories: int, samples: int, seed: int) -> No
         print(f"  database size: {folder_bytes(Path(folder)) / 1024 / 1024:.1f} MiB (with WAL)")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--conversations", type=int, default=10_000)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=20250301)
-    options = parser.parse_args()
-    asyncio.run(main(options.conversations, options.memories, options.samples, options.seed))
+    options = parser.parse_args(argv)
+    asyncio.run(run(options.conversations, options.memories, options.samples, options.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -319,6 +319,7 @@ class FakeAnthropic:
         self._failures: deque[_Failure] = deque()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        self._closing = asyncio.Event()  # a stalled answer gives up when the server closes
         self.base_url = ""
 
     async def __aenter__(self) -> FakeAnthropic:
@@ -334,6 +335,7 @@ class FakeAnthropic:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -387,7 +389,8 @@ class FakeAnthropic:
             if failure.midstream is not None:
                 return await self._broken_stream(request, body, failure.midstream)
             if failure.stall:
-                await asyncio.sleep(failure.stall)
+                if not await self._stall(failure.stall):
+                    return web.Response(status=503)  # the server is closing
             else:
                 return _error(failure.status, failure.body, failure.retry_after)
         total = count_request(body)
@@ -402,6 +405,14 @@ class FakeAnthropic:
         if body.get("stream"):
             return await self._stream(request, message)
         return web.json_response(message, headers={"request-id": message["id"]})
+
+    async def _stall(self, seconds: float) -> bool:
+        """Wait `seconds`, or less when the server closes (False): cleanup never waits it out."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except TimeoutError:
+            return True
+        return False
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         denied = self._check_auth(request)

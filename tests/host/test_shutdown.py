@@ -62,6 +62,15 @@ async def _wait_until(predicate: Callable[[], bool]) -> None:
             await asyncio.sleep(0.02)
 
 
+async def _wait_for_log(bot: asyncio.subprocess.Process, event: str) -> None:
+    assert bot.stderr is not None
+    async with asyncio.timeout(20):
+        while line := await bot.stderr.readline():
+            if f'"event": "{event}"' in line.decode():
+                return
+    raise AssertionError(f"the bot exited before logging {event}")
+
+
 async def test_sigterm_during_a_turn_lets_it_finish_and_exits_zero(agent_dir: Path) -> None:
     async with FakeAnthropic() as fake, FakeTelegram() as tg:
         fake.stall(1.5, times=1)
@@ -100,7 +109,7 @@ async def test_a_second_signal_exits_at_once(agent_dir: Path) -> None:
             await tg.push(tg.message(tg.private_chat(alice), alice, "a very long job"))
             await _wait_until(lambda: len(fake.requests) >= 1)
             bot.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
+            await _wait_for_log(bot, "shutdown_requested")  # the first signal was taken
             bot.send_signal(signal.SIGINT)
             async with asyncio.timeout(10):  # far less than the stalled model call
                 await bot.communicate()

@@ -1,0 +1,56 @@
+"""Every benchmark in `benchmarks/` runs end to end at a tiny size, so none can break silently.
+
+The figures are not checked (they are for people, compared in one run against a baseline); what
+is checked is that each benchmark completes and prints its figures. Full runs stay out of the
+suite: run them by hand with the command in each module's docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+import structlog
+
+import benchmarks
+
+# module -> (tiny arguments, a piece of the output that proves it ran to the end)
+TINY: dict[str, tuple[list[str], str]] = {
+    "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
+    "cache": (["--turns", "2"], "mean over turns"),
+    "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
+    "host_slack": (
+        ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],
+        "2 convs",
+    ),
+    "host_telegram": (
+        ["--turns", "2", "--rounds", "1", "--chats", "2", "--warmup", "1"],
+        "2 chats",
+    ),
+    "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
+}
+HELPERS = {"overhead"}  # shared code, not a benchmark of its own
+
+
+@pytest.fixture(autouse=True)
+def default_logging() -> Iterator[None]:
+    """A benchmark quiets structlog for the whole process; leave it as the next test expects."""
+    yield
+    structlog.reset_defaults()
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    found = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)} - HELPERS
+    assert found == set(TINY), "give each benchmark a tiny run in TINY (or list a helper)"
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_benchmark_runs_at_a_tiny_size(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    arguments, proof = TINY[name]
+    module = importlib.import_module(f"benchmarks.{name}")
+    main: Callable[[Sequence[str]], None] = module.main
+    main(arguments)
+    printed = capsys.readouterr().out
+    assert proof in printed, printed
