@@ -29,7 +29,7 @@ from bot.store import Store, open_store
 from bot.store.codec import encode_entry
 from bot.store.fts import STOPWORDS
 from bot.store.fts import words as index_words
-from bot.store.memory import memory_text
+from bot.store.memory import attributed
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 SURFACES = 400
@@ -84,11 +84,13 @@ def build_corpus(path: Path, conversations: int, memories: int, words: Words) ->
         )
     rows = []
     term_docs: Counter[str] = Counter()
-    participants = set()
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
     for n in range(memories):
         surface = f"slack:C{rng.randrange(SURFACES)}"
         person = f"slack:T1:U{rng.randrange(PEOPLE)}"
-        participants.add((person, surface))
+        at = now - n
+        since, until = spans.get((person, surface), (at, at))
+        spans[person, surface] = (min(since, at), max(until, at))
         item = MemoryCapture(
             f"{surface}:{n}.0",
             surface,
@@ -96,17 +98,22 @@ def build_corpus(path: Path, conversations: int, memories: int, words: Words) ->
             f"Person {person[-4:]} (@p{person[-4:]})",
             words.sentence(6, 40),
             words.sentence(10, 60),
-            None,  # type: ignore[arg-type]  # memory_text does not read the time
+            None,  # type: ignore[arg-type]  # attributed() does not read the time
         )
-        text = memory_text(item)
+        text, said_from, said_to = attributed(item)
         term_docs.update(index_words(text))
-        rows.append((item.conversation_key, surface, person, text, now - n))
+        rows.append(
+            (item.conversation_key, surface, person, text, at, f"turn-{n}", said_from, said_to)
+        )
     conn.executemany(
-        "INSERT INTO memories (conversation_key, surface, person, text, captured_at) "
-        "VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO memories (conversation_key, surface, person, text, captured_at, turn_id,"
+        " said_from, said_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    conn.executemany("INSERT OR IGNORE INTO participants VALUES (?, ?)", sorted(participants))
+    conn.executemany(
+        "INSERT INTO participation (person, surface, since, until) VALUES (?, ?, ?, ?)",
+        [(person, surface, since, until) for (person, surface), (since, until) in spans.items()],
+    )
     conn.executemany("INSERT INTO term_docs VALUES (?, ?)", term_docs.items())
     conn.execute("COMMIT")
     conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")

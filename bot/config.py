@@ -126,6 +126,9 @@ class MemorySettings(_Section):
     # Console and request-driven turns recall only their own conversation's memories unless
     # this widens them to everything (a single-operator deployment may want that).
     wide_console_recall: bool = False
+    # In a DM, what others said in a shared surface is recallable only this many hours either
+    # side of the person's own messages there (and not after the platform says they left).
+    participation_window_hours: Annotated[float, Field(gt=0, le=8760)] = 168
 
 
 class SlackSettings(_Section):

@@ -47,7 +47,7 @@ from bot.prompt import (
     speaker_label,
 )
 from bot.ratelimit import PersonRate
-from bot.recall import RecallCache
+from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -202,7 +202,12 @@ class Host:
             return TurnResult(request.turn_id, "refused", str(exc), delivery)
 
         history = await self._history.load(request.conversation_key)
-        recall = RecallCache(self._memory, memory_scope(request))
+        recall = RecallCache(
+            self._memory,
+            memory_scope(request),
+            request_holds(request, history),
+            render=self._assembler.recalled_block,
+        )
         hits = await recall.recall(text) if self._memory is not None else []
         user_entry = self._assembler.user_entry(replace(request, text=text))
         ttl = self._assembler.cache_ttl_for(history, request.received_at)
@@ -270,7 +275,7 @@ class Host:
             await asyncio.shield(self._cancelled(request, user_entry, started))
             raise
 
-        entries = [user_entry, *outcome.entries]
+        entries = [user_entry, *without_recalled_words(outcome.entries)]
         if outcome.history is not None:
             await self._history.publish(
                 request.conversation_key, [*outcome.history, *entries], replace=True
@@ -350,6 +355,7 @@ class Host:
             user_text=user_entry.text,
             answer=answer,
             at=request.received_at,
+            turn_id=request.turn_id,
         )
         memory = self._memory
 

@@ -133,6 +133,11 @@ class Assembler:
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
 
+    def recalled_block(self, hits: Sequence[MemoryHit]) -> str:
+        """Recalled memory as the model reads it, fenced and neutralized (automatic recall and
+        the memory_recall tool's result alike)."""
+        return memory_block(hits, self._zone)
+
     def user_entry(self, request: TurnRequest) -> HistoryEntry:
         """This turn's user message as it is stored: the person's words, never the fences."""
         label = speaker_label(request.speaker) if request.speaker is not None else None

@@ -1,5 +1,5 @@
-"""The durable store: one SQLite file holding history, memory, turn records, the event ledger and
-the chat buffer; the only importer of aiosqlite.
+"""The durable store: one SQLite file holding history, memory, turn records, the inbox (with its
+dedupe marks), the outbox and the chat buffer; the only importer of aiosqlite.
 
 The composition root opens it once with `open_store(...)` and hands its attributes to whoever
 needs each port; `aclose()` lets started writes finish and closes the file.
@@ -23,6 +23,7 @@ from bot.store.errors import (
     StoreOpenError,
 )
 from bot.store.history import ConversationInfo, SqliteHistory
+from bot.store.inbox import SqliteInbox, SqliteOutbox
 from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
@@ -43,7 +44,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Store:
-    """The open store; each attribute implements one port of `bot.ports`."""
+    """The open store; each attribute implements one port of `bot.ports` or `bot.inbox`."""
 
     db: Database
     history: SqliteHistory
@@ -51,6 +52,8 @@ class Store:
     records: SqliteTurnRecords
     ledger: SqliteLedger
     buffer: SqliteChatBuffer
+    inbox: SqliteInbox
+    outbox: SqliteOutbox
 
     @property
     def where(self) -> str:
@@ -80,13 +83,17 @@ async def open_store(
     `clock` gives unix seconds; tests pass their own to age conversations and events.
     """
     db = await Database.open(settings.path)
+    history = SqliteHistory(db, settings, clock)
+    records = SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     return Store(
         db=db,
-        history=SqliteHistory(db, settings, clock),
+        history=history,
         memory=SqliteMemory(db, memory, clock),
-        records=SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes),
+        records=records,
         ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
+        inbox=SqliteInbox(db, clock),
+        outbox=SqliteOutbox(db, history, records, clock),
     )
 
 

@@ -64,15 +64,21 @@ class SqliteHistory:
     async def publish(
         self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
     ) -> None:
-        limit = self._settings.message_max_bytes
-        fresh = [
-            _Stored(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)
-        ]
+        fresh = self.stage(entries)
 
         async def publish(conn: aiosqlite.Connection) -> None:
-            await self._publish(conn, key, fresh, replace)
+            await self.write_staged(conn, key, fresh, replace)
 
         await self._db.write(publish)
+        await self.prune_after(key)
+
+    def stage(self, entries: Sequence[HistoryEntry]) -> list[_Stored]:
+        """Bound and encode entries outside the write lock (see `write_staged`)."""
+        limit = self._settings.message_max_bytes
+        return [_Stored(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)]
+
+    async def prune_after(self, key: str) -> None:
+        """The aggregate bounds, in a transaction of their own after a publish committed."""
         try:
             await self._db.write(lambda conn: self._prune(conn, key))
         except Exception as exc:  # the publish stands; pruning runs again after the next one
@@ -102,9 +108,10 @@ class SqliteHistory:
 
     # --- inside the write transaction -----------------------------------------------------------
 
-    async def _publish(
+    async def write_staged(
         self, conn: aiosqlite.Connection, key: str, fresh: list[_Stored], replace: bool
     ) -> None:
+        """Append (or replace with) staged entries inside the caller's write transaction."""
         existing = [] if replace else await _read_window(conn, key)
         window = _trim(existing + fresh, self._settings.history_messages)
         kept_seqs = [item.seq for item in window if item.seq is not None]

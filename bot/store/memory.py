@@ -4,19 +4,22 @@ Each successful exchange becomes one row whose text names its speaker (`User (Al
 (@alice)): ...` then `Assistant: ...`), with the surface it was heard in and the person who spoke.
 Recall searches across conversations but only returns what the asking scope may hear:
 
-- in a DM (`scope.private`): what that person said anywhere, plus everything captured in surfaces
-  that person took part in (spoke in), which includes the DM itself;
+- in a DM (`scope.private`): what that person said anywhere, the DM itself, and what others said
+  in surfaces that person took part in, within `memory.participation_window_hours` of one of
+  their own messages there (participation is kept as spans of time in `participation`, merged
+  while the windows touch, and ended by `left` when the platform says they left);
 - in a channel or group: only what was captured in that same surface;
 - console and request-driven turns (`scope.surfaceless`): their own conversation, or everything
   when `memory.wide_console_recall` is set.
 
-Hits are gated by score (an absolute floor and a share of the best hit's score) and bounded by
-count and bytes.
+Recall never repeats the request: memories captured in this conversation's replayed history
+window are excluded in the query (by source conversation and time), then `bot.store.rules` holds
+back what the preceding-messages fence carries, gates for relevance and bounds the hits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +28,8 @@ import aiosqlite
 import structlog
 
 from bot.config import MemorySettings
-from bot.ports import MemoryCapture, MemoryHit, MemoryScope
+from bot.ports import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
+from bot.store import rules
 from bot.store.codec import shorten
 from bot.store.db import Database
 from bot.store.fts import choose_terms, match_expression, query_terms, words
@@ -37,14 +41,9 @@ log = structlog.get_logger(__name__)
 USER_TEXT_MAX_BYTES = 3 * 1024
 ANSWER_MAX_BYTES = 2 * 1024
 
-# Score gate (scores are FTS5 bm25 negated: larger is better). The floor drops matches on words
-# present in most memories (FTS5 clamps the weight of a word in over half the rows to almost
-# nothing); the relative gate drops weak tails that matched one incidental word of a many-word
-# query. In a young memory every word is in "half the rows", so the floor waits for a corpus.
-MIN_SCORE = 0.05
-FLOOR_FROM_MEMORIES = 32
-MIN_SHARE_OF_BEST = 0.25
-MIN_HIT_BYTES = 256  # a last hit shortened below this says nothing; leave it out instead
+# Candidates read per recall, as a multiple of memory.recall_hits: the gate and the fence
+# hold-back run after the query, and the bound applies to what is left.
+CANDIDATES_PER_HIT = 4
 # How often (in captures) the row bound is checked: counting on every capture would cost more
 # than the overshoot it prevents.
 RETENTION_EVERY = 100
@@ -64,10 +63,16 @@ class StoredMemory:
 
 def memory_text(item: MemoryCapture) -> str:
     """The attributed text of one exchange, as stored and recalled."""
+    return attributed(item)[0]
+
+
+def attributed(item: MemoryCapture) -> tuple[str, int, int]:
+    """The attributed text, and where the speaker's words start and end inside it."""
     who = f"User ({item.speaker_label})" if item.speaker_label else "User"
     said = shorten(item.user_text.strip(), USER_TEXT_MAX_BYTES)
     answered = shorten(item.answer.strip(), ANSWER_MAX_BYTES)
-    return f"{who}: {said}\nAssistant: {answered}"
+    start = len(who) + 2
+    return f"{who}: {said}\nAssistant: {answered}", start, start + len(said)
 
 
 class SqliteMemory:
@@ -77,25 +82,33 @@ class SqliteMemory:
         self._db = db
         self._settings = settings
         self._clock = clock
+        self._window = settings.participation_window_hours * 3600
 
     async def capture(self, item: MemoryCapture) -> None:
         if not self._settings.enabled or not (item.user_text.strip() or item.answer.strip()):
             return
-        text = memory_text(item)
+        text, said_from, said_to = attributed(item)
         captured_at = item.at.timestamp() if item.at else self._clock()
 
         async def capture(conn: aiosqlite.Connection) -> None:
             inserted = await conn.execute(
-                """INSERT INTO memories (conversation_key, surface, person, text, captured_at)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (item.conversation_key, item.surface, item.person, text, captured_at),
+                """INSERT INTO memories (conversation_key, surface, person, text, captured_at,
+                                         turn_id, said_from, said_to)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    item.conversation_key,
+                    item.surface,
+                    item.person,
+                    text,
+                    captured_at,
+                    item.turn_id,
+                    said_from,
+                    said_to,
+                ),
             )
             cursor_id = inserted.lastrowid or 0
             if item.person is not None:
-                await conn.execute(
-                    "INSERT OR IGNORE INTO participants (person, surface) VALUES (?, ?)",
-                    (item.person, item.surface),
-                )
+                await self._took_part(conn, item.person, item.surface, captured_at)
             await conn.executemany(
                 """INSERT INTO term_docs (term, docs) VALUES (?, 1)
                    ON CONFLICT (term) DO UPDATE SET docs = docs + 1""",
@@ -106,26 +119,71 @@ class SqliteMemory:
 
         await self._db.write(capture)
 
-    async def recall(self, query: str, scope: MemoryScope) -> list[MemoryHit]:
+    async def _took_part(
+        self, conn: aiosqlite.Connection, person: str, surface: str, at: float
+    ) -> None:
+        """Extend the person's latest span there when its window touches `at`, else open one."""
+        async with conn.execute(
+            """SELECT id, since, until FROM participation WHERE person = ? AND surface = ?
+               ORDER BY until DESC LIMIT 1""",
+            (person, surface),
+        ) as cursor:
+            row = await cursor.fetchone()
+        if (
+            row is not None
+            and row["since"] - 2 * self._window <= at <= row["until"] + 2 * self._window
+        ):
+            await conn.execute(
+                "UPDATE participation SET since = min(since, ?), until = max(until, ?)"
+                " WHERE id = ?",
+                (at, at, row["id"]),
+            )
+            return
+        await conn.execute(
+            "INSERT INTO participation (person, surface, since, until) VALUES (?, ?, ?, ?)",
+            (person, surface, at, at),
+        )
+
+    async def left(self, person: str, surface: str, at: datetime) -> None:
+        async def end(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "DELETE FROM participation WHERE person = ? AND surface = ? AND since <= ?",
+                (person, surface, at.timestamp()),
+            )
+
+        await self._db.write(end)
+        log.info("memory_participation_ended")
+
+    async def recall(
+        self, query: str, scope: MemoryScope, holds: RequestHolds | None = None
+    ) -> list[MemoryHit]:
         settings = self._settings
+        holds = holds or RequestHolds()
         terms = query_terms(query)
         if not settings.enabled or settings.recall_hits == 0 or not terms:
             return []
         docs, corpus = await self._frequencies(terms)
-        expression = match_expression(choose_terms(terms, docs, corpus))
+        specific = rules.specific_terms(terms, docs, corpus)
+        expression = match_expression(choose_terms(specific, docs, corpus))
         if expression is None:
             return []
         where, params = self._scope_filter(scope)
+        held, held_params = _held_filter(holds)
         rows = await self._db.fetch_all(
-            f"""SELECT m.id, m.text, m.surface, m.captured_at, bm25(memories_fts) AS rank
+            f"""SELECT m.id, m.text, m.surface, m.captured_at, m.said_from, m.said_to,
+                       bm25(memories_fts) AS rank
                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-                WHERE memories_fts MATCH ? AND {where}
+                WHERE memories_fts MATCH ? AND {where} AND {held}
                 ORDER BY rank LIMIT ?""",
-            (expression, *params, settings.recall_hits),
+            (expression, *params, *held_params, settings.recall_hits * CANDIDATES_PER_HIT),
         )
-        floor = MIN_SCORE if corpus >= FLOOR_FROM_MEMORIES else 0.0
-        hits = _gated([_hit(row) for row in rows], floor)
-        return _bounded(hits, settings.recall_max_bytes)
+        return rules.select(
+            [_hit(row) for row in rows],
+            specific,
+            holds.preceding,
+            max_hits=settings.recall_hits,
+            max_bytes=settings.recall_max_bytes,
+        )
 
     async def _frequencies(self, terms: list[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each term, and (about) how many memories there are."""
@@ -142,11 +200,52 @@ class SqliteMemory:
             return "1", ()
         if scope.private and scope.person is not None:
             return (
-                """(m.person = ? OR m.surface = ? OR m.surface IN
-                       (SELECT surface FROM participants WHERE person = ?))""",
-                (scope.person, scope.surface, scope.person),
+                """(m.person = ? OR m.surface = ? OR EXISTS (
+                       SELECT 1 FROM participation p
+                       WHERE p.person = ? AND p.surface = m.surface
+                         AND m.captured_at BETWEEN p.since - ? AND p.until + ?))""",
+                (scope.person, scope.surface, scope.person, self._window, self._window),
             )
         return "m.surface = ?", (scope.surface,)
+
+    async def own(self, person: str, scope: MemoryScope, limit: int) -> tuple[list[OwnMemory], int]:
+        where, params = _own_filter(person, scope)
+        total = await self._db.fetch_one(f"SELECT count(*) FROM memories m WHERE {where}", params)
+        rows = await self._db.fetch_all(
+            f"""SELECT m.id, m.text, m.said_from, m.said_to, m.captured_at FROM memories m
+                WHERE {where} ORDER BY m.captured_at DESC, m.id DESC LIMIT ?""",
+            (*params, limit),
+        )
+        own = [
+            OwnMemory(
+                str(row["id"]),
+                _said(row) or row["text"],
+                datetime.fromtimestamp(row["captured_at"], UTC),
+            )
+            for row in rows
+        ]
+        return own, int(total[0]) if total else 0
+
+    async def forget_own(
+        self, person: str, scope: MemoryScope, ids: Sequence[str] | None = None
+    ) -> int:
+        where, params = _own_filter(person, scope)
+        if ids is not None:
+            numbers = [_row_id(memory_id) for memory_id in ids]
+            if not numbers:
+                return 0
+            where += f" AND m.id IN ({', '.join('?' * len(numbers))})"
+            params = (*params, *numbers)
+
+        async def forget(conn: aiosqlite.Connection) -> int:
+            async with conn.execute(
+                f"DELETE FROM memories AS m WHERE {where} RETURNING text", params
+            ) as cursor:
+                gone = list(await cursor.fetchall())
+            await _uncount(conn, [row["text"] for row in gone])
+            return len(gone)
+
+        return await self._db.write(forget)
 
     async def search(self, query: str, *, limit: int = 20) -> list[StoredMemory]:
         """Operator search across every scope, best first, ungated."""
@@ -171,9 +270,7 @@ class SqliteMemory:
                 row = await cursor.fetchone()
             if row is None:
                 return False
-            gone = [(word,) for word in words(row["text"])]
-            await conn.executemany("UPDATE term_docs SET docs = docs - 1 WHERE term = ?", gone)
-            await conn.executemany("DELETE FROM term_docs WHERE term = ? AND docs <= 0", gone)
+            await _uncount(conn, [row["text"]])
             return True
 
         return await self._db.write(forget)
@@ -195,10 +292,37 @@ async def _retain(conn: aiosqlite.Connection, limit: int) -> None:
            RETURNING text""",
         (excess,),
     ) as cursor:
-        gone = [(word,) for row in await cursor.fetchall() for word in words(row["text"])]
+        await _uncount(conn, [row["text"] for row in await cursor.fetchall()])
+    log.info("memory_pruned", removed=excess)
+
+
+async def _uncount(conn: aiosqlite.Connection, texts: Sequence[str]) -> None:
+    """Keep the word counts in step with deleted memories."""
+    gone = [(word,) for text in texts for word in words(text)]
     await conn.executemany("UPDATE term_docs SET docs = docs - 1 WHERE term = ?", gone)
     await conn.executemany("DELETE FROM term_docs WHERE term = ? AND docs <= 0", gone)
-    log.info("memory_pruned", removed=excess)
+
+
+def _held_filter(holds: RequestHolds) -> tuple[str, tuple[Any, ...]]:
+    """SQL leaving out memories of the replayed history window (source conversation and time)."""
+    if holds.conversation_key is None or holds.history_since is None:
+        return "1", ()
+    return (
+        "NOT (m.conversation_key = ? AND m.captured_at >= ?)",
+        (holds.conversation_key, holds.history_since.timestamp()),
+    )
+
+
+def _own_filter(person: str, scope: MemoryScope) -> tuple[str, tuple[Any, ...]]:
+    """The person's own memories as a scope shows them: all of them in a DM, else this surface's."""
+    if scope.private:
+        return "m.person = ?", (person,)
+    return "m.person = ? AND m.surface = ?", (person, scope.surface)
+
+
+def _said(row: Any) -> str:
+    text: str = row["text"]
+    return text[row["said_from"] : row["said_to"]] if row["said_to"] else ""
 
 
 def _row_id(memory_id: str) -> int:
@@ -218,6 +342,7 @@ def _hit(row: Any) -> MemoryHit:
         surface=row["surface"],
         score=-float(row["rank"]),
         captured_at=datetime.fromtimestamp(row["captured_at"], UTC),
+        said=_said(row),
     )
 
 
@@ -230,32 +355,3 @@ def _stored(row: Any) -> StoredMemory:
         text=row["text"],
         captured_at=datetime.fromtimestamp(row["captured_at"], UTC),
     )
-
-
-def _gated(hits: list[MemoryHit], floor: float) -> list[MemoryHit]:
-    """Hits (best first) that clear `floor` and a share of the best hit's score."""
-    if not hits:
-        return []
-    cut = max(floor, hits[0].score * MIN_SHARE_OF_BEST)
-    return [hit for hit in hits if hit.score >= cut]
-
-
-def _bounded(hits: list[MemoryHit], max_bytes: int) -> list[MemoryHit]:
-    """Best hits first while they fit `max_bytes`; the one that overflows is shortened to the
-    room left (when that room is worth a hit) and ends the list."""
-    kept: list[MemoryHit] = []
-    room = max_bytes
-    for hit in hits:
-        size = len(hit.text.encode("utf-8"))
-        if size <= room:
-            kept.append(hit)
-            room -= size
-            continue
-        if room >= MIN_HIT_BYTES:
-            kept.append(_with_text(hit, shorten(hit.text, room)))
-        break
-    return kept
-
-
-def _with_text(hit: MemoryHit, text: str) -> MemoryHit:
-    return MemoryHit(hit.id, text, hit.surface, hit.score, hit.captured_at)

@@ -76,33 +76,43 @@ class SqliteTurnRecords:
     async def save(self, record: TurnRecord) -> None:
         if self._keep == 0:
             return
-        body = json.dumps(record_document(record), ensure_ascii=False)
+        body = self.stage(record)
 
         async def save(conn: aiosqlite.Connection) -> None:
-            # Delete, then insert (not INSERT OR REPLACE, whose implicit delete fires no
-            # trigger): the byte total stays exact even when a turn is recorded twice.
-            await conn.execute("DELETE FROM turn_records WHERE turn_id = ?", (record.turn_id,))
-            await conn.execute(
-                """INSERT INTO turn_records
-                       (turn_id, conversation_key, started_at, outcome, body, bytes)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
-                (
-                    record.turn_id,
-                    record.conversation_key,
-                    record.started_at.timestamp(),
-                    record.outcome,
-                    body,
-                    len(body.encode("utf-8")),
-                ),
-            )
-            await conn.execute(
-                """DELETE FROM turn_records WHERE seq < (
-                       SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET ?)""",
-                (self._keep - 1,),
-            )
-            await _shed_bytes(conn, self._max_bytes)
+            await self.write_staged(conn, record, body)
 
         await self._db.write(save)
+
+    def stage(self, record: TurnRecord) -> str:
+        """The record's redacted document, built outside the write lock."""
+        return json.dumps(record_document(record), ensure_ascii=False)
+
+    async def write_staged(self, conn: aiosqlite.Connection, record: TurnRecord, body: str) -> None:
+        """Save a staged record inside the caller's write transaction."""
+        if self._keep == 0:
+            return
+        # Delete, then insert (not INSERT OR REPLACE, whose implicit delete fires no
+        # trigger): the byte total stays exact even when a turn is recorded twice.
+        await conn.execute("DELETE FROM turn_records WHERE turn_id = ?", (record.turn_id,))
+        await conn.execute(
+            """INSERT INTO turn_records
+                   (turn_id, conversation_key, started_at, outcome, body, bytes)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            (
+                record.turn_id,
+                record.conversation_key,
+                record.started_at.timestamp(),
+                record.outcome,
+                body,
+                len(body.encode("utf-8")),
+            ),
+        )
+        await conn.execute(
+            """DELETE FROM turn_records WHERE seq < (
+                   SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET ?)""",
+            (self._keep - 1,),
+        )
+        await _shed_bytes(conn, self._max_bytes)
 
     async def show(self, turn_id: str) -> dict[str, Any] | None:
         """The whole stored record (redacted), or None."""

@@ -126,10 +126,71 @@ _V3_RECORD_SIZES = (
     END""",
 )
 
+# Version 4: the durable inbox and outbox (SPEC §11). An inbox row is an accepted event's turn
+# (request and route as JSON) until it reaches a terminal state; an outbox row is one part of an
+# answer until the platform took it (or refused it for good). The dedupe marks stay in `events`.
+_V4_INBOX_OUTBOX = (
+    """CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        source TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        accepted_at REAL NOT NULL,
+        finished_at REAL,
+        request TEXT NOT NULL
+    )""",
+    "CREATE INDEX inbox_pending ON inbox (id) WHERE state = 'pending'",
+    "CREATE INDEX inbox_finished ON inbox (finished_at) WHERE state != 'pending'",
+    """CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        part_id TEXT NOT NULL UNIQUE,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        route TEXT NOT NULL,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        platform_id TEXT,
+        error TEXT,
+        created_at REAL NOT NULL,
+        settled_at REAL
+    )""",
+    "CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending'",
+    "CREATE INDEX outbox_by_turn ON outbox (turn_id, idx)",
+    "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE state != 'pending'",
+)
+
+# Version 5: each memory names its source turn and where the speaker's words sit in its text (so
+# recall can hold back what a request already carries, and `/memory` can show people their own
+# words); participation becomes spans of time, so a DM's reach into a shared surface expires.
+# Existing participants get one span from their first to their last memory there.
+_V5_MEMORY_SOURCES = (
+    "ALTER TABLE memories ADD COLUMN turn_id TEXT",
+    "ALTER TABLE memories ADD COLUMN said_from INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE memories ADD COLUMN said_to INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX memories_by_conversation ON memories (conversation_key, captured_at)",
+    """CREATE TABLE participation (
+        id INTEGER PRIMARY KEY,
+        person TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        since REAL NOT NULL,
+        until REAL NOT NULL
+    )""",
+    "CREATE INDEX participation_by_person ON participation (person, surface, until)",
+    """INSERT INTO participation (person, surface, since, until)
+        SELECT person, surface, min(captured_at), max(captured_at) FROM memories
+        WHERE person IS NOT NULL GROUP BY person, surface""",
+    "DROP TABLE participants",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
     _V3_RECORD_SIZES,
+    _V4_INBOX_OUTBOX,
+    _V5_MEMORY_SOURCES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -137,14 +137,22 @@ async def test_a_version_1_file_is_migrated_forward_keeping_its_data(db_path: Pa
             "INSERT INTO memories (conversation_key, surface, text, captured_at) "
             "VALUES ('console:a', 'console:a', 'User: the gate code is 4417', 0)"
         )
+        conn.execute(
+            "INSERT INTO memories (conversation_key, surface, person, text, captured_at) "
+            "VALUES ('slack:T:C:1', 'slack:C', 'slack:T:U', 'User (Ann): hi', 3600)"
+        )
+        conn.execute("INSERT INTO participants VALUES ('slack:T:U', 'slack:C')")
 
     store = await open_store(StoreSettings(path=db_path), MemorySettings())
     try:
         version = await store.db.fetch_one("PRAGMA user_version")
         hits = await store.memory.recall("gate code", MemoryScope("console:a", surfaceless=True))
+        spans = await store.db.fetch_all("SELECT person, surface, since, until FROM participation")
     finally:
         await store.aclose()
 
     assert version is not None
-    assert version[0] == SCHEMA_VERSION == 3
+    assert version[0] == SCHEMA_VERSION == 5
     assert [hit.text for hit in hits] == ["User: the gate code is 4417"]
+    # Who took part where survives as a span from their first to their last memory there.
+    assert [tuple(row) for row in spans] == [("slack:T:U", "slack:C", 3600.0, 3600.0)]

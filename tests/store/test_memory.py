@@ -138,6 +138,7 @@ async def test_channel_recall_uses_only_that_channel(store: OpenStore) -> None:
 
 
 async def test_recall_is_bounded_by_count_and_bytes(store: OpenStore) -> None:
+    await seed_corpus(store)  # upgrade notes are a few among many: their words stay specific
     for n in range(30):
         await store.memory.capture(
             said(ALICE, "Alice", GENERAL, f"kubernetes upgrade note {n}: " + "detail " * 300)

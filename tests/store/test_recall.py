@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from structlog.testing import capture_logs
 
-from bot.ports import MemoryCapture, MemoryScope, ToolError
-from bot.recall import MEMORY_RECALL_SPEC, RecallCache
+from bot.ports import MemoryCapture, MemoryHit, MemoryScope, ToolError
+from bot.prompt.message import memory_block
+from bot.recall import (
+    MEMORY_RECALL_SPEC,
+    RECALL_PLACEHOLDER,
+    RecallCache,
+    request_holds,
+    without_recalled_words,
+)
 from bot.stores import OpenStore
+from bot.turns import (
+    ConversationKind,
+    HistoryEntry,
+    PrecedingMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnRequest,
+)
 
 pytestmark = pytest.mark.both_engines
 
 SCOPE = MemoryScope("slack:C1", person="slack:T1:U1")
+AT = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+def render(hits: Sequence[MemoryHit]) -> str:
+    return memory_block(hits, UTC)
+
+
 FACT = "the release train leaves every second Thursday"
 
 
@@ -33,7 +57,7 @@ async def remember(store: OpenStore, text: str = FACT) -> None:
 
 async def test_tool_shares_the_turns_cache_with_automatic_recall(store: OpenStore) -> None:
     await remember(store)
-    cache = RecallCache(store.memory, SCOPE)
+    cache = RecallCache(store.memory, SCOPE, render=render)
     automatic = await cache.recall("when does the release train leave")
     # Forgotten after the automatic lookup: the tool, asking the same, must answer from cache.
     assert await store.memory.forget(automatic[0].id)
@@ -41,12 +65,12 @@ async def test_tool_shares_the_turns_cache_with_automatic_recall(store: OpenStor
     answer = await cache.tool()({"query": "when does the release train leave"})
 
     assert "second Thursday" in answer
-    assert "[2025-03-01]" in answer
+    assert answer == render(automatic), "the tool answers with the automatic block, fenced"
 
 
 async def test_memory_recalled_logs_source_and_size_never_content(store: OpenStore) -> None:
     await remember(store)
-    cache = RecallCache(store.memory, SCOPE)
+    cache = RecallCache(store.memory, SCOPE, render=render)
 
     with capture_logs() as logs:
         hits = await cache.recall("release train")
@@ -60,20 +84,20 @@ async def test_memory_recalled_logs_source_and_size_never_content(store: OpenSto
 
 
 async def test_no_hits_and_no_memory(store: OpenStore) -> None:
-    assert await RecallCache(store.memory, SCOPE).tool()({"query": "zebra"}) == (
+    assert await RecallCache(store.memory, SCOPE, render=render).tool()({"query": "zebra"}) == (
         "No remembered exchange matches that query."
     )
-    assert await RecallCache(None, SCOPE).recall("anything") == []
+    assert await RecallCache(None, SCOPE, render=render).recall("anything") == []
 
 
 async def test_tool_rejects_a_missing_query(store: OpenStore) -> None:
     with pytest.raises(ToolError, match="query"):
-        await RecallCache(store.memory, SCOPE).tool()({"q": "x"})
+        await RecallCache(store.memory, SCOPE, render=render).tool()({"q": "x"})
 
 
 async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: OpenStore) -> None:
     await remember(store)
-    cache = RecallCache(store.memory, SCOPE)
+    cache = RecallCache(store.memory, SCOPE, render=render)
     await store.aclose()
 
     assert await cache.recall("release train") == []
@@ -84,3 +108,46 @@ async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: Op
 def test_spec_is_the_read_only_recall_tool() -> None:
     assert MEMORY_RECALL_SPEC.name == "memory_recall"
     assert MEMORY_RECALL_SPEC.input_schema["required"] == ["query"]
+
+
+def test_recall_tool_results_become_the_placeholder() -> None:
+    entries = [
+        HistoryEntry("assistant", (TextBlock("Looking."), ToolUseBlock("t1", "memory_recall", {}))),
+        HistoryEntry("user", (ToolResultBlock("t1", "<recalled_memory>secret</recalled_memory>"),)),
+        HistoryEntry("assistant", (ToolUseBlock("t2", "load_skill", {"name": "x"}),)),
+        HistoryEntry("user", (ToolResultBlock("t2", "skill body"),)),
+        HistoryEntry("assistant", (ToolUseBlock("t3", "memory_recall", {}),)),
+        HistoryEntry("user", (ToolResultBlock("t3", "memory is unavailable", is_error=True),)),
+    ]
+
+    kept = without_recalled_words(entries)
+
+    results = [b for e in kept for b in e.blocks if isinstance(b, ToolResultBlock)]
+    assert [b.content for b in results] == [
+        RECALL_PLACEHOLDER,
+        "skill body",
+        "memory is unavailable",
+    ]
+    assert kept[0] is entries[0]
+    assert kept[3] is entries[3]
+
+
+def test_request_holds_name_the_history_window_and_the_fence() -> None:
+    request = TurnRequest(
+        "slack:T1:C1:1.0",
+        ConversationKind.PUSH,
+        "slack",
+        "hi",
+        AT,
+        "t",
+        preceding=(PrecedingMessage(AT, "Ann", "the code is 12"),),
+    )
+    summary = HistoryEntry("user", (TextBlock("summary"),), summary=True, at=AT)
+    later = HistoryEntry("user", (TextBlock("x"),), at=AT + timedelta(hours=1))
+
+    holds = request_holds(request, [summary, later])
+
+    assert holds.conversation_key == "slack:T1:C1:1.0"
+    assert holds.history_since == AT + timedelta(hours=1)
+    assert holds.preceding == ("the code is 12",)
+    assert request_holds(request, []).history_since is None

@@ -1,0 +1,136 @@
+"""The durable inbox and outbox (SPEC §11): the ports a store engine implements, and their values.
+
+Exactly once, end to end, rests on two tables and three promises:
+
+- **Inbox.** A platform event is acknowledged only after `Inbox.accept` has written, in one
+  transaction, its dedupe marks and (when none of them was seen before) the TurnRequest with its
+  route as a pending item. A write that fails raises, and the channel does not acknowledge, so the
+  platform redelivers. An item leaves `pending` only for a terminal state (answered, silent,
+  refused, failed, crashed); on start every pending item runs again.
+- **Outbox.** The parts of an answer are written by `Outbox.publish` in the same transaction that
+  publishes the turn's history, closes its inbox item and saves its turn record (a `Publication`),
+  so history, outbox and inbox never disagree.
+- **Delivery.** A `PartDeliverer` posts parts one by one and returns the platform's id for each,
+  which `Outbox.delivered` records; on start every undelivered part is posted (after `find` has
+  looked for it on the platform, where the platform can say).
+
+The SQLite implementation is `bot.store`; any other engine implements the same two protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from bot.ports import TurnRecord
+from bot.turns import HistoryEntry, ReplyRoute, TurnRequest
+
+
+class InboxState(StrEnum):
+    PENDING = "pending"  # accepted; its turn has not ended (or ended without a publication)
+    ANSWERED = "answered"  # the turn published an answer
+    SILENT = "silent"  # a request-driven turn answered with the silent token
+    REFUSED = "refused"  # busy, too fast, unknown skill, too large: a short notice, no model call
+    FAILED = "failed"  # the model runtime gave up: continuity account and an apology
+    CRASHED = "crashed"  # the host failed unexpectedly: continuity account and an apology
+
+
+TERMINAL_STATES = frozenset(InboxState) - {InboxState.PENDING}
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """One accepted event waiting for (or running) its turn. `attempts` counts started turns."""
+
+    item_id: int
+    request: TurnRequest
+    attempts: int = 0
+
+
+class Inbox(Protocol):
+    async def accept(
+        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+    ) -> InboxItem | None:
+        """In one transaction: record every mark under `source` and, when none was seen before,
+        store `request` (route included) as a pending item. None for a redelivery. Raises when
+        it cannot write (store closed, disk full): then nothing is recorded."""
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        """Record the marks of an event that starts no turn; True when none was seen before."""
+
+    async def claim(self, item_id: int) -> int:
+        """Count one more started turn for the item; returns the count (1 on the first run)."""
+
+    async def pending(self) -> list[InboxItem]:
+        """Every item not yet in a terminal state, in the order they were accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxPart:
+    """One message of an answer, formatted and split as it will be posted.
+
+    `part_id` (`<turn id>.<index>`) is also what the part carries on the platform where the
+    platform can hold it (Slack message metadata), so a restart can find a post that went through.
+    """
+
+    part_id: str
+    turn_id: str
+    conversation_key: str
+    index: int
+    route: ReplyRoute
+    text: str
+    platform_id: str | None = None  # Slack ts, Telegram message_id; set once delivered
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """Everything one turn's end writes, in one transaction: history (appended, or replacing the
+    whole history), the answer's parts, the inbox item's terminal state and the turn record."""
+
+    conversation_key: str
+    entries: Sequence[HistoryEntry] = ()
+    replace: bool = False
+    parts: Sequence[OutboxPart] = ()
+    item_id: int | None = None
+    state: InboxState | None = None
+    record: TurnRecord | None = None
+
+
+class Outbox(Protocol):
+    async def publish(self, publication: Publication) -> None:
+        """Write the publication atomically (see `Publication`)."""
+
+    async def delivered(self, part_id: str, platform_id: str) -> None:
+        """The platform accepted the part and named it `platform_id`."""
+
+    async def abandon(self, part_id: str, error: str) -> None:
+        """The platform refused the part for good; it is not posted again."""
+
+    async def undelivered(self) -> list[OutboxPart]:
+        """Parts neither delivered nor abandoned, oldest turn first, in part order."""
+
+    async def parts(self, turn_id: str) -> list[OutboxPart]:
+        """Every part of one turn, in order (delivered ones carry their platform id)."""
+
+
+class PartFailed(Exception):
+    """The platform refused a part for good (not a rate limit or a passing failure)."""
+
+
+@runtime_checkable
+class PartDeliverer(Protocol):
+    """A deliverer that posts an answer part by part, so the outbox can track each one."""
+
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        """The answer formatted and split into the parts that will be posted, in order."""
+
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        """Post one part (after retries on rate limits); the platform's id for it. `first` is
+        the platform id of part 0 once it is posted (a Slack answer continues in its thread).
+        Raises PartFailed when the platform refuses it for good."""
+
+    async def find(self, part: OutboxPart, first: str | None) -> str | None:
+        """Look on the platform for a post of this part that went through before a restart;
+        its platform id, or None (also when the platform offers no way to look)."""

@@ -1,0 +1,251 @@
+"""The durable inbox, its dedupe marks and the outbox on the shared database (ports: `bot.inbox`).
+
+`accept` is one transaction: INSERT OR IGNORE of every mark (so two deliveries racing, in this
+process or another, get exactly one item between them) and the item itself. `publish` is one
+transaction too: the turn's history, its answer's parts, its item's terminal state and its turn
+record. Marks, finished items and settled parts are bounded by age and by count; pruning runs
+every `_PRUNE_EVERY` accepted events so the common path stays a few statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import aiosqlite
+import structlog
+
+from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.store.db import Database
+from bot.store.history import SqliteHistory
+from bot.store.records import SqliteTurnRecords
+from bot.store.request_codec import (
+    UnreadableRequest,
+    decode_request,
+    decode_route,
+    encode_request,
+    encode_route,
+)
+from bot.turns import TurnRequest
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_KEEP = 100_000  # dedupe marks
+DEFAULT_MAX_AGE_DAYS = 7.0  # dedupe marks: far longer than any platform redelivers
+SETTLED_MAX_AGE_DAYS = 1.0  # finished items and settled parts, kept for inspection
+_PRUNE_EVERY = 1_000
+_DAY = 86_400.0
+
+
+class SqliteInbox:
+    """The Inbox port: accepted events and their dedupe marks."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Callable[[], float],
+        *,
+        keep: int = DEFAULT_KEEP,
+        max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+    ):
+        self._db = db
+        self._clock = clock
+        self._keep = keep
+        self._max_age = max_age_days * _DAY
+        self._since_prune = 0
+
+    async def accept(
+        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+    ) -> InboxItem | None:
+        body = encode_request(request)
+        prune = self._prune_due()
+
+        async def accept(conn: aiosqlite.Connection) -> InboxItem | None:
+            new = await self._mark(conn, source, marks)
+            item = None
+            if new:
+                async with conn.execute(
+                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request)
+                       VALUES (?, ?, ?, ?, ?)""",
+                    (request.turn_id, request.conversation_key, source, self._clock(), body),
+                ) as cursor:
+                    item = InboxItem(int(cursor.lastrowid or 0), request)
+            if prune:
+                await self._prune(conn)
+            return item
+
+        return await self._db.write(accept)
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        prune = self._prune_due()
+
+        async def note(conn: aiosqlite.Connection) -> bool:
+            new = await self._mark(conn, source, marks)
+            if prune:
+                await self._prune(conn)
+            return new
+
+        return await self._db.write(note)
+
+    async def claim(self, item_id: int) -> int:
+        async def claim(conn: aiosqlite.Connection) -> int:
+            async with conn.execute(
+                "UPDATE inbox SET attempts = attempts + 1 WHERE id = ? RETURNING attempts",
+                (item_id,),
+            ) as cursor:
+                row = await cursor.fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._db.write(claim)
+
+    async def pending(self) -> list[InboxItem]:
+        rows = await self._db.fetch_all(
+            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' ORDER BY id"
+        )
+        items = []
+        for row in rows:
+            try:
+                request = decode_request(row["request"])
+            except UnreadableRequest as exc:
+                log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
+                continue
+            items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
+        return items
+
+    async def state(self, item_id: int) -> InboxState | None:
+        """The item's state (for tests and inspection); None when there is no such item."""
+        row = await self._db.fetch_one("SELECT state FROM inbox WHERE id = ?", (item_id,))
+        return InboxState(row["state"]) if row else None
+
+    async def prune(self) -> None:
+        await self._db.write(self._prune)
+
+    def _prune_due(self) -> bool:
+        self._since_prune += 1
+        if self._since_prune < _PRUNE_EVERY:
+            return False
+        self._since_prune = 0
+        return True
+
+    async def _mark(self, conn: aiosqlite.Connection, source: str, marks: Sequence[str]) -> bool:
+        new = True
+        for mark in marks:
+            async with conn.execute(
+                "INSERT OR IGNORE INTO events (source, event_id, seen_at) VALUES (?, ?, ?)",
+                (source, mark, self._clock()),
+            ) as cursor:
+                new = new and cursor.rowcount == 1
+        return new
+
+    async def _prune(self, conn: aiosqlite.Connection) -> None:
+        now = self._clock()
+        await conn.execute("DELETE FROM events WHERE seen_at < ?", (now - self._max_age,))
+        # The newest `keep` by time survive; OFFSET finds the oldest of them via the age index.
+        await conn.execute(
+            """DELETE FROM events WHERE seen_at < (
+                   SELECT seen_at FROM events ORDER BY seen_at DESC LIMIT 1 OFFSET ?)""",
+            (self._keep - 1,),
+        )
+        settled = now - SETTLED_MAX_AGE_DAYS * _DAY
+        await conn.execute(
+            "DELETE FROM inbox WHERE state != 'pending' AND finished_at < ?", (settled,)
+        )
+        await conn.execute(
+            "DELETE FROM outbox WHERE state != 'pending' AND settled_at < ?", (settled,)
+        )
+
+
+class SqliteOutbox:
+    """The Outbox port: publications (history, parts, item state, record) and part delivery."""
+
+    def __init__(
+        self,
+        db: Database,
+        history: SqliteHistory,
+        records: SqliteTurnRecords,
+        clock: Callable[[], float],
+    ):
+        self._db = db
+        self._history = history
+        self._records = records
+        self._clock = clock
+
+    async def publish(self, publication: Publication) -> None:
+        key = publication.conversation_key
+        fresh = self._history.stage(publication.entries)
+        record = publication.record
+        document = self._records.stage(record) if record is not None else None
+        parts = [
+            (p.part_id, p.turn_id, p.conversation_key, p.index, encode_route(p.route), p.text)
+            for p in publication.parts
+        ]
+
+        async def publish(conn: aiosqlite.Connection) -> None:
+            if fresh or publication.replace:
+                await self._history.write_staged(conn, key, fresh, publication.replace)
+            now = self._clock()
+            await conn.executemany(
+                """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
+                       created_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                [(*part, now) for part in parts],
+            )
+            if publication.item_id is not None and publication.state is not None:
+                await conn.execute(
+                    "UPDATE inbox SET state = ?, finished_at = ? WHERE id = ?",
+                    (publication.state.value, now, publication.item_id),
+                )
+            if record is not None and document is not None:
+                await self._records.write_staged(conn, record, document)
+
+        await self._db.write(publish)
+        if fresh or publication.replace:
+            await self._history.prune_after(key)
+
+    async def delivered(self, part_id: str, platform_id: str) -> None:
+        await self._settle(part_id, "delivered", platform_id, None)
+
+    async def abandon(self, part_id: str, error: str) -> None:
+        await self._settle(part_id, "abandoned", None, error)
+
+    async def undelivered(self) -> list[OutboxPart]:
+        return await self._parts("WHERE state = 'pending' ORDER BY id", ())
+
+    async def parts(self, turn_id: str) -> list[OutboxPart]:
+        return await self._parts("WHERE turn_id = ? ORDER BY idx", (turn_id,))
+
+    async def _parts(self, where: str, params: tuple[str, ...]) -> list[OutboxPart]:
+        rows = await self._db.fetch_all(
+            "SELECT part_id, turn_id, conversation_key, idx, route, text, platform_id "
+            f"FROM outbox {where}",
+            params,
+        )
+        parts = []
+        for row in rows:
+            try:
+                route = decode_route(row["route"])
+            except UnreadableRequest as exc:
+                log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
+                continue
+            parts.append(
+                OutboxPart(
+                    part_id=row["part_id"],
+                    turn_id=row["turn_id"],
+                    conversation_key=row["conversation_key"],
+                    index=int(row["idx"]),
+                    route=route,
+                    text=row["text"],
+                    platform_id=row["platform_id"],
+                )
+            )
+        return parts
+
+    async def _settle(
+        self, part_id: str, state: str, platform_id: str | None, error: str | None
+    ) -> None:
+        async def settle(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                """UPDATE outbox SET state = ?, platform_id = ?, error = ?, settled_at = ?
+                   WHERE part_id = ?""",
+                (state, platform_id, error, self._clock(), part_id),
+            )
+
+        await self._db.write(settle)

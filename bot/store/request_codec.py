@@ -1,0 +1,102 @@
+"""How a TurnRequest and a ReplyRoute are stored in the inbox and outbox: one JSON document each.
+
+Every field round-trips, the hidden route included (it never leaves the host: the inbox is
+host-side like the route itself). Nested values are the turn model's small dataclasses, written
+field by field, so a field added to one of them is stored without touching this module; a
+document this program cannot read raises `UnreadableRequest`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from bot.turns import (
+    Attachment,
+    ConversationKind,
+    PrecedingMessage,
+    ReplyRoute,
+    Speaker,
+    Surface,
+    SurfaceKind,
+    TurnRequest,
+)
+
+
+class UnreadableRequest(ValueError):
+    """A stored request or route is not one this program can read."""
+
+
+def encode_request(request: TurnRequest) -> str:
+    return json.dumps(_plain(request), ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_route(route: ReplyRoute) -> str:
+    return json.dumps(_plain(route), ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_route(text: str) -> ReplyRoute:
+    return _route(_object(text))
+
+
+def decode_request(text: str) -> TurnRequest:
+    body = dict(_object(text))
+    try:
+        body["kind"] = ConversationKind(body["kind"])
+        body["received_at"] = datetime.fromisoformat(body["received_at"])
+        body["speaker"] = _maybe(Speaker, body.get("speaker"))
+        surface = body.get("surface")
+        if surface is not None:
+            body["surface"] = Surface(**{**surface, "kind": SurfaceKind(surface["kind"])})
+        body["preceding"] = tuple(
+            PrecedingMessage(**{**m, "at": datetime.fromisoformat(m["at"])})
+            for m in body.get("preceding", ())
+        )
+        body["attachments"] = tuple(Attachment(**a) for a in body.get("attachments", ()))
+        route = body.get("route")
+        body["route"] = _route(route) if route is not None else None
+        return TurnRequest(**body)
+    except (KeyError, TypeError, ValueError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        raise UnreadableRequest(f"not a stored turn request ({reason})") from None
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _object(text: str) -> Mapping[str, Any]:
+    try:
+        body = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise UnreadableRequest(f"not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise UnreadableRequest("not a JSON object")
+    return body
+
+
+def _route(body: Any) -> ReplyRoute:
+    if not isinstance(body, dict) or not isinstance(body.get("platform"), str):
+        raise UnreadableRequest("a route needs a platform")
+    values = body.get("values", {})
+    if not isinstance(values, dict):
+        raise UnreadableRequest("a route's values are not an object")
+    return ReplyRoute(platform=body["platform"], values=values)
+
+
+def _maybe(kind: Any, body: Any) -> Any:
+    return None if body is None else kind(**body)
