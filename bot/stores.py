@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.inbox import Inbox, Outbox
 from bot.ports import ChatBuffer, CronRun, EventLedger, HistoryStore, MemoryStore, TurnRecords
 from bot.store.history import ConversationInfo
 from bot.store.memory import StoredMemory
@@ -64,6 +65,12 @@ class OpenStore(Protocol):
 
     @property
     def buffer(self) -> ChatBuffer: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
 
     @property
     def where(self) -> str:

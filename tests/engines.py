@@ -72,6 +72,16 @@ class Engine:
 
         return SqliteLedger(store.db, self.clock, **bounds)
 
+    def inbox(self, store: Any, **bounds: Any) -> Any:
+        """An inbox with its own bounds on the open store's database."""
+        if self.postgres:
+            from bot.pgstore.inbox import PgInbox
+
+            return PgInbox(store.db, self.clock, **bounds)
+        from bot.store.inbox import SqliteInbox
+
+        return SqliteInbox(store.db, self.clock, **bounds)
+
 
 _state: dict[str, Any] = {}
 

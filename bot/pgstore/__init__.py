@@ -18,6 +18,7 @@ from bot.pgstore.buffer import PgChatBuffer
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.history import PgHistory
+from bot.pgstore.inbox import PgInbox, PgOutbox
 from bot.pgstore.ledger import PgLedger
 from bot.pgstore.memory import PgMemory
 from bot.pgstore.records import PgTurnRecords
@@ -36,6 +37,8 @@ class PgStore:
     records: PgTurnRecords
     ledger: PgLedger
     buffer: PgChatBuffer
+    inbox: PgInbox
+    outbox: PgOutbox
 
     @property
     def where(self) -> str:
@@ -62,11 +65,15 @@ async def open_pg_store(
 ) -> PgStore:
     """Connect to `url` (creating and migrating the schema as needed)."""
     db = await PgDatabase.open(url)
+    history = PgHistory(db, settings, clock)
+    records = PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     return PgStore(
         db=db,
-        history=PgHistory(db, settings, clock),
+        history=history,
         memory=PgMemory(db, memory, clock),
-        records=PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes),
+        records=records,
         ledger=PgLedger(db, clock),
         buffer=PgChatBuffer(db, clock, size=buffer_size),
+        inbox=PgInbox(db, clock),
+        outbox=PgOutbox(db, history, records, clock),
     )

@@ -48,15 +48,21 @@ class PgHistory:
     async def publish(
         self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
     ) -> None:
-        limit = self._settings.message_max_bytes
-        fresh = [
-            _Stored(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)
-        ]
+        fresh = self.stage(entries)
 
         async def publish(conn: Any) -> None:
-            await self.publish_in(conn, key, fresh, replace)
+            await self.write_staged(conn, key, fresh, replace)
 
         await self._db.write(publish)
+        await self.prune_after(key)
+
+    def stage(self, entries: Sequence[HistoryEntry]) -> list[_Stored]:
+        """Bound and encode entries before the transaction (see `write_staged`)."""
+        limit = self._settings.message_max_bytes
+        return [_Stored(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)]
+
+    async def prune_after(self, key: str) -> None:
+        """The aggregate bounds, in a transaction of their own after a publish committed."""
         try:
             await self._db.write(lambda conn: self._prune(conn, key))
         except Exception as exc:  # the publish stands; pruning runs again after the next one
@@ -87,7 +93,8 @@ class PgHistory:
 
     # --- inside the write transaction -----------------------------------------------------------
 
-    async def publish_in(self, conn: Any, key: str, fresh: list[_Stored], replace: bool) -> None:
+    async def write_staged(self, conn: Any, key: str, fresh: list[_Stored], replace: bool) -> None:
+        """Append (or replace with) staged entries inside the caller's transaction."""
         await conn.execute(_LOCK, key)
         existing = [] if replace else await _read_window(conn, key)
         window = _trim(existing + fresh, self._settings.history_messages)

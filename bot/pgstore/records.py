@@ -21,29 +21,39 @@ class PgTurnRecords:
     async def save(self, record: TurnRecord) -> None:
         if self._keep == 0:
             return
-        body = json.dumps(record_document(record), ensure_ascii=False)
+        body = self.stage(record)
 
         async def save(conn: Any) -> None:
-            await conn.execute("DELETE FROM turn_records WHERE turn_id = $1", record.turn_id)
-            await conn.execute(
-                """INSERT INTO turn_records
-                       (turn_id, conversation_key, started_at, outcome, body, bytes)
-                   VALUES ($1, $2, $3, $4, $5, $6)""",
-                record.turn_id,
-                record.conversation_key,
-                record.started_at.timestamp(),
-                record.outcome,
-                body,
-                len(body.encode("utf-8")),
-            )
-            await conn.execute(
-                """DELETE FROM turn_records WHERE seq < (
-                       SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET $1)""",
-                self._keep - 1,
-            )
-            await _shed_bytes(conn, self._max_bytes)
+            await self.write_staged(conn, record, body)
 
         await self._db.write(save)
+
+    def stage(self, record: TurnRecord) -> str:
+        """The record's redacted document, built before the transaction."""
+        return json.dumps(record_document(record), ensure_ascii=False)
+
+    async def write_staged(self, conn: Any, record: TurnRecord, body: str) -> None:
+        """Save a staged record inside the caller's transaction."""
+        if self._keep == 0:
+            return
+        await conn.execute("DELETE FROM turn_records WHERE turn_id = $1", record.turn_id)
+        await conn.execute(
+            """INSERT INTO turn_records
+                   (turn_id, conversation_key, started_at, outcome, body, bytes)
+               VALUES ($1, $2, $3, $4, $5, $6)""",
+            record.turn_id,
+            record.conversation_key,
+            record.started_at.timestamp(),
+            record.outcome,
+            body,
+            len(body.encode("utf-8")),
+        )
+        await conn.execute(
+            """DELETE FROM turn_records WHERE seq < (
+                   SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET $1)""",
+            self._keep - 1,
+        )
+        await _shed_bytes(conn, self._max_bytes)
 
     async def show(self, turn_id: str) -> dict[str, Any] | None:
         """The whole stored record (redacted), or None."""

@@ -42,16 +42,25 @@ _V1_MEMORY = (
         person TEXT,
         text TEXT NOT NULL,
         captured_at DOUBLE PRECISION NOT NULL,
+        -- the source turn, and where the speaker's words sit in `text` (character offsets)
+        turn_id TEXT,
+        said_from INTEGER NOT NULL DEFAULT 0,
+        said_to INTEGER NOT NULL DEFAULT 0,
         tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
     )""",
     "CREATE INDEX memories_by_surface ON memories (surface)",
     "CREATE INDEX memories_by_person ON memories (person)",
+    "CREATE INDEX memories_by_conversation ON memories (conversation_key, captured_at)",
     "CREATE INDEX memories_fts ON memories USING GIN (tsv)",
-    """CREATE TABLE participants (
+    # Who took part where, as spans of time (a DM's reach into a shared surface expires).
+    """CREATE TABLE participation (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         person TEXT NOT NULL,
         surface TEXT NOT NULL,
-        PRIMARY KEY (person, surface)
+        since DOUBLE PRECISION NOT NULL,
+        until DOUBLE PRECISION NOT NULL
     )""",
+    "CREATE INDEX participation_by_person ON participation (person, surface, until)",
     # How many memories hold each word, so recall picks a query's rarest words (as on SQLite).
     "CREATE TABLE term_docs (term TEXT PRIMARY KEY, docs BIGINT NOT NULL)",
 )
@@ -100,8 +109,42 @@ _V1_RECORDS_EVENTS_BUFFER_RUNS = (
     "CREATE INDEX cron_runs_by_job ON cron_runs (job, fired_at)",
 )
 
+# The durable inbox and outbox (SPEC §11), as in the SQLite store's version 4.
+_V1_INBOX_OUTBOX = (
+    """CREATE TABLE inbox (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        source TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        accepted_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        request TEXT NOT NULL
+    )""",
+    "CREATE INDEX inbox_pending ON inbox (id) WHERE state = 'pending'",
+    "CREATE INDEX inbox_finished ON inbox (finished_at) WHERE state != 'pending'",
+    """CREATE TABLE outbox (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        part_id TEXT NOT NULL UNIQUE,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        route TEXT NOT NULL,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        platform_id TEXT,
+        error TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        settled_at DOUBLE PRECISION
+    )""",
+    "CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending'",
+    "CREATE INDEX outbox_by_turn ON outbox (turn_id, idx)",
+    "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE state != 'pending'",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS,
+    _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
