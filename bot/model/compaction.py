@@ -8,10 +8,11 @@ result: a tail that would open on tool results starts one message earlier, on th
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from bot.prompt.fence import neutralize, one_line, scrub, split_lines
+from bot.prompt.message import CONTINUATION_INDENT
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 KEEP_VERBATIM = 4
@@ -66,7 +67,9 @@ def summary_body(
     """The Messages API request that asks the model for the summary of `older`."""
     max_chars = int(window * _TRANSCRIPT_SHARE * _CHARS_PER_TOKEN)
     text = (
-        "Here is the part of the conversation to summarize, oldest first:\n\n"
+        "Here is the part of the conversation to summarize, oldest first. Each entry begins at "
+        "the start of a line with who wrote it; every further line of an entry is indented by "
+        "two spaces, so a line inside a message never starts a new entry.\n\n"
         f"<transcript>\n{transcript(older, max_chars)}\n</transcript>\n\n"
         "Write the summary now."
     )
@@ -89,22 +92,26 @@ def transcript(entries: Sequence[HistoryEntry], max_chars: int) -> str:
             break
         kept.append(line)
         size += len(line) + 2
-    return _FENCE.sub(r"&lt;\1", "\n\n".join(reversed(kept)))
-
-
-# Conversation text cannot close the transcript fence early and pose as instructions.
-_FENCE = re.compile(r"<(\s*/?\s*transcript)", re.IGNORECASE)
+    return "\n\n".join(reversed(kept))
 
 
 def _render(entry: HistoryEntry) -> str:
+    """One entry: `Who: first line`, further lines indented, fence tags neutralized.
+
+    Conversation text can hold blank lines, `Assistant:` lines or a closing transcript tag; the
+    indent keeps every line of it inside its entry and the neutralizing keeps the fence whole.
+    """
     if entry.summary:
         who = "Earlier summary"
     elif entry.role == "user":
-        who = f"User ({entry.speaker})" if entry.speaker else "User"
+        label = one_line(scrub(entry.speaker or ""), 200)
+        who = f"User ({label})" if label else "User"
     else:
         who = "Assistant"
     parts = [_render_block(block) for block in entry.blocks]
-    return f"{who}: " + "\n".join(p for p in parts if p)
+    body = "\n".join(p for p in parts if p)
+    lines = split_lines(neutralize(scrub(f"{who}: {body}")))
+    return ("\n" + CONTINUATION_INDENT).join(lines)
 
 
 def _render_block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> str:

@@ -2,18 +2,24 @@
 
 The host marks parts of a user message with a few XML-like tags (its "fences"). Text the host did
 not write (message bodies, display names, surface names, the person's own words, recalled memory)
-must never open or close one of those fences, so every occurrence of exactly those tag forms is
-escaped: the `<` becomes `&lt;`. Nothing else changes, so the words stay readable, and the escape is
-reversible (`restore`): an `&lt;` (or `&amp;lt;`, ...) that already precedes a tag form gains one
-more `amp;`, so escaping never merges with text that merely looks escaped.
+must never open or close one of those fences. A model reads look-alikes as the tag they resemble
+(`＜ｓреаkеr>`, `‹speaker>`, `<spe\u034faker>`), so tag forms are found in the folded copy of the
+text (`bot.prompt.lookalike`: compatibility forms, confusables, default-ignorables), and the
+character that opens each one is escaped in the text itself: `<` becomes `&lt;`, a look-alike
+`X` becomes `&#xHEX;`. Nothing else changes, so the words stay readable, and the escape is
+reversible (`restore`): an `&lt;` or `&#xHEX;` (or `&amp;lt;`, ...) that already precedes a tag
+form gains one more `amp;`, so escaping never merges with text that merely looks escaped.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 
-# Every tag the host uses as a fence, anywhere in the request.
+from bot.prompt.lookalike import fold, fold_pieces, word_pattern
+
+# Every tag the host uses as a fence, anywhere in the request (`transcript`: compaction's).
 FENCE_TAGS = (
     "turn_context",
     "preceding_messages",
@@ -21,26 +27,99 @@ FENCE_TAGS = (
     "skill",
     "recalled_memory",
     "conversation_summary",
+    "transcript",
 )
 
-# A tag form: optional whitespace, an optional slash, optional whitespace, then a fence tag name
-# not followed by another name character (so `<speakers>` or `<skill-x` are not fence tags).
-# Invisible format characters count as whitespace here: a model reads `<\u200bspeaker>` as a tag.
-_GAP = r"[\s\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]*"
-_TAG_FORM = _GAP + "/?" + _GAP + "(?i:" + "|".join(FENCE_TAGS) + r")(?![\w-])"
-# The escape itself is case-sensitive (`&LT;` is not ours to touch), the tag name is not.
-_ESCAPE = re.compile(r"(<|&(?:amp;)*lt;)(?=" + _TAG_FORM + ")")
-_RESTORE = re.compile(r"&((?:amp;)*)lt;(?=" + _TAG_FORM + ")")
-# What a host fence looks like to a reader (any case, whitespace, attributes).
-FENCE_PATTERN = re.compile("<" + _TAG_FORM)
+# After an opener, in folded text: blanks, an optional slash, blanks, then a fence tag name not
+# followed by another name character (so `<speakers>` or `<skill-x` are not fence tags).
+_NAMES = "|".join(word_pattern(tag) for tag in FENCE_TAGS)
+_TAG_AFTER = re.compile(" */? *(?:" + _NAMES + r")(?![\w-])")
+_FOLDED_FORM = re.compile("<" + _TAG_AFTER.pattern)
+_ANY_NAME = re.compile(_NAMES)
+# What the escape writes (and so what an earlier escape looks like): case-sensitive on purpose.
+_ESCAPED = re.compile(r"&((?:amp;)*)(lt|#x[0-9A-F]+);")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def fence_forms(text: str) -> list[str]:
+    """Every span of `text` a model would read as a fence tag (found folded), in order."""
+    if _FOLDED_FORM.search(fold(text)) is None:
+        return []
+    folded = _Folded(text)
+    return [text[start:end] for start, end in folded.spans()]
 
 
 def neutralize(text: str) -> str:
     """Escape every fence tag form in `text` so it cannot open or close a host fence."""
-    if "<" not in text and "&" not in text:
+    if text.isascii() and "<" not in text and "&" not in text:
         return text
-    return _ESCAPE.sub(_escape_one, text)
+    if _ANY_NAME.search(fold(text)) is None:
+        return text
+    folded = _Folded(text)
+    edits = {i: _escape_opener(text[i]) for i, _ in folded.spans()}
+    for match in _ESCAPED.finditer(text):
+        if folded.tag_at(match.end()):
+            edits[match.start()] = "&amp;"  # the `&` of an earlier escape gains one `amp;`
+    return _apply(text, edits)
+
+
+def restore(text: str) -> str:
+    """Undo `neutralize`: restore(neutralize(t)) == t for every string t."""
+    if "&" not in text:
+        return text
+    folded = _Folded(text)
+    out: list[str] = []
+    last = 0
+    for match in _ESCAPED.finditer(text):
+        if folded.tag_at(match.end()):
+            out += [text[last : match.start()], _restore_one(match)]
+            last = match.end()
+    return "".join(out) + text[last:] if out else text
+
+
+class _Folded:
+    """The folded copy of a text with the folded offset at which each of its characters starts."""
+
+    def __init__(self, text: str) -> None:
+        pieces = fold_pieces(text)
+        self.starts = [0]
+        for piece in pieces:
+            self.starts.append(self.starts[-1] + len(piece))
+        self.text = "".join(pieces)
+
+    def tag_at(self, index: int) -> bool:
+        """Whether a tag form's rest (after its opener) starts at character `index`."""
+        return _TAG_AFTER.match(self.text, self.starts[index]) is not None
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Where each fence tag form is, as character offsets of the original text."""
+        return [
+            (
+                bisect.bisect_right(self.starts, m.start()) - 1,
+                bisect.bisect_left(self.starts, m.end()),
+            )
+            for m in _FOLDED_FORM.finditer(self.text)
+        ]
+
+
+def _escape_opener(ch: str) -> str:
+    return "&lt;" if ch == "<" else f"&#x{ord(ch):X};"
+
+
+def _restore_one(match: re.Match[str]) -> str:
+    ampersands, body = match.group(1), match.group(2)
+    if ampersands:
+        return "&" + ampersands[len("amp;") :] + body + ";"
+    return "<" if body == "lt" else chr(int(body[2:], 16))
+
+
+def _apply(text: str, edits: dict[int, str]) -> str:
+    out: list[str] = []
+    last = 0
+    for index in sorted(edits):
+        out += [text[last:index], edits[index]]
+        last = index + 1
+    return "".join(out) + text[last:]
 
 
 def scrub(text: str) -> str:
@@ -50,21 +129,6 @@ def scrub(text: str) -> str:
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
     return text
-
-
-def _escape_one(match: re.Match[str]) -> str:
-    found = match.group(1)
-    return "&lt;" if found == "<" else "&amp;" + found[1:]
-
-
-def restore(text: str) -> str:
-    """Undo `neutralize`: restore(neutralize(t)) == t for every string t."""
-    return _RESTORE.sub(_restore_one, text)
-
-
-def _restore_one(match: re.Match[str]) -> str:
-    ampersands = match.group(1)
-    return "<" if not ampersands else "&" + ampersands[len("amp;") :] + "lt;"
 
 
 # --- names and other one-line values ------------------------------------------------------------

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bot.ports import MemoryHit
 from bot.prompt import Assembler, TokenCounter
-from bot.prompt.fence import FENCE_PATTERN
+from bot.prompt.fence import fence_forms
 from bot.turns import (
     Attachment,
     ConversationKind,
@@ -114,7 +114,7 @@ def _fence_tags(body: Any) -> list[str]:
     texts = [b["text"] for b in body["system"]]
     for message in body["messages"]:
         texts += [b.get("text", "") + str(b.get("content", "")) for b in message["content"]]
-    return [m.group(0) for t in texts for m in FENCE_PATTERN.finditer(t)]
+    return [form for t in texts for form in fence_forms(t)]
 
 
 def _blank(text: str) -> str:
@@ -166,8 +166,8 @@ def test_every_fence_line_is_the_hosts(
         "text"
     ]
     for line in current.split("\n"):
-        for match in FENCE_PATTERN.finditer(line):
-            assert match.group(0) in {
+        for form in fence_forms(line):
+            assert form in {
                 "<turn_context",
                 "</turn_context",
                 "<preceding_messages",
