@@ -19,6 +19,8 @@ from bot.store.cron_runs import (
     _time,
 )
 
+# Longer than any cron turn runs (model timeouts and retries included).
+STALE_RUN_SECONDS = 30 * 60
 _MARKS = ", ".join(f"${n}" for n in range(1, 13))
 _UPDATES = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.replace(" ", "").split(",")[1:])
 
@@ -71,17 +73,40 @@ class PgCronRuns:
         return [_run(tuple(row)) for row in rows]
 
     async def interrupt_running(self, finished_at: datetime) -> int:
+        """Mark interrupted the runs still `running` that no live replica can still be running
+        (fired over STALE_RUN_SECONDS ago): a replica starting beside others must not mark
+        theirs."""
+
         async def interrupt(conn: Any) -> int:
             status = await conn.execute(
-                "UPDATE cron_runs SET status = $1, finished_at = $2, error = $3 WHERE status = $4",
+                "UPDATE cron_runs SET status = $1, finished_at = $2, error = $3 "
+                "WHERE status = $4 AND fired_at <= $5",
                 CronRunStatus.INTERRUPTED.value,
                 finished_at.timestamp(),
                 INTERRUPTED_ERROR,
                 CronRunStatus.RUNNING.value,
+                finished_at.timestamp() - STALE_RUN_SECONDS,
             )
             return int(str(status).rsplit(" ", 1)[-1])
 
         return await self._db.write(interrupt)
+
+    async def claim_slot(self, job: str, slot: datetime) -> bool:
+        async def claim(conn: Any) -> bool:
+            status = await conn.execute(
+                "INSERT INTO cron_slots (job, slot, claimed_at) VALUES ($1, $2, $2) "
+                "ON CONFLICT DO NOTHING",
+                job,
+                slot.timestamp(),
+            )
+            await conn.execute(
+                "DELETE FROM cron_slots WHERE job = $1 AND slot < $2",
+                job,
+                slot.timestamp() - self._max_age,
+            )
+            return bool(status == "INSERT 0 1")
+
+        return await self._db.write(claim)
 
     async def aclose(self) -> None:
         """The records share the store's pool, which the store closes."""

@@ -107,6 +107,13 @@ _V1_RECORDS_EVENTS_BUFFER_RUNS = (
         seq BIGINT GENERATED ALWAYS AS IDENTITY
     )""",
     "CREATE INDEX cron_runs_by_job ON cron_runs (job, fired_at)",
+    # One row per schedule slot ever claimed: each slot runs on one replica only.
+    """CREATE TABLE cron_slots (
+        job TEXT NOT NULL,
+        slot DOUBLE PRECISION NOT NULL,
+        claimed_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (job, slot)
+    )""",
 )
 
 # The durable inbox and outbox (SPEC §11), as in the SQLite store's version 4.

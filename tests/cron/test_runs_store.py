@@ -3,6 +3,7 @@ the read-only view on SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
@@ -143,3 +144,18 @@ async def test_opening_never_creates_a_store_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="Fix:"):
         await open_cron_runs(missing)
     assert not missing.exists()
+
+
+async def test_each_slot_is_claimed_once_across_openings(engine: Engine, runs: RunRecords) -> None:
+    store = await engine.open()  # a second replica on the same store
+    other = await store.cron_runs()
+    try:
+        claims = await asyncio.gather(
+            *(r.claim_slot("digest", T0) for r in (runs, other, runs, other))
+        )
+        assert claims.count(True) == 1
+        assert await other.claim_slot("digest", T0 + timedelta(hours=1))
+        assert await runs.claim_slot("other-job", T0)
+    finally:
+        await other.aclose()
+        await store.aclose()
