@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.inbox import Inbox, Outbox
-from bot.ports import ChatBuffer, CronRun, EventLedger, HistoryStore, MemoryStore, TurnRecords
+from bot.ports import (
+    ChatBuffer,
+    CronRun,
+    EventLedger,
+    HistoryStore,
+    Leadership,
+    MemoryStore,
+    TurnRecords,
+)
 from bot.store.history import ConversationInfo
 from bot.store.memory import StoredMemory
 from bot.store.records import RecordSummary
@@ -73,6 +81,10 @@ class OpenStore(Protocol):
 
     @property
     def outbox(self) -> Outbox: ...
+
+    @property
+    def leadership(self) -> Leadership | None:
+        """Who runs what must run once (Telegram polling); None when one process is all."""
 
     @property
     def where(self) -> str:

@@ -256,7 +256,14 @@ class App:
             from channels.telegram import TelegramChannel
 
             channels.append(
-                TelegramChannel(settings.telegram, secrets, store.ledger, http, buffer=store.buffer)
+                TelegramChannel(
+                    settings.telegram,
+                    secrets,
+                    store.ledger,
+                    http,
+                    buffer=store.buffer,
+                    leader=store.leadership,
+                )
             )
         return channels
 

@@ -19,6 +19,7 @@ from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.history import PgHistory
 from bot.pgstore.inbox import PgInbox, PgOutbox
+from bot.pgstore.leader import PgLeadership
 from bot.pgstore.ledger import PgLedger
 from bot.pgstore.memory import PgMemory
 from bot.pgstore.records import PgTurnRecords
@@ -39,6 +40,7 @@ class PgStore:
     buffer: PgChatBuffer
     inbox: PgInbox
     outbox: PgOutbox
+    leadership: PgLeadership
 
     @property
     def where(self) -> str:
@@ -76,4 +78,5 @@ async def open_pg_store(
         buffer=PgChatBuffer(db, clock, size=buffer_size),
         inbox=PgInbox(db, clock),
         outbox=PgOutbox(db, history, records, clock),
+        leadership=PgLeadership(url),
     )

@@ -56,6 +56,11 @@ class Store:
     outbox: SqliteOutbox
 
     @property
+    def leadership(self) -> None:
+        """One process per file: it always leads, nothing to elect."""
+        return None
+
+    @property
     def where(self) -> str:
         return str(self.db.path)
 

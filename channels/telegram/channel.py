@@ -26,7 +26,7 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
 from bot.config import ConfigError, Secrets, TelegramSettings
-from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
+from bot.ports import Admission, ChatBuffer, EventLedger, Leadership, TurnSink
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
     PLATFORM,
@@ -39,6 +39,8 @@ from channels.telegram.mapping import (
 )
 
 log = structlog.get_logger(__name__)
+
+POLLING_DUTY = "telegram-polling"
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
@@ -97,6 +99,7 @@ class TelegramChannel:
         http: web.Application | None = None,
         *,
         buffer: ChatBuffer,
+        leader: Leadership | None = None,
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
@@ -108,6 +111,10 @@ class TelegramChannel:
             frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
         )
         self._sink: TurnSink | None = None
+        # With replicas, only the one holding this duty polls (two pollers conflict); the others
+        # stand by and take over when it dies. None: this process is the only one.
+        self._leader = leader
+        self._standby: asyncio.Task[None] | None = None
         self._me: BotIdentity | None = None
         self._webhook_secret: str | None = None
         # Keys the pseudonymous surface ids of private chats; derived from the token (a secret
@@ -133,7 +140,8 @@ class TelegramChannel:
     def connected(self) -> bool:
         """For /healthz: started, and (when polling) the polling loop is running."""
         updater = self._app.updater
-        return self._app.running and (updater is None or updater.running)
+        standing_by = self._standby is not None and not self._standby.done()
+        return self._app.running and (updater is None or updater.running or standing_by)
 
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         self._sink = sink
@@ -155,10 +163,10 @@ class TelegramChannel:
         if not intake:
             return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
-        if self._app.updater is not None:
-            await self._app.updater.start_polling(
-                timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
-            )
+        if self._app.updater is not None and self._leader is not None:
+            self._standby = asyncio.create_task(self._poll_when_elected(self._leader))
+        elif self._app.updater is not None:
+            await self._poll()
         elif self._settings.webhook_url:
             await bot.set_webhook(
                 url=self._settings.webhook_url,
@@ -166,10 +174,27 @@ class TelegramChannel:
                 allowed_updates=ALLOWED_UPDATES,
             )
 
+    async def _poll(self) -> None:
+        assert self._app.updater is not None
+        await self._app.updater.start_polling(
+            timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
+        )
+
+    async def _poll_when_elected(self, leader: Leadership) -> None:
+        log.info("telegram_polling_standby")
+        await leader.acquire(POLLING_DUTY)
+        log.info("telegram_polling_elected")
+        await self._poll()
+
     async def stop(self) -> None:
         """Stop polling (confirming what was handled), then the Application."""
+        if self._standby is not None:
+            self._standby.cancel()
+            await asyncio.gather(self._standby, return_exceptions=True)
         if self._app.updater is not None and self._app.updater.running:
             await self._app.updater.stop()
+        if self._leader is not None and self._standby is not None:
+            await self._leader.release(POLLING_DUTY)
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()
