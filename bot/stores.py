@@ -16,10 +16,12 @@ from bot.ports import (
     Leadership,
     MemoryStore,
     TurnRecords,
+    UsageLedger,
 )
 from bot.store.history import ConversationInfo
 from bot.store.memory import StoredMemory
 from bot.store.records import RecordSummary
+from bot.store.usage import UsageRow
 
 
 class OperatorHistory(HistoryStore, Protocol):
@@ -40,6 +42,10 @@ class OperatorRecords(TurnRecords, Protocol):
     async def recent(
         self, conversation: str | None = None, *, limit: int = 20
     ) -> list[RecordSummary]: ...
+
+
+class OperatorUsage(UsageLedger, Protocol):
+    async def rows(self, since: datetime | None = None) -> list[UsageRow]: ...
 
 
 class RunRecords(Protocol):
@@ -75,6 +81,9 @@ class OpenStore(Protocol):
 
     @property
     def buffer(self) -> ChatBuffer: ...
+
+    @property
+    def usage(self) -> OperatorUsage: ...
 
     @property
     def inbox(self) -> Inbox: ...

@@ -50,6 +50,8 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
         return [Check("config", False, str(exc))]
     checks = [Check("config", True, str(config.source or "defaults (no config file)"))]
     checks.append(_files(config))
+    if checks[-1].ok:
+        checks.append(_policy(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     if not offline:
@@ -68,6 +70,18 @@ def _files(config: Config) -> Check:
     except ConfigError as exc:
         return Check("agent files", False, str(exc))
     return Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+
+
+def _policy(config: Config) -> Check:
+    from bot.agentfiles import load_agent
+    from bot.policyfiles import load_policy
+
+    try:
+        load_policy(config.settings, load_agent(config.settings.agent))
+    except ConfigError as exc:
+        return Check("surfaces and templates", False, str(exc))
+    rules = len(config.settings.surfaces)
+    return Check("surfaces and templates", True, f"{rules} surface rule(s); templates valid")
 
 
 async def _database(config: Config) -> Check:

@@ -24,6 +24,7 @@ from bot.pgstore.ledger import PgLedger
 from bot.pgstore.memory import PgMemory
 from bot.pgstore.records import PgTurnRecords
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
+from bot.pgstore.usage import PgUsage
 
 __all__ = ["SCHEMA_VERSION", "PgStore", "open_pg_store", "shown_url"]
 
@@ -41,6 +42,7 @@ class PgStore:
     inbox: PgInbox
     outbox: PgOutbox
     leadership: PgLeadership
+    usage: PgUsage
 
     @property
     def where(self) -> str:
@@ -79,4 +81,5 @@ async def open_pg_store(
         inbox=PgInbox(db, clock),
         outbox=PgOutbox(db, history, records, clock),
         leadership=PgLeadership(url),
+        usage=PgUsage(db, clock),
     )

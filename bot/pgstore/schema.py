@@ -150,8 +150,35 @@ _V1_INBOX_OUTBOX = (
     "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE state != 'pending'",
 )
 
+# Per-turn usage and budget notices, as in the SQLite store's `bot.store.usage`.
+_V1_USAGE = (
+    """CREATE TABLE usage (
+        turn_id TEXT PRIMARY KEY,
+        at DOUBLE PRECISION NOT NULL,
+        channel TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        person TEXT,
+        model TEXT NOT NULL,
+        input BIGINT NOT NULL,
+        cache_read BIGINT NOT NULL,
+        cache_write BIGINT NOT NULL,
+        cache_write_1h BIGINT NOT NULL,
+        output BIGINT NOT NULL,
+        cost DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX usage_by_time ON usage (at)",
+    "CREATE INDEX usage_by_surface ON usage (surface, at)",
+    "CREATE INDEX usage_by_person ON usage (person, at)",
+    """CREATE TABLE budget_notices (
+        scope TEXT NOT NULL,
+        period TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (scope, period)
+    )""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX,
+    _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -28,6 +28,8 @@ TABLES = (
     "cron_runs",
     "inbox",
     "outbox",
+    "usage",
+    "budget_notices",
 )
 # Columns only the SQLite file has (its row ids for tables the target keys otherwise).
 _SQLITE_ONLY = {"messages": {"id"}}
