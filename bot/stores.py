@@ -16,12 +16,12 @@ from bot.ports import (
     Leadership,
     MemoryStore,
     TurnRecords,
+    UsageEntry,
     UsageLedger,
 )
 from bot.store.history import ConversationInfo
 from bot.store.memory import StoredMemory
 from bot.store.records import RecordSummary
-from bot.store.usage import UsageRow
 
 
 class OperatorHistory(HistoryStore, Protocol):
@@ -45,7 +45,7 @@ class OperatorRecords(TurnRecords, Protocol):
 
 
 class OperatorUsage(UsageLedger, Protocol):
-    async def rows(self, since: datetime | None = None) -> list[UsageRow]: ...
+    async def rows(self, since: datetime | None = None) -> list[UsageEntry]: ...
 
 
 class RunRecords(Protocol):

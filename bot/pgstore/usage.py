@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.pgstore.db import PgDatabase
 from bot.ports import Spent, UsageEntry
-from bot.store.usage import _TOKENS, USAGE_KEEP_DAYS, UsageRow, _row
+from bot.store.usage import _TOKENS, USAGE_KEEP_DAYS, _row
 
 
 class PgUsage:
@@ -80,7 +80,7 @@ class PgUsage:
 
         return await self._db.write(mark)
 
-    async def rows(self, since: datetime | None = None) -> list[UsageRow]:
+    async def rows(self, since: datetime | None = None) -> list[UsageEntry]:
         """Every stored turn since `since` (all when None), oldest first."""
         start = since.timestamp() if since is not None else 0.0
         rows = await self._db.fetch_all(
