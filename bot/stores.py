@@ -11,7 +11,6 @@ from bot.inbox import Inbox, Outbox
 from bot.ports import (
     ChatBuffer,
     CronRun,
-    EventLedger,
     HistoryStore,
     Leadership,
     MemoryStore,
@@ -75,9 +74,6 @@ class OpenStore(Protocol):
 
     @property
     def records(self) -> OperatorRecords: ...
-
-    @property
-    def ledger(self) -> EventLedger: ...
 
     @property
     def buffer(self) -> ChatBuffer: ...

@@ -62,16 +62,6 @@ class Engine:
             clock=self.clock,
         )
 
-    def ledger(self, store: Any, **bounds: Any) -> Any:
-        """A ledger with its own bounds on the open store's database."""
-        if self.postgres:
-            from bot.pgstore.ledger import PgLedger
-
-            return PgLedger(store.db, self.clock, **bounds)
-        from bot.store.ledger import SqliteLedger
-
-        return SqliteLedger(store.db, self.clock, **bounds)
-
     def inbox(self, store: Any, **bounds: Any) -> Any:
         """An inbox with its own bounds on the open store's database."""
         if self.postgres:

@@ -20,7 +20,6 @@ from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.history import PgHistory
 from bot.pgstore.inbox import PgInbox, PgOutbox
 from bot.pgstore.leader import PgLeadership
-from bot.pgstore.ledger import PgLedger
 from bot.pgstore.memory import PgMemory
 from bot.pgstore.records import PgTurnRecords
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
@@ -37,7 +36,6 @@ class PgStore:
     history: PgHistory
     memory: PgMemory
     records: PgTurnRecords
-    ledger: PgLedger
     buffer: PgChatBuffer
     inbox: PgInbox
     outbox: PgOutbox
@@ -76,7 +74,6 @@ async def open_pg_store(
         history=history,
         memory=PgMemory(db, memory, clock),
         records=records,
-        ledger=PgLedger(db, clock),
         buffer=PgChatBuffer(db, clock, size=buffer_size),
         inbox=PgInbox(db, clock),
         outbox=PgOutbox(db, history, records, clock),

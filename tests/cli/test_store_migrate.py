@@ -36,7 +36,7 @@ async def seed(path: Path) -> str:
             MemoryCapture(KEY, "slack:C1", "u1", "Ann", "badge 7731 \x00", "Noted.", AT)
         )
         await store.records.save(TurnRecord("turn-1", KEY, "slack", AT, AT, "ok"))
-        assert await store.ledger.first_sight("slack", "Ev1")
+        assert await store.inbox.note(source="slack", marks=["Ev1"])
         await store.buffer.append("telegram:-1", PrecedingMessage(AT, "Bo", "hi"))
         (found,) = await store.memory.search("badge")
         return found.id
@@ -74,7 +74,7 @@ async def test_migrate_copies_every_table_and_verifies_counts(
         (hit,) = await store.memory.recall("badge 7731", MemoryScope("slack:C1"))
         assert hit.id == badge_id  # ids survive: what `bot memory search` printed stays valid
         assert await store.records.show("turn-1") is not None
-        assert not await store.ledger.first_sight("slack", "Ev1")  # still answered once
+        assert not await store.inbox.note(source="slack", marks=["Ev1"])  # still seen once
         assert [m.text for m in await store.buffer.take("telegram:-1")] == ["hi"]
         await store.memory.capture(
             MemoryCapture(KEY, "slack:C1", "u1", "Ann", "a new fact", "ok", AT)

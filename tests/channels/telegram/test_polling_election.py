@@ -21,7 +21,7 @@ async def test_one_replica_polls_and_another_takes_over(tg: FakeTelegram, engine
     stores = [await engine.open(), await engine.open()]
     leaders = [PgLeadership(str(engine.location), retry=0.05) for _ in stores]
     channels = [
-        TelegramChannel(settings(tg), secrets(tg), s.ledger, buffer=s.buffer, leader=leader)
+        TelegramChannel(settings(tg), secrets(tg), buffer=s.buffer, leader=leader)
         for s, leader in zip(stores, leaders, strict=True)
     ]
     sinks = [Sink(), Sink()]
