@@ -19,6 +19,7 @@ from bot.agentfiles import load_agent
 from bot.budget import Budgets
 from bot.cli.stored import open_configured
 from bot.config import Config, ConfigError
+from bot.departures import MemoryDepartures
 from bot.host import Host
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
@@ -272,10 +273,11 @@ class App:
         # it is off, and refuses to start with a clear error instead of waiting for nothing.
         http = self.web if self._want_http and settings.http.enabled else None
         channels: list[Channel] = []
+        departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         if settings.slack.enabled:
             from channels.slack import SlackChannel
 
-            channels.append(SlackChannel(settings.slack, secrets, http))
+            channels.append(SlackChannel(settings.slack, secrets, http, departures=departures))
         if settings.telegram.enabled:
             from channels.telegram import TelegramChannel
 
@@ -285,6 +287,7 @@ class App:
                     secrets,
                     http,
                     buffer=store.buffer,
+                    departures=departures,
                     leader=store.leadership,
                 )
             )
