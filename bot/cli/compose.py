@@ -19,15 +19,16 @@ from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
+from bot.cli.stored import open_configured
 from bot.config import Config, ConfigError
 from bot.departures import MemoryDepartures
 from bot.host import Host
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
-from bot.ports import Channel, ModelRuntime, Tool
+from bot.ports import AttachmentStore, Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.recall import RecallCache
-from bot.store import Store, open_store
+from bot.stores import OpenStore
 from bot.tools import LoadSkillTool, tool_specs
 from bot.turns import TurnRequest
 
@@ -99,7 +100,7 @@ class App:
         self.channels: list[Channel] = []
         self.web = web.Application()
         self._runner: web.AppRunner | None = None
-        self._store: Store | None = None
+        self._store: OpenStore | None = None
         self._host: Host | None = None
         self._model: ModelRuntime | None = None
         self._exits = contextlib.AsyncExitStack()
@@ -110,7 +111,7 @@ class App:
         return self._host
 
     @property
-    def store(self) -> Store:
+    def store(self) -> OpenStore:
         assert self._store is not None, "App is not started"
         return self._store
 
@@ -152,7 +153,7 @@ class App:
         self._exits.push_async_callback(model.aclose)
         if self._check_model:
             await self._verify_model(model)
-        store = await open_store(
+        store = await open_configured(
             settings.store,
             settings.memory,
             buffer_size=settings.telegram.group_buffer,
@@ -163,7 +164,9 @@ class App:
         load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
         memory = store.memory if settings.memory.enabled else None
 
-        files = settings.attachments.enabled
+        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
+        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
+        files = attachment_store if settings.attachments.enabled else None
 
         def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
             tools: list[Tool] = []
@@ -171,11 +174,15 @@ class App:
                 tools.append(recall.tool())
             if load_skill.available:
                 tools.append(load_skill)
-            if files:
-                tools.append(ReadAttachmentTool(store.attachments, request.conversation_key))
+            if files is not None:
+                tools.append(ReadAttachmentTool(files, request.conversation_key))
             return tools
 
-        intake = AttachmentIntake(store.attachments, settings.attachments)
+        intake = (
+            AttachmentIntake(attachment_store, settings.attachments)
+            if attachment_store is not None
+            else None
+        )
 
         budgets = Budgets(
             settings.budget,
@@ -201,7 +208,7 @@ class App:
         for channel in self.channels:
             self._host.attach(channel.name, channel.deliverer)
             source = getattr(channel, "files", None)
-            if source is not None:
+            if source is not None and intake is not None:
                 intake.add_source(channel.name, source)
         self.metrics = Metrics(
             lambda: self.host.queue_depth, self._channels_up, cost=budgets.cost_of
@@ -226,10 +233,9 @@ class App:
             await self._host.resume()
         await self._start_cron()
 
-    async def _prepare_cron(self, store: Store) -> None:
+    async def _prepare_cron(self, store: OpenStore) -> None:
         """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
         add the webhook route, before the HTTP server freezes its router."""
-        from bot.store.cron_runs import open_cron_runs
         from channels.cron import CronRunner, WebhookEndpoint, plan_hooks, plan_jobs
 
         settings = self.config.settings
@@ -237,7 +243,7 @@ class App:
         hooks = plan_hooks(settings, self.config.secrets) if self._want_http else []
         if not jobs and not hooks:
             return
-        runs = await open_cron_runs(store.db.path)
+        runs = await store.cron_runs()
         self._exits.push_async_callback(runs.aclose)
         self.cron_jobs = jobs
         self.cron_runner = CronRunner(self.host, self.host.deliverer, runs)
@@ -284,7 +290,7 @@ class App:
         except ModelError as exc:
             log.warning("model_check_failed", error=str(exc))
 
-    def _build_channels(self, store: Store) -> list[Channel]:
+    def _build_channels(self, store: OpenStore) -> list[Channel]:
         settings, secrets = self.config.settings, self.config.secrets
         # A channel that needs the HTTP port (Slack HTTP mode, Telegram webhooks) gets None when
         # it is off, and refuses to start with a clear error instead of waiting for nothing.
@@ -300,7 +306,12 @@ class App:
 
             channels.append(
                 TelegramChannel(
-                    settings.telegram, secrets, http, buffer=store.buffer, departures=departures
+                    settings.telegram,
+                    secrets,
+                    http,
+                    buffer=store.buffer,
+                    departures=departures,
+                    leader=store.leadership,
                 )
             )
         return channels
