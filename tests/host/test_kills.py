@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.config import load_config
 from bot.store import open_store
 from tests.conftest import subprocess_env, write_config
@@ -33,7 +35,8 @@ from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = int(os.environ.get("KILL_TEST_KILLS", "50"))
+# The suite kills ten times; KILL_TEST_KILLS=50 (and KILL_TEST_SEED) for the long run.
+KILLS = int(os.environ.get("KILL_TEST_KILLS", "10"))
 SEED = os.environ.get("KILL_TEST_SEED", "20261201")
 QUESTION = re.compile(r"question (\d+)")
 ANSWER = re.compile(r"Answer (\d+)\.")
@@ -141,6 +144,8 @@ def _numbers(text: str) -> list[int]:
 
 @contextlib.asynccontextmanager
 async def spawn_forker(env: dict[str, str]) -> AsyncIterator[Forker]:
+    # KILL_TEST_LOG=FILE keeps the lives' logs (at info level) for a failure's post-mortem.
+    log = await asyncio.to_thread(open, os.environ.get("KILL_TEST_LOG", os.devnull), "ab")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -149,7 +154,7 @@ async def spawn_forker(env: dict[str, str]) -> AsyncIterator[Forker]:
         env=subprocess_env(**env),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=open(os.environ.get("KILL_TEST_LOG", os.devnull), "ab"),  # noqa: SIM115
+        stderr=log,
     )
     started = Forker(process)
     try:
@@ -163,6 +168,7 @@ async def spawn_forker(env: dict[str, str]) -> AsyncIterator[Forker]:
             await asyncio.wait_for(process.wait(), 10)
         if process.returncode is None:
             process.kill()
+        log.close()
 
 
 def environment(fake: FakeAnthropic, slack: FakeSlack, tg: FakeTelegram) -> dict[str, str]:
@@ -172,6 +178,8 @@ def environment(fake: FakeAnthropic, slack: FakeSlack, tg: FakeTelegram) -> dict
         "SLACK_BOT_TOKEN": slack.bot_token,
         "SLACK_APP_TOKEN": slack.app_token,
         "TELEGRAM_BOT_TOKEN": tg.token,
+        "BOT_STORE__HISTORY_MESSAGES": "1000",  # every turn stays, so all can be checked
+        "BOT_LOGGING__LEVEL": "info" if os.environ.get("KILL_TEST_LOG") else "warning",
     }
 
 
@@ -196,6 +204,7 @@ def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram) -> Path:
 
         [host]
         turns_per_person_per_minute = 0
+        queue_per_conversation = 1000
         shutdown_grace = 5
 
         [logging]
@@ -204,6 +213,7 @@ def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram) -> Path:
     )
 
 
+@pytest.mark.slow
 async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(agent_dir: Path) -> None:
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
@@ -212,7 +222,12 @@ async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(agent_dir
         config = configure(agent_dir, slack, tg)
         async with spawn_forker(environment(fake, slack, tg)) as forker:
             for _ in range(KILLS):
+                answered = len(slack.posts) + len(tg.sent)
                 await forker.start(config)
+                if rng.random() < 0.75:  # else: killed while it starts, resumes or connects
+                    await slack.connection(30)
+                if rng.random() < 0.5:  # a life that gets somewhere before it is killed
+                    await _progress(world, answered)
                 await _traffic(world, rng, rng.uniform(0.05, 0.5))
                 await forker.stop()
             # A last, calm life: Slack retries what was never acknowledged, everything drains.
@@ -237,6 +252,14 @@ async def _traffic(world: World, rng: random.Random, seconds: float) -> None:
                 await asyncio.wait_for(world.ask_slack(rng), max(left, 0.01))
         else:
             await world.ask_telegram(rng)
+
+
+async def _progress(world: World, answered: int) -> None:
+    """Wait (a little) until this life has posted an answer, when there is one to post."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5):
+            while len(world.slack.posts) + len(world.tg.sent) <= answered:
+                await asyncio.sleep(0.02)
 
 
 def _acked(slack: FakeSlack, body: dict[str, Any]) -> bool:
