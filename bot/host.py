@@ -44,10 +44,12 @@ from bot.prompt import (
     Assembler,
     UnknownSkill,
     WindowExceeded,
+    host_command,
     speaker_label,
 )
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
+from bot.replies import greeting, help_text
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -60,7 +62,6 @@ from bot.turns import (
 log = structlog.get_logger(__name__)
 
 CONTINUITY_MAX_BYTES = 48 * 1024
-COMPACT_COMMAND = "/compact"
 
 BUSY_REPLY = (
     "I'm still working through earlier messages in this conversation. "
@@ -191,9 +192,16 @@ class Host:
     async def _turn_inner(self, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
         text = request.text
-        if text.strip().lower().startswith(COMPACT_COMMAND):
+        command = host_command(text)
+        if command == "compact":
             async with self._working(request.route):
                 return await self._compact(request, started)
+        if command is not None:  # /start, /help: answered by the host, no model call
+            reply = greeting(self._assembler.agent) if command == "start" else None
+            reply = reply or help_text(self._assembler.agent)
+            delivery = await self._reply(request, reply)
+            await self._record(request, started, "command")
+            return TurnResult(request.turn_id, "command", reply, delivery)
         try:
             skills, text = self._assembler.split_skill_command(text)
         except UnknownSkill as exc:

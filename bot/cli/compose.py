@@ -18,6 +18,8 @@ from aiohttp import web
 from bot.agentfiles import load_agent
 from bot.config import Config, ConfigError
 from bot.host import Host
+from bot.httpguard import guard
+from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.ports import Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
@@ -72,6 +74,7 @@ class App:
         check_model: bool = False,
     ) -> None:
         self.config = config
+        remember_secrets(config.secrets.values.values())  # turn records and logs redact them
         self._model_override = model
         self._want_channels = channels
         self._want_http = http
@@ -85,7 +88,7 @@ class App:
         self.cron_jobs: list[JobPlan] = []
         self.webhooks: WebhookEndpoint | None = None
         self.channels: list[Channel] = []
-        self.web = web.Application()
+        self.web = web.Application(middlewares=[guard])
         self._runner: web.AppRunner | None = None
         self._store: Store | None = None
         self._host: Host | None = None

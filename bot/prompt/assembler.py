@@ -130,6 +130,10 @@ class Assembler:
 
     # --- per turn -------------------------------------------------------------------------------
 
+    @property
+    def agent(self) -> AgentTexts:
+        return self._agent
+
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
 

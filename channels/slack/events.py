@@ -97,6 +97,10 @@ def read_event(
     return Skip("channel message without a mention")
 
 
+# Slackbot's own messages carry this user id and no bot_id.
+SLACKBOT = "USLACKBOT"
+
+
 def _not_a_trigger(
     event: Mapping[str, Any], bot: BotIdentity, ignore_other_bots: bool
 ) -> str | None:
@@ -109,6 +113,8 @@ def _not_a_trigger(
         return "not a new message: edited"
     if _is_own(event, bot):
         return "own message"
+    if event.get("user") == SLACKBOT:  # reminders, join notices: never a person asking
+        return "Slackbot"
     if ignore_other_bots and _other_bot_name(event) is not None:
         return "another bot"
     return None

@@ -232,6 +232,39 @@ async def test_compact_command_replaces_history_with_a_summary(
     assert isinstance(history[0].blocks[0], TextBlock)
 
 
+async def test_compact_is_a_command_only_as_a_whole_word(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        for n in range(3):
+            await app.host.run(channel.request(f"fact {n}"))
+        result = await app.host.run(channel.request("/compactify the report"))
+        history = await app.store.history.load(channel.conversation)
+    assert not any(entry.summary for entry in history)
+    assert len(fake.requests) == 3  # no summary request was made
+    assert result.outcome == "refused"  # a /word that names no skill, said so
+    assert "compactify" in out.getvalue()
+
+
+async def test_start_greets_from_the_identity_and_help_lists_the_commands(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        start = await app.host.run(channel.request("/start"))
+        greeting = out.getvalue()
+        helped = await app.host.run(channel.request("/help"))
+        listing = out.getvalue()[len(greeting) :]
+    assert (start.outcome, helped.outcome) == ("command", "command")
+    assert "Testbot" in greeting
+    assert "/help" in greeting
+    assert "no skill" not in greeting
+    for command in ("/help", "/compact", "/summarize"):
+        assert command in listing
+    assert fake.requests == []
+
+
 async def test_memory_captured_in_one_conversation_is_recalled_in_the_same_scope(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:

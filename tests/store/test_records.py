@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.config import MemorySettings, StoreSettings
+from bot.logs import remember_secrets
 from bot.ports import TurnRecord, Usage
 from bot.store import Store, open_store
 
@@ -102,3 +104,13 @@ async def test_no_credential_reaches_the_stored_record(
 
     assert token not in raw
     assert "[redacted]" in raw
+
+
+async def test_configured_secret_values_never_reach_a_stored_record(store: Store) -> None:
+    token = "hook-token-without-any-shape-77"
+    remember_secrets([token])
+    await store.records.save(record(77, text=f"x {token} y"))
+    stored = await store.records.show("turn-77")
+    assert stored is not None
+    assert token not in json.dumps(stored)
+    assert "x [redacted] y" in json.dumps(stored)
