@@ -27,6 +27,13 @@ CONTEXT_WINDOWS = {"claude-opus-4": 200_000, "claude-sonnet-4": 200_000, "claude
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 
+# Upper bounds: every number a person can set has one (a huge value must fail validation with
+# the key's name, not crash `bot run` later).
+_MiB = 1024 * 1024
+_TiB = 1024 * _MiB * 1024
+_DAY = 86_400
+
+
 class ConfigError(Exception):
     """The configuration cannot be used. The message says what, where, and how to fix it."""
 
@@ -58,7 +65,7 @@ class ModelSettings(_Section):
     name: str = "claude-sonnet-4-6"
     base_url: str | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
-    context_window: Annotated[int, Field(ge=1024)] | None = None
+    context_window: Annotated[int, Field(ge=1024, le=10_000_000)] | None = None
     max_turns: Annotated[int, Field(ge=0, le=100)] = 24
     timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 4
@@ -78,13 +85,13 @@ class ModelSettings(_Section):
 class StoreSettings(_Section):
     path: Path = Path("data/bot.sqlite3")
     history_messages: Annotated[int, Field(ge=2, le=10_000)] = 64
-    message_max_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
-    max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
-    max_conversations: Annotated[int, Field(ge=1)] = 10_000
-    idle_days: Annotated[int, Field(ge=1)] = 365
-    turn_records_keep: Annotated[int, Field(ge=0)] = 10_000
+    message_max_bytes: Annotated[int, Field(ge=1024, le=64 * _MiB)] = 64 * 1024
+    max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
+    max_conversations: Annotated[int, Field(ge=1, le=100_000_000)] = 10_000
+    idle_days: Annotated[int, Field(ge=1, le=36_500)] = 365
+    turn_records_keep: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     # Requests can be large (a full history): the records are bounded in bytes too.
-    turn_records_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
+    turn_records_max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
 
 
 class MemorySettings(_Section):
@@ -92,7 +99,7 @@ class MemorySettings(_Section):
     recall_hits: Annotated[int, Field(ge=0, le=50)] = 5
     recall_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 8 * 1024
     # Memories kept in all; past it the oldest go first (checked every RETENTION_EVERY captures).
-    max_entries: Annotated[int, Field(ge=100)] = 1_000_000
+    max_entries: Annotated[int, Field(ge=100, le=1_000_000_000)] = 1_000_000
     # Console and request-driven turns recall only their own conversation's memories unless
     # this widens them to everything (a single-operator deployment may want that).
     wide_console_recall: bool = False
@@ -109,7 +116,7 @@ class SlackSettings(_Section):
     allowed_user_ids: list[str] = []
     resolve_channel_names: bool = True
     ignore_other_bots: bool = True
-    user_cache_seconds: Annotated[int, Field(ge=0)] = 3600
+    user_cache_seconds: Annotated[int, Field(ge=0, le=7 * _DAY)] = 3600
     # The emoji (without colons) put on the triggering message while its turn runs.
     progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
         "hourglass_flowing_sand"
@@ -159,7 +166,7 @@ class CronJob(_Section):
 
 
 class CronSettings(_Section):
-    misfire_grace: Annotated[float, Field(ge=0)] = 300.0
+    misfire_grace: Annotated[float, Field(ge=0, le=7 * _DAY)] = 300.0
     # A failed run is tried again up to `retries` times: after `retry_delay` seconds, then four
     # times longer each time, never past the job's next slot.
     retries: Annotated[int, Field(ge=0, le=10)] = 2
@@ -177,8 +184,8 @@ class WebhookSettings(_Section):
 
 class HostSettings(_Section):
     queue_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 8
-    turns_per_person_per_minute: Annotated[int, Field(ge=0)] = 12  # 0 = no limit
-    shutdown_grace: Annotated[float, Field(ge=0)] = 30.0
+    turns_per_person_per_minute: Annotated[int, Field(ge=0, le=10_000)] = 12  # 0 = no limit
+    shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = 30.0
 
 
 class LoggingSettings(_Section):

@@ -23,6 +23,7 @@ from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.ports import Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.prompt.assembler import FLOOR_SHARE
 from bot.recall import RecallCache
 from bot.store import Store, open_store
 from bot.tools import LoadSkillTool, tool_specs
@@ -45,18 +46,33 @@ def require_api_key(config: Config) -> str:
 
 
 def build_assembler(config: Config, agent: AgentTexts, counter: TokenCounter) -> Assembler:
+    """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
+    (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
     settings = config.settings
-    return Assembler(
-        agent,
-        model=settings.model.name,
-        max_tokens=settings.model.max_tokens,
-        context_window=settings.model.window,
-        timezone=settings.agent.timezone,
-        counter=counter,
-        tools=tool_specs(agent, memory=settings.memory.enabled),
-        memory_enabled=settings.memory.enabled,
-        skill_max_bytes=settings.agent.skill_max_bytes,
-    )
+    try:
+        assembler = Assembler(
+            agent,
+            model=settings.model.name,
+            max_tokens=settings.model.max_tokens,
+            context_window=settings.model.window,
+            timezone=settings.agent.timezone,
+            counter=counter,
+            tools=tool_specs(agent, memory=settings.memory.enabled),
+            memory_enabled=settings.memory.enabled,
+            skill_max_bytes=settings.agent.skill_max_bytes,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if assembler.fixed_tokens > FLOOR_SHARE * assembler.input_budget:
+        raise ConfigError(
+            f"model.context_window ({settings.model.window}) leaves {assembler.input_budget} "
+            f"tokens for input after model.max_tokens ({settings.model.max_tokens}), but the "
+            f"agent-wide part (guardrails, identity, skills, tool definitions) alone takes about "
+            f"{assembler.fixed_tokens}, leaving no room for the conversation. Fix: raise "
+            "model.context_window, lower model.max_tokens, or shorten the identity and "
+            "agent.selected_skills."
+        )
+    return assembler
 
 
 class App:

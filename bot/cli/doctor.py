@@ -49,7 +49,7 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     except ConfigError as exc:
         return [Check("config", False, str(exc))]
     checks = [Check("config", True, str(config.source or "defaults (no config file)"))]
-    checks.append(_files(config))
+    checks.extend(_files(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     if not offline:
@@ -58,16 +58,25 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     return checks
 
 
-def _files(config: Config) -> Check:
+def _files(config: Config) -> list[Check]:
     from bot.agentfiles import load_agent
+    from bot.cli.compose import build_assembler
     from bot.config import check_files
+    from bot.prompt import TokenCounter
 
     try:
         check_files(config.settings)
         agent = load_agent(config.settings.agent)
     except ConfigError as exc:
-        return Check("agent files", False, str(exc))
-    return Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+        return [Check("agent files", False, str(exc))]
+    files = Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    try:
+        assembler = build_assembler(config, agent, counter)
+    except ConfigError as exc:
+        return [files, Check("context window", False, str(exc))]
+    detail = f"{assembler.input_budget} tokens for input, {assembler.fixed_tokens} agent-wide"
+    return [files, Check("context window", True, detail)]
 
 
 async def _database(config: Config) -> Check:

@@ -134,6 +134,16 @@ class Assembler:
     def agent(self) -> AgentTexts:
         return self._agent
 
+    @property
+    def fixed_tokens(self) -> int:
+        """Estimated tokens of the agent-wide part (and tool definitions): on every request."""
+        return self._fixed_tokens
+
+    @property
+    def input_budget(self) -> int:
+        """The context window minus the answer's max_tokens."""
+        return self._input_budget
+
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
 

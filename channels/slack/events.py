@@ -200,7 +200,13 @@ def route_for(message: SlackMessage) -> ReplyRoute:
 
 
 def person_for(message: SlackMessage) -> str:
-    return f"{PLATFORM}:{message.team}:{message.user}"
+    return person_id(message.team, message.user)
+
+
+def person_id(team: str, user: str) -> str:
+    """Who a person is across conversations (memory attribution, rates): team and user id.
+    `bot preview` builds it with this function too."""
+    return f"{PLATFORM}:{team}:{user}"
 
 
 def build_request(

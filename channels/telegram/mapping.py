@@ -259,7 +259,7 @@ def _request(
                 "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
             },
         ),
-        person=f"{PLATFORM}:{sender['id']}" if isinstance(sender, Mapping) else None,
+        person=person_id(sender["id"]) if isinstance(sender, Mapping) else None,
     )
 
 
@@ -305,3 +305,9 @@ def surface(kind: SurfaceKind, surface_id: str, name: str | None) -> Surface:
         message_budget=TELEGRAM_MESSAGE_LIMIT,
         platform="Telegram",
     )
+
+
+def person_id(user_id: object) -> str:
+    """Who a person is across conversations (memory attribution, rates): the Telegram user id.
+    `bot preview` builds it with this function too."""
+    return f"{PLATFORM}:{user_id}"

@@ -214,3 +214,40 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith("bot ")
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"channel": "slack", "text": "caf\xe9"}'.encode("latin-1"), "is not UTF-8 text"),
+        (b"\xff\xfe{\x00}\x00", "is not UTF-8 text"),
+        (b'{"text": ' + b"9" * 5000 + b"}", "is not usable JSON"),
+        (b"[" * 100_000, "is not usable JSON"),
+    ],
+)
+def test_preview_of_an_unreadable_file_says_so_in_one_line(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_bytes(content)
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_preview_builds_the_person_id_the_live_channel_does() -> None:
+    from bot.cli.preview import parse_event
+    from channels.slack.events import person_id as slack_person
+    from channels.telegram.mapping import person_id as telegram_person
+
+    slack = parse_event(
+        {"channel": "slack", "conversation": "slack:T1:C1:1.0", "text": "x",
+         "speaker": {"name": "Alice", "id": "U1"}}
+    )  # fmt: skip
+    telegram = parse_event(
+        {"channel": "telegram", "conversation": "telegram:42", "text": "x",
+         "speaker": {"name": "Bob", "id": "42"}}
+    )  # fmt: skip
+    assert slack.person == slack_person("T1", "U1") == "slack:T1:U1"
+    assert telegram.person == telegram_person("42")

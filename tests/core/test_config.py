@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from bot.config import ConfigError, _env_value, load_config
+from bot.agentfiles import load_agent
+from bot.cli.compose import build_assembler
+from bot.cli.doctor import diagnose
+from bot.config import ConfigError, Settings, _env_value, load_config
+from bot.prompt import TokenCounter
 from tests.conftest import write_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,3 +138,59 @@ _ITEM = st.text(alphabet=st.characters(exclude_characters=",[", exclude_categori
 @given(st.lists(_ITEM.map(str.strip).filter(bool), max_size=8))
 def test_comma_separated_env_lists_round_trip(items: list[str]) -> None:
     assert _env_value(",".join(items), list[str]) == items
+
+
+# --- numeric bounds and the context window ------------------------------------------------------
+
+
+def _numeric_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for name, field in model.model_fields.items():
+        kinds = [field.annotation, *typing.get_args(field.annotation)]
+        nested = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
+        for kind in [*nested, *(a for k in kinds for a in typing.get_args(k))]:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                found += _numeric_fields(kind, f"{prefix}{name}.")
+        # Amounts only: lists of ids (allowlists) are not amounts.
+        if typing.get_origin(field.annotation) is not list and any(
+            k in (int, float) for k in kinds
+        ):
+            found.append((prefix + name, field))
+    return found
+
+
+def test_every_numeric_setting_has_an_upper_bound() -> None:
+    fields = _numeric_fields(Settings)
+    assert len(fields) > 20
+    unbounded = [
+        name
+        for name, field in fields
+        if not any(getattr(m, "le", None) is not None or getattr(m, "lt", None) is not None
+                   for m in field.metadata)
+    ]  # fmt: skip
+    assert unbounded == []
+
+
+@given(st.integers(10**9, 10**30))
+def test_a_huge_number_is_refused_with_its_key(value: int) -> None:
+    for key, section in [("misfire_grace", "cron"), ("shutdown_grace", "host")]:
+        with pytest.raises(ConfigError, match=rf"{section}\.{key}"):
+            load_config(
+                None, env={f"BOT_{section.upper()}__{key.upper()}": str(value)}, verify_files=False
+            )
+
+
+def test_a_window_too_small_for_the_floors_is_a_config_error_for_run_and_doctor(
+    agent_dir: Path,
+) -> None:
+    big_identity = "You are Testbot.\n" + "Remember every rule of the house. " * 600
+    (agent_dir / "IDENTITY.md").write_text(big_identity, encoding="utf-8")
+    write_config(agent_dir, "[model]\ncontext_window = 6000\nmax_tokens = 1024\n")
+    config = load_config(agent_dir / "bot.toml", env={})
+    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    with pytest.raises(ConfigError, match=r"model\.context_window \(6000\).*Fix:"):
+        build_assembler(config, load_agent(config.settings.agent), counter)
+    checks = asyncio.run(diagnose(agent_dir / "bot.toml", offline=True))
+    [window] = [check for check in checks if check.name == "context window"]
+    assert not window.ok
+    assert "model.context_window" in window.detail
