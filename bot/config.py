@@ -6,6 +6,7 @@ Secrets never come from the file: they are read from the environment (and a `.en
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -225,6 +226,23 @@ class Secrets:
     def get(self, name: str) -> str | None:
         return self.values.get(name) or None
 
+    def problem(self, name: str) -> str | None:
+        """What is wrong with the shape of secret `name` (stray whitespace, characters no HTTP
+        header can carry), as an operator message with the fix; None when it looks usable."""
+        value = self.values.get(name) or ""
+        if value != value.strip():
+            return (
+                f"{name} has stray whitespace around it (a trailing newline or space from "
+                f"copying it). Fix: set {name} to the value alone, e.g. in .env without quotes "
+                "or spaces."
+            )
+        if not (value.isascii() and value.isprintable() and " " not in value):
+            return (
+                f"{name} holds characters no credential has (spaces, line breaks or non-ASCII "
+                f"letters). Fix: copy the {name} value again from where it was issued."
+            )
+        return None
+
     def __repr__(self) -> str:
         return f"Secrets(set={sorted(k for k, v in self.values.items() if v)})"
 
@@ -238,6 +256,7 @@ class Config:
     settings: Settings
     secrets: Secrets
     source: Path | None  # the TOML file, when one was read
+    warnings: tuple[str, ...] = ()  # things that are not errors but likely mistakes (stray BOT_)
 
 
 def load_config(
@@ -259,15 +278,21 @@ def load_config(
             f"config file {path} not found. Fix: pass the right --config PATH, "
             f"or run `bot init {path.parent}` to write a starter config there."
         )
-    _apply_env(raw, env)
+    from_env = _apply_env(raw, env)
+    if source is None and "agent" not in raw:
+        raise ConfigError(
+            f"no config file at {path} (looked from {Path.cwd()}). Fix: run `bot init` to write "
+            "a starter config folder there, or pass --config PATH to an existing bot.toml."
+        )
     if env.get("ANTHROPIC_BASE_URL") and "base_url" not in raw.get("model", {}):
         raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
     _resolve_paths(raw, path.parent if source else Path.cwd())
-    settings = _validate(raw, source)
+    settings = _validate(raw, source, from_env)
     if verify_files:
         check_files(settings)
     webhook_envs = tuple(w.token_env for w in settings.webhooks)
-    return Config(settings, Secrets.from_env(env, webhook_envs), source)
+    warnings = tuple(_stray_env_warnings(env))
+    return Config(settings, Secrets.from_env(env, webhook_envs), source, warnings)
 
 
 def _read_dotenv(config_path: Path) -> None:
@@ -292,7 +317,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 _ENV_KEY = re.compile(rf"^{ENV_PREFIX}([A-Z]+)__([A-Z0-9_]+)$")
 
 
-def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, str], str]:
+    """Apply the BOT_ overrides to `raw`; returns which variable set each (section, key)."""
+    applied: dict[tuple[str, str], str] = {}
     for name, value in env.items():
         match = _ENV_KEY.match(name)
         if not match:
@@ -305,6 +332,31 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
                 f"Fix: use one of {', '.join(_sections())} or unset it."
             )
         raw.setdefault(section, {})[key] = _env_value(value, _field_type(section, key))
+        applied[(section, key)] = name
+    return applied
+
+
+def _stray_env_warnings(env: Mapping[str, str]) -> list[str]:
+    """BOT_ variables that set nothing (BOT_MODEL_NAME for BOT_MODEL__NAME): likely typos."""
+    found = []
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and not _ENV_KEY.match(name):
+            guess = _env_guess(name)
+            found.append(
+                f"environment variable {name} sets nothing: settings are "
+                f"{ENV_PREFIX}<SECTION>__<KEY> (two underscores)"
+                + (f"; did you mean {guess}?" if guess else ".")
+            )
+    return found
+
+
+def _env_guess(name: str) -> str | None:
+    rest = name.removeprefix(ENV_PREFIX).lower()
+    for section in _sections():
+        if rest.startswith(section + "_"):
+            key = rest.removeprefix(section + "_").lstrip("_")
+            return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    return None
 
 
 def _sections() -> list[str]:
@@ -349,13 +401,24 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
             raw[section][key] = candidate if candidate.is_absolute() else base / candidate
 
 
-def _validate(raw: dict[str, Any], source: Path | None) -> Settings:
+def _validate(
+    raw: dict[str, Any], source: Path | None, from_env: Mapping[tuple[str, str], str]
+) -> Settings:
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        where = f"{source}: " if source else ""
-        lines = [f"{where}{_explain(error)}" for error in exc.errors()]
+        lines = [_where(error, source, from_env) + _explain(error) for error in exc.errors()]
         raise ConfigError("\n".join(lines)) from None
+
+
+def _where(
+    error: Mapping[str, Any], source: Path | None, from_env: Mapping[tuple[str, str], str]
+) -> str:
+    """Who set the bad value: the environment variable when one did, else the file."""
+    loc = tuple(str(part) for part in error["loc"][:2])
+    if len(loc) == 2 and loc in from_env:
+        return f"environment variable {from_env[(loc[0], loc[1])]}: "
+    return f"{source}: " if source else ""
 
 
 def _explain(error: Mapping[str, Any]) -> str:
@@ -365,14 +428,17 @@ def _explain(error: Mapping[str, Any]) -> str:
     value = error.get("input")
     shown = _shown(value)
     if kind == "extra_forbidden":
-        if re.search(r"token|secret|api_key|password", loc[-1]):
+        if loc[-1].lower() in _SECRET_KEYS:
             return (
                 f"{key}: secrets are never read from the config file. Fix: remove it and set "
                 f"the environment variable instead ({', '.join(Secrets.NAMES)}), e.g. in .env."
             )
         known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
         return (
-            f"{key}: unknown key. Fix: remove it or correct the spelling"
+            f"{key}: unknown key"
+            + (f" (did you mean {close[0]}?)" if close else "")
+            + ". Fix: remove it or correct the spelling"
             + (f" (known keys here: {', '.join(known)})" if known else "")
             + "."
         )
@@ -380,6 +446,19 @@ def _explain(error: Mapping[str, Any]) -> str:
         return f"{key}: required but not set. Fix: add `{loc[-1]} = ...` under its section."
     message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
     return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
+
+
+# Keys that can only be an attempt to put a credential in the file (`bot_token`, `api_key`...).
+_SECRET_KEYS = {name.lower() for name in Secrets.NAMES} | {
+    "token",
+    "secret",
+    "password",
+    "api_key",
+    "bot_token",
+    "app_token",
+    "signing_secret",
+    "webhook_secret",
+}
 
 
 def _dotted(loc: list[str]) -> str:

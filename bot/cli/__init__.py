@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in NO_CONFIG:
             return module.run(args, None)
         config = load_config(args.config)
+        for warning in config.warnings:
+            print(f"bot: warning: {warning}", file=sys.stderr)
         configure_logging(config.settings.logging, secrets=config.secrets)
         return module.run(args, config)
     except ConfigError as exc:

@@ -33,7 +33,9 @@ async def _chat(name: str | None, config: Config) -> int:
     quiet = LoggingSettings(level=level if level in {"warning", "error"} else "warning")
     configure_logging(quiet, secrets=config.secrets)
     channel = ConsoleChannel(conversation_key(name))
-    async with App(config, channels=False, http=False) as app:
+    # check_model: a refused key is the operator's configuration error (exit 2, with the fix),
+    # not an apology to the person typing.
+    async with App(config, channels=False, http=False, check_model=True) as app:
         app.host.attach(channel.name, channel.deliverer)
         if channel.interactive:
             print(f"Conversation {channel.conversation}. Type /quit or Ctrl-D to leave.")

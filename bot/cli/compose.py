@@ -42,6 +42,9 @@ def require_api_key(config: Config) -> str:
             "ANTHROPIC_API_KEY is not set. Fix: export ANTHROPIC_API_KEY=... or put it in a .env "
             "file next to where you run `bot` (it is read from the environment only)."
         )
+    problem = config.secrets.problem("ANTHROPIC_API_KEY")
+    if problem is not None:
+        raise ConfigError(problem)
     return key
 
 

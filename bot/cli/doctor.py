@@ -112,7 +112,9 @@ def _tokens(config: Config) -> list[Check]:
     needed.extend((hook.token_env, f"webhook {hook.name!r}") for hook in settings.webhooks)
     checks = []
     for name, purpose in needed:
-        if secrets.get(name):
+        if secrets.get(name) and (problem := secrets.problem(name)) is not None:
+            checks.append(Check(name, False, problem))
+        elif secrets.get(name):
             checks.append(Check(name, True, f"set (for {purpose})"))
         else:
             checks.append(
@@ -131,7 +133,7 @@ Probe = Callable[[], Awaitable[str]]
 def _services(config: Config) -> list[tuple[str, Probe]]:
     settings, secrets = config.settings, config.secrets
     services: list[tuple[str, Probe]] = []
-    if secrets.get("ANTHROPIC_API_KEY"):
+    if secrets.get("ANTHROPIC_API_KEY") and secrets.problem("ANTHROPIC_API_KEY") is None:
         services.append(("model", lambda: _ping_model(config)))
     if settings.slack.enabled and secrets.get("SLACK_BOT_TOKEN"):
         from channels.slack import check_slack

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from bot.agentfiles import load_agent
-from bot.cli.compose import build_assembler
+from bot.cli.compose import build_assembler, require_api_key
 from bot.cli.doctor import diagnose
 from bot.config import ConfigError, Settings, _env_value, load_config
 from bot.prompt import TokenCounter
@@ -194,3 +194,64 @@ def test_a_window_too_small_for_the_floors_is_a_config_error_for_run_and_doctor(
     [window] = [check for check in checks if check.name == "context window"]
     assert not window.ok
     assert "model.context_window" in window.detail
+
+
+# --- errors that point at the real fix ----------------------------------------------------------
+
+
+def test_no_config_at_the_default_path_suggests_bot_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"no config file at config/bot\.toml.*`bot init`") as e:
+        load_config(None, env={})
+    assert "required but not set" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "unknown", "guess"),
+    [
+        ("[model]\nmax_token = 5\n", "model.max_token", "max_tokens"),
+        ("[telegram]\npoll_tokens = 3\n", "telegram.poll_tokens", None),
+        ("[slack]\ntoken_cache = 1\n", "slack.token_cache", None),
+    ],
+)
+def test_an_unknown_key_is_called_unknown_even_with_token_in_its_name(
+    agent_dir: Path, extra: str, unknown: str, guess: str | None
+) -> None:
+    write_config(agent_dir, extra)
+    with pytest.raises(ConfigError) as e:
+        load_config(agent_dir / "bot.toml", env={})
+    assert f"{unknown}: unknown key" in str(e.value)
+    assert "secrets are never read" not in str(e.value)
+    if guess:
+        assert f"did you mean {guess}?" in str(e.value)
+
+
+def test_a_bad_environment_override_names_the_variable_not_the_file(agent_dir: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(agent_dir / "bot.toml", env={"BOT_MODEL__MAX_TOKENS": "lots"})
+    assert str(e.value).startswith("environment variable BOT_MODEL__MAX_TOKENS: model.max_tokens")
+    assert str(agent_dir) not in str(e.value)
+
+
+def test_a_misspelled_bot_variable_is_warned_about(agent_dir: Path) -> None:
+    config = load_config(agent_dir / "bot.toml", env={"BOT_MODEL_NAME": "claude-opus-4"})
+    [warning] = config.warnings
+    assert "BOT_MODEL_NAME sets nothing" in warning
+    assert "did you mean BOT_MODEL__NAME?" in warning
+
+
+@pytest.mark.parametrize("key", ["sk-ant-api03-abc\n", " sk-ant-api03-abc", "sk-ant api03"])
+def test_an_api_key_with_stray_characters_is_named_as_a_key_problem(
+    agent_dir: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    config = load_config(agent_dir / "bot.toml")
+    with pytest.raises(ConfigError, match=r"ANTHROPIC_API_KEY (has|holds) .*Fix:"):
+        require_api_key(config)
+    checks = asyncio.run(diagnose(agent_dir / "bot.toml", offline=True))
+    [check] = [c for c in checks if c.name == "ANTHROPIC_API_KEY"]
+    assert not check.ok
+    assert check.detail.startswith("ANTHROPIC_API_KEY h")  # has stray whitespace / holds ...
+    assert key.strip() not in check.detail

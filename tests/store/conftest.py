@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from bot.config import MemorySettings, StoreSettings
 from bot.store import Store, open_store
@@ -24,17 +22,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(autouse=True)
-def default_logging() -> Iterator[None]:
-    """`bot.cli.main` configures logging for the process onto pytest's capture stream, which is
-    closed after the test; start and leave every store test with the library defaults."""
-    structlog.reset_defaults()
-    yield
-    structlog.reset_defaults()
-    for handler in logging.getLogger().handlers[:]:
-        logging.getLogger().removeHandler(handler)
 
 
 @pytest.fixture
