@@ -20,6 +20,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot.budget import BudgetSettings
+from bot.surfaces import SurfaceRule
+
 DEFAULT_CONFIG = Path("config/bot.toml")
 ENV_PREFIX = "BOT_"
 
@@ -194,6 +197,12 @@ class LoggingSettings(_Section):
     format: Literal["auto", "json", "console"] = "auto"
 
 
+class PromptSettings(_Section):
+    # Template files with named slots (see README: prompt templates); the built-in ones without.
+    session_template: Path | None = None
+    turn_template: Path | None = None
+
+
 class Settings(_Section):
     agent: AgentSettings
     model: ModelSettings = ModelSettings()
@@ -206,6 +215,9 @@ class Settings(_Section):
     webhooks: list[WebhookSettings] = []
     host: HostSettings = HostSettings()
     logging: LoggingSettings = LoggingSettings()
+    prompt: PromptSettings = PromptSettings()
+    surfaces: list[SurfaceRule] = []
+    budget: BudgetSettings = BudgetSettings()
 
 
 @dataclass(frozen=True)
@@ -390,7 +402,7 @@ def _env_value(value: str, annotation: Any) -> Any:
 
 
 _PATH_KEYS = {("agent", "identity_path"), ("agent", "soul_path"), ("agent", "skills_root")}
-_PATH_KEYS |= {("store", "path")}
+_PATH_KEYS |= {("store", "path"), ("prompt", "session_template"), ("prompt", "turn_template")}
 
 
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
@@ -399,6 +411,12 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         if isinstance(value, str) and value:
             candidate = Path(value).expanduser()
             raw[section][key] = candidate if candidate.is_absolute() else base / candidate
+    for rule in raw.get("surfaces", []) if isinstance(raw.get("surfaces"), list) else []:
+        value = rule.get("instructions_path") if isinstance(rule, dict) else None
+        if isinstance(value, str) and value:
+            rule["instructions_path"] = Path(value).expanduser()
+            if not rule["instructions_path"].is_absolute():
+                rule["instructions_path"] = base / rule["instructions_path"]
 
 
 def _validate(

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.lanes import LaneFull, Lanes
 from bot.ports import (
@@ -42,6 +43,7 @@ from bot.ports import (
 from bot.prompt import (
     SILENT_TOKEN,
     Assembler,
+    SurfacePrompt,
     UnknownSkill,
     WindowExceeded,
     host_command,
@@ -49,7 +51,8 @@ from bot.prompt import (
 )
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.replies import greeting, help_text
+from bot.replies import budget_reached, greeting, help_text
+from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -98,6 +101,8 @@ class Host:
         tools_for: ToolsFor,
         settings: HostSettings,
         clock: Callable[[], float] = time.monotonic,
+        policies: Policies | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self._assembler = assembler
         self._model = model
@@ -106,6 +111,8 @@ class Host:
         self._memory = memory
         self._tools_for = tools_for
         self._settings = settings
+        self._policies = policies
+        self._budgets = budgets
         self._deliverers: dict[str, Deliverer] = {}
         self._lanes: Lanes[TurnRequest, TurnResult] = Lanes(
             self._turn,
@@ -191,6 +198,11 @@ class Host:
 
     async def _turn_inner(self, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
+        policy = self._policy(request)
+        refused = await self._over_budget(request, policy, started)
+        if refused is not None:
+            return refused
+        surface = surface_prompt(policy)
         text = request.text
         command = host_command(text)
         if command == "compact":
@@ -225,7 +237,13 @@ class Host:
 
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
             assembled = self._assembler.assemble(
-                request, entries, hits, turn_skills=skills, cache_ttl=ttl, text=text
+                request,
+                entries,
+                hits,
+                turn_skills=skills,
+                cache_ttl=ttl,
+                text=text,
+                surface=surface,
             )
             if assembled.floor_unmet and not budget.get("floor_unmet"):
                 log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -311,8 +329,12 @@ class Host:
             reply = "There is nothing to compact yet."
             return TurnResult(request.turn_id, "ok", reply, await self._reply(request, reply))
 
+        surface = surface_prompt(self._policy(request))
+
         def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(request, entries, (), text=request.text)
+            return self._assembler.assemble(
+                request, entries, (), text=request.text, surface=surface
+            )
 
         plan = TurnPlan(
             turn_id=request.turn_id,
@@ -349,6 +371,27 @@ class Host:
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
+
+    # --- surface policy and budgets ----------------------------------------------------------
+
+    def _policy(self, request: TurnRequest) -> SurfacePolicy:
+        return self._policies.for_request(request) if self._policies is not None else NO_POLICY
+
+    async def _over_budget(
+        self, request: TurnRequest, policy: SurfacePolicy, started: datetime
+    ) -> TurnResult | None:
+        """Refuse the turn before any model call when a budget is reached; the first refusal
+        of a budget on a day tells the person, the rest stay quiet."""
+        if self._budgets is None:
+            return None
+        refusal = await self._budgets.check(request, policy.budget, started)
+        if refusal is None:
+            return None
+        log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
+        reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
+        delivery = await self._reply(request, reply) if reply else None
+        await self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
+        return TurnResult(request.turn_id, "over_budget", reply, delivery, refusal.scope)
 
     # --- side effects -----------------------------------------------------------------------
 
@@ -401,7 +444,7 @@ class Host:
             usage=usage or Usage(),
             attempts=attempts,
             error=error,
-            details=dict(details or {}),
+            details={**(details or {}), **self._where(request)},
         )
         for observer in self.observers:
             observer(record)
@@ -422,6 +465,19 @@ class Host:
             await self._records.save(record)
         except Exception:
             log.exception("turn_record_failed", turn_id=request.turn_id)
+        if self._budgets is not None:
+            try:
+                await self._budgets.charge(request, record)
+            except Exception:
+                log.exception("usage_charge_failed", turn_id=request.turn_id)
+
+    def _where(self, request: TurnRequest) -> dict[str, object]:
+        """Where the turn happened and which surface rule applied, for the turn record."""
+        where: dict[str, object] = {"surface": surface_key(request)}
+        policy = self._policy(request)
+        if policy.rule is not None:
+            where["surface_rule"] = policy.label
+        return where
 
     def _log_context(self, request: TurnRequest) -> None:
         log.info(
@@ -505,6 +561,14 @@ def memory_scope(request: TurnRequest) -> MemoryScope:
         person=request.person,
         private=request.surface.kind is SurfaceKind.DM,
     )
+
+
+def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
+    """What the surface's rule changes in the model request."""
+    rule = policy.rule
+    if rule is None:
+        return SurfacePrompt()
+    return SurfacePrompt(policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens)
 
 
 def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:

@@ -19,9 +19,13 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160)
 
 class Metrics:
     def __init__(
-        self, queue_depth: Callable[[], int], channels_up: Callable[[], dict[str, bool]]
+        self,
+        queue_depth: Callable[[], int],
+        channels_up: Callable[[], dict[str, bool]],
+        cost: Callable[[TurnRecord], float] | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
+        self._cost = cost
         self.turns = Counter(
             "bot_turns",
             "Turns finished, by channel and outcome",
@@ -39,6 +43,20 @@ class Metrics:
             "bot_model_tokens",
             "Model tokens by kind (input, cache_read, cache_write, output)",
             ["kind"],
+            registry=self.registry,
+        )
+        # Per channel, so a dashboard can show each channel's cache hit rate
+        # (cache_read / (input + cache_read + cache_write)) and an alert can fire when it drops.
+        self.channel_tokens = Counter(
+            "bot_channel_tokens",
+            "Model tokens by channel and kind (input, cache_read, cache_write, output)",
+            ["channel", "kind"],
+            registry=self.registry,
+        )
+        self.cost = Counter(
+            "bot_cost_usd",
+            "What model calls cost in US dollars (from the price table), by channel",
+            ["channel"],
             registry=self.registry,
         )
         self.deliveries = Counter(
@@ -75,6 +93,9 @@ class Metrics:
         ):
             if value:
                 self.tokens.labels(kind).inc(value)
+                self.channel_tokens.labels(record.channel, kind).inc(value)
+        if self._cost is not None and usage.total:
+            self.cost.labels(record.channel).inc(self._cost(record))
         delivered = record.details.get("delivered")
         if delivered is not None:
             self.deliveries.labels(record.channel, "delivered" if delivered else "failed").inc()

@@ -156,6 +156,8 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     output_tokens: int = 0
+    # The part of `cache_write_tokens` written for the 1-hour lifetime (priced higher).
+    cache_write_1h_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -163,6 +165,17 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.output_tokens + other.output_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
+        )
+
+    @property
+    def total(self) -> int:
+        """Every token the call processed: input (cached or not) and output."""
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.output_tokens
         )
 
 
@@ -185,6 +198,44 @@ class TurnRecord:
 
 class TurnRecords(Protocol):
     async def save(self, record: TurnRecord) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEntry:
+    """What one turn cost, as the API reported it, for budgets and `bot usage`.
+
+    `surface` is where it happened (`slack:C123`, or the conversation key for console and
+    request-driven turns); `person` the host-side speaker id (never shown to the model).
+    """
+
+    turn_id: str
+    at: datetime
+    channel: str
+    surface: str
+    person: str | None
+    model: str
+    usage: Usage
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class UsageLedger(Protocol):
+    """Durable per-turn usage: summed for budgets, reported by `bot usage`."""
+
+    async def add(self, entry: UsageEntry) -> None: ...
+
+    async def spent(
+        self, since: datetime, *, surface: str | None = None, person: str | None = None
+    ) -> Spent:
+        """Tokens and money spent since `since`, over everything or one surface / person."""
+
+    async def first_notice(self, scope: str, period: str) -> bool:
+        """Mark a budget notice as sent; True only the first time for (scope, period)."""
 
 
 class EventLedger(Protocol):

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("bot.cli.history", "show or reset one conversation's stored history"),
     "memory": ("bot.cli.memory", "search or forget long-term memory entries"),
     "turns": ("bot.cli.turns", "show turn records (the exact requests sent, usage, outcome)"),
+    "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
     "init": ("bot.cli.init", "write a starter config folder"),
     "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),

@@ -16,11 +16,13 @@ import structlog
 from aiohttp import web
 
 from bot.agentfiles import load_agent
+from bot.budget import Budgets
 from bot.config import Config, ConfigError
 from bot.host import Host
 from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
+from bot.policyfiles import Policy, load_policy
 from bot.ports import Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
@@ -48,10 +50,13 @@ def require_api_key(config: Config) -> str:
     return key
 
 
-def build_assembler(config: Config, agent: AgentTexts, counter: TokenCounter) -> Assembler:
+def build_assembler(
+    config: Config, agent: AgentTexts, counter: TokenCounter, policy: Policy | None = None
+) -> Assembler:
     """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
     (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
     settings = config.settings
+    policy = policy or load_policy(settings, agent)
     try:
         assembler = Assembler(
             agent,
@@ -63,6 +68,8 @@ def build_assembler(config: Config, agent: AgentTexts, counter: TokenCounter) ->
             tools=tool_specs(agent, memory=settings.memory.enabled),
             memory_enabled=settings.memory.enabled,
             skill_max_bytes=settings.agent.skill_max_bytes,
+            session_template=policy.session_template,
+            turn_template=policy.turn_template,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -153,6 +160,7 @@ class App:
     async def _start(self) -> None:
         settings = self.config.settings
         agent = load_agent(settings.agent)
+        policy = load_policy(settings, agent)
         # One counter: the runtime refines its calibration from the API's usage, and the
         # assembler's budget estimates follow.
         counter = TokenCounter(calibration=settings.model.token_calibration)
@@ -177,20 +185,30 @@ class App:
                 tools.append(load_skill)
             return tools
 
+        budgets = Budgets(
+            settings.budget,
+            store.usage,
+            timezone=settings.agent.timezone,
+            default_model=settings.model.name,
+        )
         self._host = Host(
-            assembler=build_assembler(self.config, agent, counter),
+            assembler=build_assembler(self.config, agent, counter, policy),
             model=model,
             history=store.history,
             records=store.records,
             memory=memory,
             tools_for=tools_for,
             settings=settings.host,
+            policies=policy.policies,
+            budgets=budgets,
         )
         if self._want_channels:
             self.channels = self._build_channels(store)
         for channel in self.channels:
             self._host.attach(channel.name, channel.deliverer)
-        self.metrics = Metrics(lambda: self.host.queue_depth, self._channels_up)
+        self.metrics = Metrics(
+            lambda: self.host.queue_depth, self._channels_up, cost=budgets.cost_of
+        )
         self._host.observers.append(self.metrics.observe)
         self.web.router.add_get("/healthz", self._healthz)
         self.web.router.add_get("/metrics", self._metrics)

@@ -49,7 +49,11 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     except ConfigError as exc:
         return [Check("config", False, str(exc))]
     checks = [Check("config", True, str(config.source or "defaults (no config file)"))]
-    checks.extend(_files(config))
+    checks.append(_files(config))
+    if checks[-1].ok:
+        checks.append(_policy(config))
+    if checks[-1].ok:
+        checks.append(_window(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     if not offline:
@@ -58,25 +62,43 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     return checks
 
 
-def _files(config: Config) -> list[Check]:
+def _files(config: Config) -> Check:
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_assembler
     from bot.config import check_files
-    from bot.prompt import TokenCounter
 
     try:
         check_files(config.settings)
         agent = load_agent(config.settings.agent)
     except ConfigError as exc:
-        return [Check("agent files", False, str(exc))]
-    files = Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+        return Check("agent files", False, str(exc))
+    return Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+
+
+def _window(config: Config) -> Check:
+    """Whether the model's window can fund the prompt's floors (as `bot run` checks it)."""
+    from bot.agentfiles import load_agent
+    from bot.cli.compose import build_assembler
+    from bot.prompt import TokenCounter
+
     counter = TokenCounter(calibration=config.settings.model.token_calibration)
     try:
-        assembler = build_assembler(config, agent, counter)
+        assembler = build_assembler(config, load_agent(config.settings.agent), counter)
     except ConfigError as exc:
-        return [files, Check("context window", False, str(exc))]
+        return Check("context window", False, str(exc))
     detail = f"{assembler.input_budget} tokens for input, {assembler.fixed_tokens} agent-wide"
-    return [files, Check("context window", True, detail)]
+    return Check("context window", True, detail)
+
+
+def _policy(config: Config) -> Check:
+    from bot.agentfiles import load_agent
+    from bot.policyfiles import load_policy
+
+    try:
+        load_policy(config.settings, load_agent(config.settings.agent))
+    except ConfigError as exc:
+        return Check("surfaces and templates", False, str(exc))
+    rules = len(config.settings.surfaces)
+    return Check("surfaces and templates", True, f"{rules} surface rule(s); templates valid")
 
 
 async def _database(config: Config) -> Check:

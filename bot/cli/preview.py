@@ -65,21 +65,27 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except EventError as exc:
         print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
         return 2
-    body = asyncio.run(_preview(config, request))
+    body, rule = asyncio.run(_preview(config, request))
+    # The rule goes to stderr so stdout stays exactly the request body (JSON).
+    print(f"surface rule: {rule}", file=sys.stderr)
     print(json.dumps(body, indent=2, ensure_ascii=False))
     return 0
 
 
-async def _preview(config: Config, request: TurnRequest) -> Mapping[str, Any]:
+async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, Any], str]:
+    """The request body, and which surface rule applied."""
     from bot.agentfiles import load_agent
     from bot.cli.compose import build_assembler
-    from bot.host import memory_scope
+    from bot.host import memory_scope, surface_prompt
+    from bot.policyfiles import load_policy
     from bot.prompt import TokenCounter
 
     settings = config.settings
     agent = load_agent(settings.agent)
+    policy = load_policy(settings, agent)
+    matched = policy.policies.for_request(request)
     assembler = build_assembler(
-        config, agent, TokenCounter(calibration=settings.model.token_calibration)
+        config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
     )
     skills, text = assembler.split_skill_command(request.text)
     history: list[HistoryEntry] = []
@@ -96,9 +102,15 @@ async def _preview(config: Config, request: TurnRequest) -> Mapping[str, Any]:
             await store.aclose()
     ttl = assembler.cache_ttl_for(history, request.received_at)
     assembled = assembler.assemble(
-        request, history, hits, turn_skills=skills, cache_ttl=ttl, text=text
+        request,
+        history,
+        hits,
+        turn_skills=skills,
+        cache_ttl=ttl,
+        text=text,
+        surface=surface_prompt(matched),
     )
-    return assembled.body
+    return assembled.body, matched.label
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ def usage_of(raw: Any) -> Usage:
         cache_read_tokens=int(getattr(raw, "cache_read_input_tokens", 0) or 0),
         cache_write_tokens=int(getattr(raw, "cache_creation_input_tokens", 0) or 0),
         output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
+        cache_write_1h_tokens=int(
+            getattr(getattr(raw, "cache_creation", None), "ephemeral_1h_input_tokens", 0) or 0
+        ),
     )
 
 

@@ -16,6 +16,7 @@ import json
 import statistics
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -41,6 +42,7 @@ from bot.prompt.skills import (
     render_selected,
     split_skill_command,
 )
+from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, DEFAULT_TURN_TEMPLATE, Template
 from bot.prompt.tokens import TokenCounter
 from bot.turns import HistoryEntry, TextBlock, TurnRequest
 
@@ -53,6 +55,22 @@ FLOOR_SHARE = 0.85
 SLOW_PACE_SECONDS = 270.0
 PACE_SAMPLE = 5
 _SESSION_CACHE_SIZE = 256
+INSTRUCTIONS_HEADING = "# Instructions for this place"
+
+
+@dataclass(frozen=True)
+class SurfacePrompt:
+    """What the turn's surface rule changes in the request: instructions and skill bodies ride
+    the session block (never the agent-wide part), and the model and answer limit the body.
+    The default changes nothing."""
+
+    instructions: str = ""
+    skills: tuple[str, ...] = ()
+    model: str | None = None
+    max_tokens: int | None = None
+
+
+DEFAULT_SURFACE = SurfacePrompt()
 
 
 class WindowExceeded(Exception):
@@ -90,6 +108,8 @@ class Assembler:
         tools: Sequence[ToolSpec] = (),
         memory_enabled: bool = True,
         skill_max_bytes: int = 48_000,
+        session_template: Template = DEFAULT_SESSION_TEMPLATE,
+        turn_template: Template = DEFAULT_TURN_TEMPLATE,
     ) -> None:
         if max_tokens >= context_window:
             raise ValueError(
@@ -100,7 +120,9 @@ class Assembler:
         self._agent = agent
         self._model = model
         self._max_tokens = max_tokens
-        self._input_budget = context_window - max_tokens
+        self._window = context_window
+        self._session_template = session_template
+        self._turn_template = turn_template
         self._zone = ZoneInfo(timezone)
         self._zone_name = timezone
         self._counter = counter
@@ -141,8 +163,8 @@ class Assembler:
 
     @property
     def input_budget(self) -> int:
-        """The context window minus the answer's max_tokens."""
-        return self._input_budget
+        """The context window minus the default answer's max_tokens (a surface may set its own)."""
+        return self._window - self._max_tokens
 
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
@@ -174,22 +196,48 @@ class Assembler:
         turn_skills: Sequence[Skill] = (),
         cache_ttl: CacheTtl = "5m",
         text: str | None = None,
+        surface: SurfacePrompt = DEFAULT_SURFACE,
     ) -> AssembledRequest:
-        session = session_block(request, memory_enabled=self._memory_enabled)
+        session = self.session(request, surface)
         current = self._current_message(request, memory, turn_skills, text)
+        max_tokens = surface.max_tokens or self._max_tokens
+        budget = self._window - max_tokens
         floors = self._fixed_tokens + self._count_session(session) + self._counter.count(current)
-        if floors > self._input_budget:
-            raise WindowExceeded(floors, self._input_budget)
+        if floors > budget:
+            raise WindowExceeded(floors, budget)
         costs = [hist.entry_tokens(entry, self._counter.count) for entry in history]
-        start = hist.trim(history, costs, self._input_budget - floors)
+        start = hist.trim(history, costs, budget - floors)
         kept = history[start:]
         body = self._body(session, hist.render(kept), current, _cache_control(cache_ttl))
+        body["model"] = surface.model or self._model
+        body["max_tokens"] = max_tokens
         return AssembledRequest(
             body=body,
             estimated_tokens=floors + sum(costs[start:]),
             history_used=len(kept),
-            floor_unmet=floors > FLOOR_SHARE * self._input_budget,
+            floor_unmet=floors > FLOOR_SHARE * budget,
         )
+
+    def session(self, request: TurnRequest, surface: SurfacePrompt = DEFAULT_SURFACE) -> str:
+        """The session block (section 5) for this conversation on its surface."""
+        instructions = surface.instructions.strip()
+        return session_block(
+            request,
+            memory_enabled=self._memory_enabled,
+            template=self._session_template,
+            instructions=f"{INSTRUCTIONS_HEADING}\n\n{instructions}" if instructions else "",
+            skills=self._surface_skills(surface.skills),
+        )
+
+    def _surface_skills(self, names: Sequence[str]) -> str:
+        """Bodies of the surface's selected skills that are not already agent-wide."""
+        agent_wide = set(self._agent.selected)
+        chosen = [
+            skill
+            for name in names
+            if name not in agent_wide and (skill := find_skill(self._agent.skills, name))
+        ]
+        return render_selected(chosen, self._skill_max_bytes)
 
     def _current_message(
         self,
@@ -207,7 +255,11 @@ class Assembler:
             core.append(untrusted(said))
         parts = [
             turn_context(
-                request.received_at, self._zone, self._zone_name, len(request.attachments)
+                request.received_at,
+                self._zone,
+                self._zone_name,
+                len(request.attachments),
+                self._turn_template,
             ),
             fence.text,
             "\n".join(core),

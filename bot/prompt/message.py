@@ -24,6 +24,7 @@ from bot.prompt.fence import (
     utf8_len,
 )
 from bot.prompt.skills import Skill, capped_body
+from bot.prompt.template import DEFAULT_TURN_TEMPLATE, Template
 from bot.turns import Attachment, PrecedingMessage, Speaker
 
 PRECEDING_MAX_MESSAGES = 30
@@ -59,13 +60,26 @@ def local_time(at: datetime, zone: tzinfo) -> datetime:
     return aware.astimezone(zone).replace(microsecond=0)
 
 
-def turn_context(at: datetime, zone: tzinfo, zone_name: str, attachments: int) -> str:
+def turn_context(
+    at: datetime,
+    zone: tzinfo,
+    zone_name: str,
+    attachments: int,
+    template: Template = DEFAULT_TURN_TEMPLATE,
+) -> str:
     now = local_time(at, zone)
-    lines = [f"Local time: {now:%A} {now.isoformat()} ({zone_name})"]
+    note = ""
     if attachments:
         noun = "file is" if attachments == 1 else "files are"
-        lines.append(f"Attachments: {attachments} {noun} attached; see the list after the message.")
-    return "<turn_context>\n" + "\n".join(lines) + "\n</turn_context>"
+        note = f"Attachments: {attachments} {noun} attached; see the list after the message."
+    values = {
+        "weekday": f"{now:%A}",
+        "timestamp": now.isoformat(),
+        "timezone": zone_name,
+        "local_time": f"Local time: {now:%A} {now.isoformat()} ({zone_name})",
+        "attachments": note,
+    }
+    return template.render(values)
 
 
 # --- preceding messages -------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The session block (section 5): facts about this conversation, never its route, never a clock.
 
 It must be byte-identical for every turn of one conversation, so it is built only from values that
-stay fixed for the conversation (kind, channel, surface, notify, the console id, memory on/off).
+stay fixed for the conversation (kind, channel, surface, notify, the console id, memory on/off, and
+the surface rule's instructions and skills). The facts become named slots of a template
+(`bot.prompt.template`); the built-in one reproduces the historical bytes exactly.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import re
 
 from bot.prompt.fence import neutralize, one_line
+from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, Template
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
 # The exact answer that keeps a notifying request-driven run silent (nothing is posted).
@@ -23,35 +26,59 @@ _CONSOLE_ID = re.compile(r"^[\x21-\x5f\x61-\x7e]{1,200}$")
 _TRIGGERS = {"cron": "a scheduled job", "webhook": "a webhook call"}
 
 
-def session_block(request: TurnRequest, *, memory_enabled: bool) -> str:
-    lines = ["# This conversation"]
+def session_block(
+    request: TurnRequest,
+    *,
+    memory_enabled: bool,
+    template: Template = DEFAULT_SESSION_TEMPLATE,
+    instructions: str = "",
+    skills: str = "",
+) -> str:
+    """The session block from `template`; `instructions` and `skills` come from the surface's
+    rule (already rendered by `surface_texts`), the same for every turn of the conversation."""
+    values = session_slots(request, memory_enabled=memory_enabled)
+    return template.render({**values, "instructions": instructions, "skills": skills})
+
+
+def session_slots(request: TurnRequest, *, memory_enabled: bool) -> dict[str, str]:
+    """Every session slot's value for this conversation ("" where the fact does not apply)."""
+    values = {"conversation_kind": request.kind.value, "secrecy": _SECRECY}
+    values["memory"] = _MEMORY if memory_enabled else ""
     if request.kind is ConversationKind.PUSH:
-        lines += _push_lines(request)
+        values.update(_push_slots(request))
     elif request.kind is ConversationKind.CONSOLE:
-        lines += _console_lines(request.conversation_key)
+        values.update(_console_slots(request.conversation_key))
     else:
-        lines += _request_lines(request)
-    lines.append(_SECRECY)
-    if memory_enabled:
-        lines.append(_MEMORY)
-    return "\n\n".join(lines)
+        values.update(_request_slots(request))
+    return values
 
 
-def _push_lines(request: TurnRequest) -> list[str]:
+def _push_slots(request: TurnRequest) -> dict[str, str]:
     surface = request.surface
     platform = surface.platform if surface is not None and surface.platform else "a chat platform"
-    lines = [
-        f"This is a live conversation on {platform}: people write to you there and read your "
-        "answers there. You can ask them questions, and they can answer."
-    ]
+    values = {
+        "platform": platform,
+        "conversation": (
+            f"This is a live conversation on {platform}: people write to you there and read "
+            "your answers there. You can ask them questions, and they can answer."
+        ),
+    }
     if surface is not None:
-        lines.append(surface_line(surface))
-        lines.append(_budget_line(surface))
-    return lines
+        values["surface"] = surface_line(surface)
+        values["surface_kind"] = surface.kind.value
+        values["surface_name"] = _surface_name(surface)
+        values["surface_id"] = surface.id if _SURFACE_ID.match(surface.id) else ""
+        values["message_budget"] = _budget_line(surface)
+        values["message_budget_chars"] = str(surface.message_budget)
+    return values
+
+
+def _surface_name(surface: Surface) -> str:
+    return neutralize(one_line(surface.name or "", SURFACE_NAME_MAX_CHARS).replace('"', "'"))
 
 
 def surface_line(surface: Surface) -> str:
-    name = neutralize(one_line(surface.name or "", SURFACE_NAME_MAX_CHARS).replace('"', "'"))
+    name = _surface_name(surface)
     where = surface.kind.value
     if name:
         where += f" with {name}" if surface.kind is SurfaceKind.DM else f' "{name}"'
@@ -77,37 +104,41 @@ def _budget_line(surface: Surface) -> str:
     )
 
 
-def _console_lines(conversation_key: str) -> list[str]:
-    lines = [
-        "This is a console conversation: the person reads your reply right here, in the "
-        "terminal, and can answer you."
-    ]
+def _console_slots(conversation_key: str) -> dict[str, str]:
+    values = {
+        "conversation": (
+            "This is a console conversation: the person reads your reply right here, in the "
+            "terminal, and can answer you."
+        )
+    }
     shown = one_line(neutralize(conversation_key), CONVERSATION_ID_MAX_CHARS)
     if shown == conversation_key and _CONSOLE_ID.match(conversation_key):
-        lines.append(
+        values["console_id"] = (
             f"Conversation id: `{conversation_key}` (quote it exactly when a tool asks for it)."
         )
-    return lines
+    return values
 
 
-def _request_lines(request: TurnRequest) -> list[str]:
+def _request_slots(request: TurnRequest) -> dict[str, str]:
     trigger = _TRIGGERS.get(request.channel, "an automated request")
-    lines = [
-        f"This turn was started by {trigger}, not by a person typing. Nobody can answer back in "
-        "this conversation, so do not ask questions: do the work with what you have."
-    ]
+    values = {
+        "conversation": (
+            f"This turn was started by {trigger}, not by a person typing. Nobody can answer back "
+            "in this conversation, so do not ask questions: do the work with what you have."
+        )
+    }
     if request.notifies:
-        lines.append(
+        values["delivery"] = (
             "Your final answer is posted verbatim to the job's destination, where people will "
             f"read it. If there is nothing worth posting this time, answer with exactly "
             f"{SILENT_TOKEN} and nothing else: then nothing is posted."
         )
     else:
-        lines.append(
+        values["delivery"] = (
             "Your final answer is kept in this conversation's history and the run record; it is "
             "not posted anywhere."
         )
-    return lines
+    return values
 
 
 _SECRECY = (

@@ -1,5 +1,5 @@
 """The durable store: one SQLite file holding history, memory, turn records, the inbox (with its
-dedupe marks), the outbox and the chat buffer; the only importer of aiosqlite.
+dedupe marks), the outbox, the chat buffer and per-turn usage; the only importer of aiosqlite.
 
 The composition root opens it once with `open_store(...)` and hands its attributes to whoever
 needs each port; `aclose()` lets started writes finish and closes the file.
@@ -26,6 +26,7 @@ from bot.store.inbox import SqliteInbox, SqliteOutbox
 from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
+from bot.store.usage import SqliteUsage, UsageRow
 
 __all__ = [
     "ConversationInfo",
@@ -36,6 +37,7 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoredMemory",
+    "UsageRow",
     "existing_database",
     "open_store",
 ]
@@ -53,6 +55,7 @@ class Store:
     buffer: SqliteChatBuffer
     inbox: SqliteInbox
     outbox: SqliteOutbox
+    usage: SqliteUsage
 
     async def aclose(self) -> None:
         await self.db.aclose()
@@ -70,6 +73,12 @@ async def open_store(
     `clock` gives unix seconds; tests pass their own to age conversations and events.
     """
     db = await Database.open(settings.path)
+    usage = SqliteUsage(db, clock)
+    try:
+        await usage.ensure_tables()
+    except BaseException:
+        await db.aclose()
+        raise
     history = SqliteHistory(db, settings, clock)
     records = SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     return Store(
@@ -81,6 +90,7 @@ async def open_store(
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
         inbox=SqliteInbox(db, clock),
         outbox=SqliteOutbox(db, history, records, clock),
+        usage=usage,
     )
 
 

@@ -51,6 +51,7 @@ def record_document(record: TurnRecord) -> dict[str, Any]:
             "input_tokens": record.usage.input_tokens,
             "cache_read_tokens": record.usage.cache_read_tokens,
             "cache_write_tokens": record.usage.cache_write_tokens,
+            "cache_write_1h_tokens": record.usage.cache_write_1h_tokens,
             "output_tokens": record.usage.output_tokens,
         },
         "details": _plain(record.details),

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bot.config import CronJob, Settings, WebhookSettings, load_config
+from bot.surfaces import SurfaceRule
 
 STARTER = resources.files("bot.starter")
 
@@ -37,6 +38,7 @@ def _model_keys() -> set[str]:
             keys.update(f"{name}.{key}" for key in annotation.model_fields if key != "jobs")
     keys.update(f"cron.jobs.{key}" for key in CronJob.model_fields)
     keys.update(f"webhooks.{key}" for key in WebhookSettings.model_fields)
+    keys.update(f"surfaces.{key}" for key in SurfaceRule.model_fields)
     return keys
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.ports import MemoryHit, ToolSpec
-from bot.prompt import AgentTexts, Assembler, Skill, TokenCounter
+from bot.prompt import AgentTexts, Assembler, Skill, Template, TokenCounter
+from bot.prompt.template import DEFAULT_SESSION_TEMPLATE
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -46,6 +47,7 @@ def make_assembler(
     memory_enabled: bool = True,
     skill_max_bytes: int = 48_000,
     tools: tuple[ToolSpec, ...] = (),
+    session_template: Template = DEFAULT_SESSION_TEMPLATE,
 ) -> Assembler:
     return Assembler(
         agent or make_agent(),
@@ -57,6 +59,7 @@ def make_assembler(
         tools=tools,
         memory_enabled=memory_enabled,
         skill_max_bytes=skill_max_bytes,
+        session_template=session_template,
     )
 
 

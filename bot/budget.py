@@ -1,0 +1,254 @@
+"""Spend budgets: the price table, what a turn cost, and whether the next turn may call the model.
+
+Budgets are daily, in tokens or US dollars, at three levels: overall, per surface (each Slack
+channel, each Telegram group...; a `[[surfaces]]` rule sets its own) and per person (everywhere,
+or on one rule's surfaces). Usage is counted from what the API reported for each turn, kept in the
+store (`bot.ports.UsageLedger`), so budgets hold across restarts. A day starts at midnight in
+`budget.timezone`. "Tokens" are every token a turn processed: input, cache reads and writes, and
+output; money weighs them by the price table, cache reads and writes priced as Anthropic does.
+
+When a budget is reached, the turn is refused before any model call, and the person gets one short
+notice with the reset time, once per budget and day (not per message). Operators are exempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot.ports import Spent, TurnRecord, Usage, UsageEntry, UsageLedger
+from bot.turns import TurnRequest
+
+PER_MILLION = 1_000_000
+# Anthropic's cache pricing, as multiples of the model's input price.
+CACHE_READ_FACTOR = 0.1
+CACHE_WRITE_5M_FACTOR = 1.25
+CACHE_WRITE_1H_FACTOR = 2.0
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BudgetLimits(_Table):
+    """Daily limits; a limit left unset does not apply."""
+
+    daily_tokens: Annotated[int, Field(ge=1)] | None = None
+    daily_usd: Annotated[float, Field(gt=0)] | None = None
+    person_daily_tokens: Annotated[int, Field(ge=1)] | None = None
+    person_daily_usd: Annotated[float, Field(gt=0)] | None = None
+
+    @property
+    def uses_money(self) -> bool:
+        return self.daily_usd is not None or self.person_daily_usd is not None
+
+
+class ModelPrice(_Table):
+    """US dollars per million tokens. Cache prices default to Anthropic's multiples of input."""
+
+    input: Annotated[float, Field(ge=0)]
+    output: Annotated[float, Field(ge=0)]
+    cache_read: Annotated[float, Field(ge=0)] | None = None
+    cache_write_5m: Annotated[float, Field(ge=0)] | None = None
+    cache_write_1h: Annotated[float, Field(ge=0)] | None = None
+
+
+# List prices (USD per million tokens) by model-name prefix; `budget.prices` adds or overrides.
+DEFAULT_PRICES: Mapping[str, ModelPrice] = {
+    "claude-opus-4-5": ModelPrice(input=5.0, output=25.0),
+    "claude-opus-4": ModelPrice(input=15.0, output=75.0),
+    "claude-sonnet-4": ModelPrice(input=3.0, output=15.0),
+    "claude-haiku-4": ModelPrice(input=1.0, output=5.0),
+    "claude-3-5-haiku": ModelPrice(input=0.8, output=4.0),
+}
+
+
+class BudgetSettings(BudgetLimits):
+    """`[budget]`: the overall limits, the default per-person limits, and how to count."""
+
+    timezone: str | None = None  # day boundaries; agent.timezone when unset
+    operators: list[str] = []  # person ids (`slack:T…:U…`, `telegram:12345`) never limited
+    prices: dict[str, ModelPrice] = {}
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError("not a known IANA timezone (e.g. 'Europe/Berlin', 'UTC')") from exc
+        return value
+
+
+def price_for(model: str, prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
+    """The price of `model`: the entry whose name is its longest prefix."""
+    table = {**DEFAULT_PRICES, **prices}
+    matches = [name for name in table if model.startswith(name)]
+    return table[max(matches, key=len)] if matches else None
+
+
+def cost_usd(usage: Usage, price: ModelPrice | None) -> float:
+    """What `usage` cost at `price`; 0 when the price is unknown."""
+    if price is None:
+        return 0.0
+    write_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
+    write_5m = usage.cache_write_tokens - write_1h
+    rates = (
+        (usage.input_tokens, price.input),
+        (usage.output_tokens, price.output),
+        (usage.cache_read_tokens, _or(price.cache_read, price.input * CACHE_READ_FACTOR)),
+        (write_5m, _or(price.cache_write_5m, price.input * CACHE_WRITE_5M_FACTOR)),
+        (write_1h, _or(price.cache_write_1h, price.input * CACHE_WRITE_1H_FACTOR)),
+    )
+    return sum(tokens * rate for tokens, rate in rates) / PER_MILLION
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def surface_key(request: TurnRequest) -> str:
+    """Where a turn happened, for budgets and `bot usage`: `<channel>:<surface id>`, or the
+    conversation key for turns without a surface (console, cron, webhooks)."""
+    if request.surface is None:
+        return request.conversation_key
+    return f"{request.channel}:{request.surface.id}"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A budget that is reached: which one, when it resets, and whether to tell the person now."""
+
+    scope: str  # "overall", "surface" or "person"
+    resets_at: datetime  # local time in the budget's timezone
+    notify: bool
+
+
+@dataclass(frozen=True)
+class _Check:
+    scope: str
+    key: str  # the ledger key for the notice
+    spent: Spent
+    tokens: int | None
+    usd: float | None
+
+    @property
+    def reached(self) -> bool:
+        return (self.tokens is not None and self.spent.tokens >= self.tokens) or (
+            self.usd is not None and self.spent.cost_usd >= self.usd
+        )
+
+
+class Budgets:
+    """Checks a turn against every budget that applies, and charges what a turn used."""
+
+    def __init__(
+        self,
+        settings: BudgetSettings,
+        ledger: UsageLedger,
+        *,
+        timezone: str,
+        default_model: str,
+    ) -> None:
+        self._settings = settings
+        self._ledger = ledger
+        self._zone = ZoneInfo(settings.timezone or timezone)
+        self._default_model = default_model
+        self._operators = frozenset(settings.operators)
+
+    def day(self, now: datetime) -> tuple[datetime, datetime]:
+        """The start of `now`'s budget day and the next reset, both in the budget timezone."""
+        local = now.astimezone(self._zone)
+        start = datetime(local.year, local.month, local.day, tzinfo=self._zone)
+        following = start.date() + timedelta(days=1)
+        reset = datetime(following.year, following.month, following.day, tzinfo=self._zone)
+        return start, reset
+
+    async def check(
+        self, request: TurnRequest, rule: BudgetLimits | None, now: datetime
+    ) -> Refusal | None:
+        """None when the turn may call the model; else the first budget it would break."""
+        if request.person is not None and request.person in self._operators:
+            return None
+        start, reset = self.day(now)
+        for check in await self._checks(request, rule, start):
+            if check.reached:
+                period = f"{start.date().isoformat()}"
+                notice_key = f"{check.scope}:{check.key}|{surface_key(request)}"
+                notify = await self._ledger.first_notice(notice_key, period)
+                return Refusal(check.scope, reset, notify)
+        return None
+
+    async def _checks(
+        self, request: TurnRequest, rule: BudgetLimits | None, since: datetime
+    ) -> list[_Check]:
+        overall, person = self._settings, request.person
+        surface = surface_key(request)
+        wanted: list[tuple[str, str, str | None, str | None, int | None, float | None]] = [
+            ("overall", "all", None, None, overall.daily_tokens, overall.daily_usd)
+        ]
+        if rule is not None:
+            wanted.append(("surface", surface, surface, None, rule.daily_tokens, rule.daily_usd))
+        if person is not None:
+            wanted.append(
+                (
+                    "person",
+                    person,
+                    None,
+                    person,
+                    overall.person_daily_tokens,
+                    overall.person_daily_usd,
+                )
+            )
+            if rule is not None:
+                wanted.append(
+                    (
+                        "person",
+                        f"{person}@{surface}",
+                        surface,
+                        person,
+                        rule.person_daily_tokens,
+                        rule.person_daily_usd,
+                    )
+                )
+        checks = []
+        for scope, key, on_surface, of_person, tokens, usd in wanted:
+            if tokens is None and usd is None:
+                continue
+            spent = await self._ledger.spent(since, surface=on_surface, person=of_person)
+            checks.append(_Check(scope, key, spent, tokens, usd))
+        return checks
+
+    async def charge(self, request: TurnRequest, record: TurnRecord) -> None:
+        """Count what a finished turn used (nothing when it used nothing)."""
+        if record.usage.total == 0:
+            return
+        entry = UsageEntry(
+            turn_id=record.turn_id,
+            at=record.started_at.astimezone(UTC),
+            channel=record.channel,
+            surface=surface_key(request),
+            person=request.person,
+            model=self._model_of(record),
+            usage=record.usage,
+            cost_usd=self.cost_of(record),
+        )
+        await self._ledger.add(entry)
+
+    def cost_of(self, record: TurnRecord) -> float:
+        """What a turn cost in US dollars (0 for a model the price table does not know)."""
+        return cost_usd(record.usage, price_for(self._model_of(record), self._settings.prices))
+
+    def _model_of(self, record: TurnRecord) -> str:
+        return str((record.request or {}).get("model") or self._default_model)
+
+
+def unpriced_models(models: Sequence[str], prices: Mapping[str, ModelPrice]) -> list[str]:
+    """The models in `models` the price table does not know (money budgets need a price)."""
+    return sorted({m for m in models if price_for(m, prices) is None})
