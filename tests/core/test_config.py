@@ -143,19 +143,32 @@ def test_comma_separated_env_lists_round_trip(items: list[str]) -> None:
 # --- numeric bounds and the context window ------------------------------------------------------
 
 
-def _numeric_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
+def _numeric_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, list[Any]]]:
+    """(dotted name, constraints) of every int or float setting, through nested tables, lists
+    and dicts of tables, and `Annotated[...] | None`."""
+    found: list[tuple[str, list[Any]]] = []
     for name, field in model.model_fields.items():
-        kinds = [field.annotation, *typing.get_args(field.annotation)]
-        nested = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
-        for kind in [*nested, *(a for k in kinds for a in typing.get_args(k))]:
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
+        constraints = list(field.metadata)
+        kinds: list[Any] = []
+        pending = [field.annotation]
+        while pending:
+            kind = pending.pop()
+            if typing.get_origin(kind) is typing.Annotated:
+                base, *extra = typing.get_args(kind)
+                constraints += [c for info in extra for c in getattr(info, "metadata", [info])]
+                pending.append(base)
+            elif typing.get_origin(kind) in (list, dict):
+                for arg in typing.get_args(kind):
+                    if isinstance(arg, type) and issubclass(arg, BaseModel):
+                        found += _numeric_fields(arg, f"{prefix}{name}.")
+            elif typing.get_args(kind):
+                pending += typing.get_args(kind)
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
                 found += _numeric_fields(kind, f"{prefix}{name}.")
-        # Amounts only: lists of ids (allowlists) are not amounts.
-        if typing.get_origin(field.annotation) is not list and any(
-            k in (int, float) for k in kinds
-        ):
-            found.append((prefix + name, field))
+            else:
+                kinds.append(kind)
+        if any(kind in (int, float) for kind in kinds):
+            found.append((prefix + name, constraints))
     return found
 
 
@@ -164,9 +177,9 @@ def test_every_numeric_setting_has_an_upper_bound() -> None:
     assert len(fields) > 20
     unbounded = [
         name
-        for name, field in fields
-        if not any(getattr(m, "le", None) is not None or getattr(m, "lt", None) is not None
-                   for m in field.metadata)
+        for name, constraints in fields
+        if not any(getattr(c, "le", None) is not None or getattr(c, "lt", None) is not None
+                   for c in constraints)
     ]  # fmt: skip
     assert unbounded == []
 
