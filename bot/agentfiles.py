@@ -25,16 +25,21 @@ def load_agent(settings: AgentSettings) -> AgentTexts:
     known = {skill.name for skill in skills}
     for name in settings.selected_skills:
         if name not in known:
-            raise ConfigError(
-                f"agent.selected_skills: skill {name!r} not found under {settings.skills_root}. "
-                f"Fix: create {name}/SKILL.md there or remove {name!r} from agent.selected_skills"
-                + (f" (skills found: {', '.join(sorted(known))})." if known else ".")
-            )
+            raise missing_skill("agent.selected_skills", name, settings.skills_root, known)
     return AgentTexts(
         guardrails=_guardrails(settings.soul_path),
         identity=_identity(settings.identity_path),
         skills=skills,
         selected=tuple(dict.fromkeys(settings.selected_skills)),
+    )
+
+
+def missing_skill(key: str, name: str, root: Path | None, known: set[str]) -> ConfigError:
+    """The error for a skill named in `key` that is not among the `known` ones."""
+    return ConfigError(
+        f"{key}: skill {name!r} not found under {root}. "
+        f"Fix: create {name}/SKILL.md there or remove {name!r} from {key}"
+        + (f" (skills found: {', '.join(sorted(known))})." if known else ".")
     )
 
 

@@ -130,6 +130,10 @@ class Refusal:
     notify: bool
 
 
+# A budget to check: scope, notice key, counted on surface, counted for person, token and USD limit.
+_Wanted = tuple[str, str, str | None, str | None, int | None, float | None]
+
+
 @dataclass(frozen=True)
 class _Check:
     scope: str
@@ -179,50 +183,34 @@ class Budgets:
         start, reset = self.day(now)
         for check in await self._checks(request, rule, start):
             if check.reached:
-                period = f"{start.date().isoformat()}"
+                # One notice per budget, place and day: later messages there stay unanswered.
                 notice_key = f"{check.scope}:{check.key}|{surface_key(request)}"
-                notify = await self._ledger.first_notice(notice_key, period)
+                notify = await self._ledger.first_notice(notice_key, start.date().isoformat())
                 return Refusal(check.scope, reset, notify)
         return None
 
     async def _checks(
         self, request: TurnRequest, rule: BudgetLimits | None, since: datetime
     ) -> list[_Check]:
-        overall, person = self._settings, request.person
-        surface = surface_key(request)
-        wanted: list[tuple[str, str, str | None, str | None, int | None, float | None]] = [
+        """Every budget that applies, with what was spent against it today."""
+        overall, person, surface = self._settings, request.person, surface_key(request)
+        wanted: list[_Wanted] = [
             ("overall", "all", None, None, overall.daily_tokens, overall.daily_usd)
         ]
         if rule is not None:
             wanted.append(("surface", surface, surface, None, rule.daily_tokens, rule.daily_usd))
         if person is not None:
-            wanted.append(
-                (
-                    "person",
-                    person,
-                    None,
-                    person,
-                    overall.person_daily_tokens,
-                    overall.person_daily_usd,
-                )
-            )
-            if rule is not None:
-                wanted.append(
-                    (
-                        "person",
-                        f"{person}@{surface}",
-                        surface,
-                        person,
-                        rule.person_daily_tokens,
-                        rule.person_daily_usd,
-                    )
-                )
+            tokens, usd = overall.person_daily_tokens, overall.person_daily_usd
+            wanted.append(("person", person, None, person, tokens, usd))
+        if person is not None and rule is not None:
+            tokens, usd = rule.person_daily_tokens, rule.person_daily_usd
+            wanted.append(("person", f"{person}@{surface}", surface, person, tokens, usd))
         checks = []
-        for scope, key, on_surface, of_person, tokens, usd in wanted:
-            if tokens is None and usd is None:
+        for scope, key, on_surface, of_person, token_limit, usd_limit in wanted:
+            if token_limit is None and usd_limit is None:
                 continue
             spent = await self._ledger.spent(since, surface=on_surface, person=of_person)
-            checks.append(_Check(scope, key, spent, tokens, usd))
+            checks.append(_Check(scope, key, spent, token_limit, usd_limit))
         return checks
 
     async def charge(self, request: TurnRequest, record: TurnRecord) -> None:

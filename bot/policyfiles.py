@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.agentfiles import missing_skill
 from bot.budget import price_for
 from bot.config import ConfigError, Settings
 from bot.prompt import SESSION_SLOTS, TURN_SLOTS, AgentTexts, Template, TemplateError
@@ -73,11 +74,7 @@ def _check_rules(settings: Settings, agent: AgentTexts) -> None:
         where = f"surfaces[{index}]"
         for name in rule.skills:
             if name not in known:
-                raise ConfigError(
-                    f"{where}.skills: skill {name!r} not found under agent.skills_root. Fix: "
-                    f"create {name}/SKILL.md there or remove it"
-                    + (f" (skills found: {', '.join(sorted(known))})." if known else ".")
-                )
+                raise missing_skill(f"{where}.skills", name, settings.agent.skills_root, known)
         if rule.max_tokens is not None and rule.max_tokens >= window:
             raise ConfigError(
                 f"{where}.max_tokens = {rule.max_tokens}: leaves no room for input in a context "

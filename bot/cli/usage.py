@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 from bot.cli.stored import on_store
 from bot.config import Config
-from bot.ports import Usage
-from bot.store import Store, UsageRow
+from bot.ports import Usage, UsageEntry
+from bot.store import Store
 
 HELP = "report tokens, cache share and money by person, surface or day"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")
@@ -45,7 +45,7 @@ class Line:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
 
-    def add(self, row: UsageRow) -> None:
+    def add(self, row: UsageEntry) -> None:
         self.turns += 1
         self.usage += row.usage
         self.cost_usd += row.cost_usd
@@ -90,7 +90,7 @@ def parse_since(text: str, zone: ZoneInfo, now: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=zone)
 
 
-def _key(by: str, zone: ZoneInfo) -> Callable[[UsageRow], str]:
+def _key(by: str, zone: ZoneInfo) -> Callable[[UsageEntry], str]:
     if by == "person":
         return lambda row: row.person or "(nobody: console or scheduled)"
     if by == "surface":
@@ -98,7 +98,7 @@ def _key(by: str, zone: ZoneInfo) -> Callable[[UsageRow], str]:
     return lambda row: row.at.astimezone(zone).date().isoformat()
 
 
-def group(rows: Sequence[UsageRow], key: Callable[[UsageRow], str]) -> list[Line]:
+def group(rows: Sequence[UsageEntry], key: Callable[[UsageEntry], str]) -> list[Line]:
     """Totals per key, sorted by key, then the total of everything as the last line."""
     lines: dict[str, Line] = {}
     total = Line("total")

@@ -451,7 +451,10 @@ class _Turn:
             return None
         older, tail = self.history[:cut], self.history[cut:]
         s = self.settings
-        body = compaction.summary_body(s.name, s.max_tokens, older, s.window)
+        # The turn's own model (a surface rule may choose one), so its price and window apply.
+        assembled: AssembledRequest | None = getattr(self, "request", None)
+        model = str(assembled.body.get("model") or s.name) if assembled else s.name
+        body = compaction.summary_body(model, s.max_tokens, older, s.window)
         try:
             call = await self.calls.call(body, None, purpose="summary", turn_id=self.plan.turn_id)
         except _CallError as exc:

@@ -26,7 +26,7 @@ from bot.store.inbox import SqliteInbox, SqliteOutbox
 from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
-from bot.store.usage import SqliteUsage, UsageRow
+from bot.store.usage import SqliteUsage
 
 __all__ = [
     "ConversationInfo",
@@ -37,7 +37,6 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoredMemory",
-    "UsageRow",
     "existing_database",
     "open_store",
 ]

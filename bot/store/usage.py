@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiosqlite
@@ -46,20 +45,6 @@ _SCHEMA = (
     ) WITHOUT ROWID""",
 )
 _TOKENS = "input + cache_read + cache_write + output"
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRow:
-    """One stored turn's usage, as `bot usage` reads it."""
-
-    turn_id: str
-    at: datetime
-    channel: str
-    surface: str
-    person: str | None
-    model: str
-    usage: Usage
-    cost_usd: float
 
 
 class SqliteUsage:
@@ -137,7 +122,7 @@ class SqliteUsage:
 
         return await self._db.write(mark)
 
-    async def rows(self, since: datetime | None = None) -> list[UsageRow]:
+    async def rows(self, since: datetime | None = None) -> list[UsageEntry]:
         """Every stored turn since `since` (all when None), oldest first."""
         start = since.timestamp() if since is not None else 0.0
         rows = await self._db.fetch_all(
@@ -146,8 +131,8 @@ class SqliteUsage:
         return [_row(r) for r in rows]
 
 
-def _row(row: sqlite3.Row) -> UsageRow:
-    return UsageRow(
+def _row(row: sqlite3.Row) -> UsageEntry:
+    return UsageEntry(
         turn_id=row["turn_id"],
         at=datetime.fromtimestamp(row["at"], UTC),
         channel=row["channel"],

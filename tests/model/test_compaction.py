@@ -263,3 +263,25 @@ def test_no_message_can_forge_a_transcript_entry_or_close_the_fence(
         assert line.startswith("Assistant: " if entry.role == "assistant" else "User")
     # The only empty lines are the separators between entries.
     assert inside.split("\n").count("") == len(entries) - 1
+
+
+async def test_the_summary_uses_the_turns_own_model(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
+) -> None:
+    """A surface rule may pick another model for a turn; its summary call uses that one too."""
+    from bot.ports import AssembledRequest, TurnPlan
+    from tests.model.conftest import make_assemble
+
+    runtime = make_runtime(context_window=1200)
+    fake.respond_with(summarizing)
+    inner = make_assemble("and now?")
+
+    def assemble(history: Any) -> AssembledRequest:
+        built = inner(history)
+        body = {**built.body, "model": "claude-opus-4-1"}
+        return AssembledRequest(body, built.estimated_tokens, built.history_used)
+
+    await runtime.run(TurnPlan("t", "console:x", tuple(conversation(12, 40)), assemble))
+    await runtime.aclose()
+    assert [body["model"] for body in fake.requests] == ["claude-opus-4-1", "claude-opus-4-1"]
+    assert is_summary(fake.requests[0])
