@@ -251,7 +251,8 @@ async def pipeline(
         history=SteppedHistory(store.history, history_messages, prune_step)
         if prune_step
         else store.history,
-        records=store.records,
+        inbox=store.inbox,
+        outbox=store.outbox,
         memory=memory,
         tools_for=tools_for,
         settings=settings.host,

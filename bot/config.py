@@ -190,6 +190,7 @@ class HostSettings(_Section):
     queue_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 8
     turns_per_person_per_minute: Annotated[int, Field(ge=0, le=10_000)] = 12  # 0 = no limit
     shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = 30.0
+    max_concurrent_turns: Annotated[int, Field(ge=1, le=1000)] = 16
 
 
 class LoggingSettings(_Section):

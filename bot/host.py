@@ -1,10 +1,14 @@
-"""The host: conversation lanes and the turn pipeline, wired only to ports.
+"""The host: the durable inbox, conversation lanes and the turn pipeline, wired only to ports.
 
-A lane runs the turns of one conversation strictly one after another; different conversations run
-concurrently. A turn goes: recall -> assemble -> model (tool rounds, compaction) -> publish
-(history, memory, turn record) -> deliver through the channel's deliverer and the hidden route.
-A turn that fails or is cancelled after admission publishes a continuity account instead, so the
-next turn of that conversation knows what happened; the lane guarantees it waits for that.
+A channel's event is stored in the inbox before the channel acknowledges it (`submit`), then
+queued on its conversation's lane: a lane runs the turns of one conversation strictly one after
+another; different conversations run concurrently, at most `max_concurrent_turns` model calls at
+once. A turn goes: recall -> assemble -> model (tool rounds, compaction) -> one publication
+(history, the answer's outbox parts, the inbox item's terminal state, the turn record) -> delivery
+part by part -> memory capture. A turn that fails or crashes publishes a continuity account, so
+the next turn of that conversation knows what happened; the lane guarantees it waits for that.
+On start, `resume()` queues what an earlier process left unfinished; `close()` stops intake,
+lets running turns finish and posts what is left in the outbox.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,13 +25,15 @@ import structlog
 
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
+from bot.delivery import Delivery
+from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
 from bot.lanes import LaneFull, Lanes
 from bot.ports import (
     Admission,
     AssembledRequest,
     Deliverer,
-    DeliveryReport,
     HistoryStore,
+    IntakeUnavailable,
     MemoryCapture,
     MemoryScope,
     MemoryStore,
@@ -36,7 +42,6 @@ from bot.ports import (
     TurnFailed,
     TurnPlan,
     TurnRecord,
-    TurnRecords,
     TurnResult,
     Usage,
 )
@@ -65,6 +70,9 @@ from bot.turns import (
 log = structlog.get_logger(__name__)
 
 CONTINUITY_MAX_BYTES = 48 * 1024
+MAX_ATTEMPTS = 5  # starts of one inbox item before it is given up as crashed
+REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
+OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
 
 BUSY_REPLY = (
     "I'm still working through earlier messages in this conversation. "
@@ -75,6 +83,7 @@ FAILED_REPLY = "Sorry, I couldn't answer that just now. Please try again in a li
 TOO_LARGE_REPLY = (
     "That message is too large for me to read in one go. Please shorten it or split it up."
 )
+NOTHING_TO_COMPACT = "There is nothing to compact yet."
 
 
 @runtime_checkable
@@ -87,6 +96,20 @@ class StreamingDeliverer(Protocol):
 ToolsFor = Callable[[TurnRequest, RecallCache], Sequence[Tool]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One piece of a lane's work: a turn (from the inbox when `item_id` is set), or the parts
+    an earlier process left undelivered in this conversation."""
+
+    request: TurnRequest | None
+    item_id: int | None = None
+    leftovers: tuple[OutboxPart, ...] = ()
+
+    @property
+    def turn_id(self) -> str:
+        return self.request.turn_id if self.request else "leftovers"
+
+
 class Host:
     """Owns the lanes; implements `bot.ports.TurnSink` for the channels."""
 
@@ -96,7 +119,8 @@ class Host:
         assembler: Assembler,
         model: ModelRuntime,
         history: HistoryStore,
-        records: TurnRecords,
+        inbox: Inbox,
+        outbox: Outbox,
         memory: MemoryStore | None,
         tools_for: ToolsFor,
         settings: HostSettings,
@@ -107,99 +131,168 @@ class Host:
         self._assembler = assembler
         self._model = model
         self._history = history
-        self._records = records
+        self._inbox = inbox
+        self._outbox = outbox
         self._memory = memory
         self._tools_for = tools_for
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
-        self._deliverers: dict[str, Deliverer] = {}
-        self._lanes: Lanes[TurnRequest, TurnResult] = Lanes(
-            self._turn,
+        self._delivery = Delivery(outbox)
+        self._lanes: Lanes[_Job, TurnResult] = Lanes(
+            self._work,
             depth=settings.queue_per_conversation,
-            cancelled=lambda request: TurnResult(request.turn_id, "cancelled"),
+            cancelled=lambda job: TurnResult(job.turn_id, "cancelled"),
         )
+        self._model_calls = asyncio.Semaphore(settings.max_concurrent_turns)
         self._rate = PersonRate(settings.turns_per_person_per_minute, clock)
+        self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        # Until `resume()` has queued what an earlier process left, accepted items wait here so
+        # that they run after it, in the order they were accepted.
+        self._resumed = False
+        self._held: list[InboxItem] = []
         self.observers: list[Callable[[TurnRecord], None]] = []
 
     # --- wiring -----------------------------------------------------------------------------
 
     def attach(self, platform: str, deliverer: Deliverer) -> None:
-        self._deliverers[platform] = deliverer
+        self._delivery.attach(platform, deliverer)
 
     def deliverer(self, platform: str) -> Deliverer | None:
-        return self._deliverers.get(platform)
+        return self._delivery.deliverer(platform)
 
     @property
     def queue_depth(self) -> int:
         return self._lanes.depth
 
+    @property
+    def draining(self) -> bool:
+        """True from the moment shutdown begins: intake refused, running turns finishing."""
+        return self._closed
+
     # --- intake -----------------------------------------------------------------------------
 
-    async def submit(self, request: TurnRequest) -> Admission:
-        """Queue a turn on its conversation's lane; refusals answer the person politely."""
-        admission, _ = await self._admit(request)
-        return admission
+    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+        """Store the turn in the inbox, then queue it; refusals answer the person politely."""
+        if self._closed:
+            return Admission.CLOSED
+        try:
+            item = await self._inbox.accept(request, source=source, marks=marks)
+        except Exception as exc:  # not stored: the channel must not acknowledge
+            log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
+            return Admission.UNAVAILABLE
+        if item is None:
+            log.info("event_duplicate", conversation_key=request.conversation_key)
+            return Admission.DUPLICATE
+        if not self._resumed or self._closed:
+            # Stored: it runs after what `resume()` queues, or after the next start.
+            self._held.append(item)
+            return Admission.ACCEPTED
+        return self._admit(_Job(request, item.item_id))[0]
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        if self._closed:
+            raise IntakeUnavailable("the host is shutting down", closing=True)
+        try:
+            return await self._inbox.note(source=source, marks=marks)
+        except Exception as exc:
+            log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
+            raise IntakeUnavailable(type(exc).__name__) from None
 
     async def run(self, request: TurnRequest) -> TurnResult:
-        """Queue a turn and wait until it has been published and delivered."""
-        admission, future = await self._admit(request)
+        """Queue a turn (not from the inbox) and wait until it is published and delivered."""
+        if self._closed:
+            return TurnResult(request.turn_id, Admission.CLOSED.value)
+        admission, future = self._admit(_Job(request))
         if future is None:
             return TurnResult(request.turn_id, admission.value)
         return await future
 
-    async def _admit(
-        self, request: TurnRequest
-    ) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
-        if self._closed:
-            return Admission.CLOSED, None
+    def _admit(self, job: _Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
+        request = job.request
+        assert request is not None
         if not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
-            self._reply_later(request, RATE_LIMITED_REPLY)
+            self._refuse_later(job, RATE_LIMITED_REPLY, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
-            future = self._lanes.put(request.conversation_key, request)
+            future = self._lanes.put(request.conversation_key, job)
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
-            self._reply_later(request, BUSY_REPLY)
+            self._refuse_later(job, BUSY_REPLY, Admission.BUSY)
             return Admission.BUSY, None
         return Admission.ACCEPTED, future
 
+    async def resume(self) -> None:
+        """Queue what an earlier process left: undelivered parts first, then every pending
+        inbox item in the order it was accepted (each conversation's lane keeps that order)."""
+        leftovers: dict[str, list[OutboxPart]] = {}
+        for part in await self._outbox.undelivered():
+            leftovers.setdefault(part.conversation_key, []).append(part)
+        found = await self._inbox.pending()
+        attempts = {item.item_id: await self._inbox.claim(item.item_id) for item in found}
+        # From here to the end nothing awaits, so no accepted item can slip between the two.
+        for key, parts in leftovers.items():
+            self._lanes.put(key, _Job(None, leftovers=tuple(parts)), bounded=False)
+        held = [item for item in self._held if item.item_id not in attempts]
+        for item in [*found, *held]:
+            job = _Job(item.request, item.item_id)
+            if attempts.get(item.item_id, 1) > MAX_ATTEMPTS:
+                self._in_background(self._give_up(job))
+            else:
+                self._lanes.put(item.request.conversation_key, job, bounded=False)
+        self._held = []
+        self._resumed = True
+        if found or leftovers:
+            log.info("host_resumed", items=len(found), parts=sum(map(len, leftovers.values())))
+
     async def idle(self) -> None:
-        """Return when every lane is empty and every background capture has finished."""
+        """Return when every lane is empty and every background task has finished."""
         await self._lanes.idle()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def close(self, grace: float | None = None) -> None:
-        """Stop intake, let running turns finish up to `grace`, cancel the rest."""
+        """Stop intake, let running turns finish up to `grace` (cancel the rest: they run again
+        after the next start), then post what is left in the outbox."""
         self._closed = True
         await self._lanes.close(self._settings.shutdown_grace if grace is None else grace)
         await self.idle()
+        try:
+            report = await asyncio.wait_for(self._delivery.drain(), OUTBOX_DRAIN_SECONDS)
+        except Exception as exc:  # what is left is posted after the next start
+            log.warning("outbox_drain_unfinished", error=type(exc).__name__)
+        else:
+            if report.parts:
+                log.info("outbox_drained", parts=report.parts, accepted=report.accepted)
 
     # --- the turn pipeline ------------------------------------------------------------------
 
-    async def _turn(self, request: TurnRequest) -> TurnResult:
-        bound = log.bind(turn_id=request.turn_id, conversation_key=request.conversation_key)
+    async def _work(self, job: _Job) -> TurnResult:
+        if job.request is None:
+            report = await self._delivery.leftovers(job.leftovers)
+            return TurnResult(job.turn_id, "ok" if report.delivered else "undelivered")
         with structlog.contextvars.bound_contextvars(
-            turn_id=request.turn_id, conversation_key=request.conversation_key
+            turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
         ):
-            try:
-                return await self._turn_inner(request)
-            except asyncio.CancelledError:
-                bound.info("turn_cancelled")
-                raise
-            except Exception as exc:  # the host keeps running whatever one turn does
-                bound.exception("turn_crashed", error=type(exc).__name__)
-                await self._reply(request, FAILED_REPLY)
-                return TurnResult(request.turn_id, "failed", error=type(exc).__name__)
+            return await self._turn(job, job.request)
 
-    async def _turn_inner(self, request: TurnRequest) -> TurnResult:
+    async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
+        try:
+            return await self._turn_inner(job, request, started)
+        except asyncio.CancelledError:
+            log.info("turn_cancelled")
+            raise
+        except Exception as exc:  # the host keeps running whatever one turn does
+            log.exception("turn_crashed", error=type(exc).__name__)
+            return await self._crashed(job, request, started, type(exc).__name__)
+
+    async def _turn_inner(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
         policy = self._policy(request)
-        refused = await self._over_budget(request, policy, started)
+        refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
             return refused
         surface = surface_prompt(policy)
@@ -207,19 +300,17 @@ class Host:
         command = host_command(text)
         if command == "compact":
             async with self._working(request.route):
-                return await self._compact(request, started)
+                return await self._compact(job, request, started)
         if command is not None:  # /start, /help: answered by the host, no model call
             reply = greeting(self._assembler.agent) if command == "start" else None
-            reply = reply or help_text(self._assembler.agent)
-            delivery = await self._reply(request, reply)
-            await self._record(request, started, "command")
-            return TurnResult(request.turn_id, "command", reply, delivery)
+            record = self._record(request, started, "command")
+            say = reply or help_text(self._assembler.agent)
+            return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
             skills, text = self._assembler.split_skill_command(text)
         except UnknownSkill as exc:
-            delivery = await self._reply(request, str(exc))
-            await self._record(request, started, "refused", error="unknown_skill")
-            return TurnResult(request.turn_id, "refused", str(exc), delivery)
+            record = self._record(request, started, "refused", error="unknown_skill")
+            return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
 
         history = await self._history.load(request.conversation_key)
         recall = RecallCache(
@@ -264,10 +355,11 @@ class Host:
         )
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
-            return await self._call_and_publish(request, plan, user_entry, started, budget)
+            return await self._call_and_publish(job, request, plan, user_entry, started, budget)
 
     async def _call_and_publish(
         self,
+        job: _Job,
         request: TurnRequest,
         plan: TurnPlan,
         user_entry: HistoryEntry,
@@ -275,18 +367,15 @@ class Host:
         budget: Mapping[str, object],
     ) -> TurnResult:
         try:
-            outcome = await self._model.run(plan)
+            async with self._model_calls:
+                outcome = await self._model.run(plan)
         except WindowExceeded as exc:
-            delivery = await self._reply(request, TOO_LARGE_REPLY)
             # The floors alone do not fit the window: unmet by definition.
             details = {**budget, "floor_unmet": True}
-            await self._record(request, started, "refused", error=exc.code, details=details)
-            return TurnResult(request.turn_id, "refused", TOO_LARGE_REPLY, delivery, exc.code)
+            record = self._record(request, started, "refused", error=exc.code, details=details)
+            return await self._conclude(job, record, InboxState.REFUSED, say=TOO_LARGE_REPLY)
         except TurnFailed as failure:
-            await self._publish_continuity(request, user_entry, failure.partial_text, str(failure))
-            reply = failure.reply or FAILED_REPLY
-            delivery = await self._reply(request, reply)
-            await self._record(
+            record = self._record(
                 request,
                 started,
                 "failed",
@@ -296,38 +385,45 @@ class Host:
                 attempts=failure.attempts,
                 details=budget,
             )
-            return TurnResult(request.turn_id, "failed", reply, delivery, str(failure))
+            account = continuity_account(user_entry, failure.partial_text, str(failure))
+            say = failure.reply or FAILED_REPLY
+            return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled(request, user_entry, started))
             raise
 
         entries = [user_entry, *without_recalled_words(outcome.entries)]
         if outcome.history is not None:
-            await self._history.publish(
-                request.conversation_key, [*outcome.history, *entries], replace=True
-            )
-        else:
-            await self._history.publish(request.conversation_key, entries)
-        self._capture(request, user_entry, outcome.text)
+            entries = [*outcome.history, *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
-        delivery = None if silent else await self._deliver(request, outcome.text)
         result = "silent" if silent else "ok"
-        await self._record(
+        record = self._record(
             request,
             started,
             result,
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details={"delivered": delivery.delivered if delivery else None, **budget},
+            details=budget,
         )
-        return TurnResult(request.turn_id, result, outcome.text, delivery)
+        ended = await self._conclude(
+            job,
+            record,
+            InboxState.SILENT if silent else InboxState.ANSWERED,
+            say="" if silent else outcome.text,
+            answer=True,
+            entries=entries,
+            replaces=outcome.history is not None,
+        )
+        if ended.outcome == result:
+            self._capture(request, user_entry, outcome.text)
+        return replace(ended, text=outcome.text)
 
-    async def _compact(self, request: TurnRequest, started: datetime) -> TurnResult:
+    async def _compact(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
         history = await self._history.load(request.conversation_key)
         if not history:
-            reply = "There is nothing to compact yet."
-            return TurnResult(request.turn_id, "ok", reply, await self._reply(request, reply))
+            record = self._record(request, started, "compacted")
+            return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
 
         surface = surface_prompt(self._policy(request))
 
@@ -344,33 +440,105 @@ class Host:
             compact_only=True,
         )
         try:
-            outcome = await self._model.run(plan)
+            async with self._model_calls:
+                outcome = await self._model.run(plan)
         except TurnFailed as failure:
-            reply = failure.reply or FAILED_REPLY
-            await self._record(request, started, "failed", error=str(failure))
-            return TurnResult(request.turn_id, "failed", reply, await self._reply(request, reply))
-        if outcome.history is not None:
-            await self._history.publish(request.conversation_key, outcome.history, replace=True)
-        await self._record(request, started, "compacted", usage=outcome.usage)
-        delivery = await self._deliver(request, outcome.text)
-        return TurnResult(request.turn_id, "ok", outcome.text, delivery)
+            record = self._record(request, started, "failed", error=str(failure))
+            say = failure.reply or FAILED_REPLY
+            return await self._conclude(job, record, InboxState.FAILED, say=say)
+        record = self._record(request, started, "compacted", usage=outcome.usage)
+        return await self._conclude(
+            job,
+            record,
+            InboxState.ANSWERED,
+            say=outcome.text,
+            answer=True,
+            entries=outcome.history or (),
+            replaces=outcome.history is not None,
+        )
+
+    async def _conclude(
+        self,
+        job: _Job,
+        record: TurnRecord,
+        state: InboxState,
+        *,
+        say: str = "",
+        answer: bool = False,
+        entries: Sequence[HistoryEntry] = (),
+        replaces: bool = False,
+    ) -> TurnResult:
+        """End the turn: publish history, the parts of what is said, the item's terminal state
+        and the turn record in one transaction, then deliver. `say` is the agent's answer when
+        `answer`, else a host-written notice (which request-driven turns never get)."""
+        request = job.request
+        assert request is not None
+        if not answer and request.kind is ConversationKind.REQUEST:
+            say = ""
+        parts = self._delivery.parts(request.turn_id, request.conversation_key, request.route, say)
+        publication = Publication(
+            request.conversation_key, entries, replaces, parts, job.item_id, state, record
+        )
+        try:
+            await self._outbox.publish(publication)
+        except Exception as exc:  # the item stays pending: it runs again after the next start
+            log.exception("turn_publish_failed", error=type(exc).__name__)
+            return TurnResult(request.turn_id, "failed", error=f"publish: {type(exc).__name__}")
+        delivery = await self._delivery.send(request.route, say, parts)
+        if delivery is not None:  # the stored record was written before; observers see this too
+            record = replace(record, details={**record.details, "delivered": delivery.delivered})
+        self._observe(record)
+        await self._charge(request, record)
+        outcome = "ok" if record.outcome == "compacted" else record.outcome
+        return TurnResult(request.turn_id, outcome, say, delivery, record.error)
+
+    async def _crashed(
+        self, job: _Job, request: TurnRequest, started: datetime, error: str
+    ) -> TurnResult:
+        try:
+            user_entry = self._assembler.user_entry(request)
+        except Exception:  # the assembler itself may be what failed
+            user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
+        record = self._record(request, started, "crashed", error=error)
+        account = continuity_account(user_entry, "", "the host failed")
+        return await self._conclude(
+            job, record, InboxState.CRASHED, say=FAILED_REPLY, entries=account
+        )
+
+    async def _give_up(self, job: _Job) -> None:
+        """An item that was running each time the process stopped, MAX_ATTEMPTS times over."""
+        assert job.request is not None
+        log.error("turn_given_up", turn_id=job.turn_id, attempts=MAX_ATTEMPTS)
+        await self._crashed(job, job.request, datetime.now(UTC), "interrupted too often")
 
     async def _cancelled(
         self, request: TurnRequest, user_entry: HistoryEntry, started: datetime
     ) -> None:
-        await self._publish_continuity(request, user_entry, "", "the turn was cancelled")
-        await self._record(request, started, "cancelled")
-
-    async def _publish_continuity(
-        self, request: TurnRequest, user_entry: HistoryEntry, partial: str, reason: str
-    ) -> None:
-        """Record that this turn did not complete, so the next turn is not left guessing."""
+        """Record that this turn did not complete, so the next turn is not left guessing. Its
+        inbox item stays pending: the turn runs again after the next start."""
+        record = self._record(request, started, "cancelled")
+        account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
-            await self._history.publish(
-                request.conversation_key, continuity_account(user_entry, partial, reason)
+            await self._outbox.publish(
+                Publication(request.conversation_key, account, record=record)
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
+        self._observe(record)
+
+    def _refuse_later(self, job: _Job, notice: str, why: Admission) -> None:
+        """Close a refused turn without holding up the channel's intake (a rate-limited
+        platform could make its notice wait a long time). Notices are rate-limited per person:
+        someone flooding the bot gets one now and then, not one per message."""
+        request = job.request
+        assert request is not None
+        say = notice if self._notices.allow(request.person) else ""
+
+        async def refuse() -> None:
+            record = self._record(request, datetime.now(UTC), "refused", error=why.value)
+            await self._conclude(job, record, InboxState.REFUSED, say=say)
+
+        self._in_background(refuse())
 
     # --- surface policy and budgets ----------------------------------------------------------
 
@@ -378,7 +546,7 @@ class Host:
         return self._policies.for_request(request) if self._policies is not None else NO_POLICY
 
     async def _over_budget(
-        self, request: TurnRequest, policy: SurfacePolicy, started: datetime
+        self, job: _Job, request: TurnRequest, policy: SurfacePolicy, started: datetime
     ) -> TurnResult | None:
         """Refuse the turn before any model call when a budget is reached; the first refusal
         of a budget on a day tells the person, the rest stay quiet."""
@@ -389,9 +557,9 @@ class Host:
             return None
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
         reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
-        delivery = await self._reply(request, reply) if reply else None
-        await self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
-        return TurnResult(request.turn_id, "over_budget", reply, delivery, refusal.scope)
+        record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
+        result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
+        return replace(result, error=refusal.scope)
 
     # --- side effects -----------------------------------------------------------------------
 
@@ -421,7 +589,7 @@ class Host:
 
         self._in_background(capture())
 
-    async def _record(
+    def _record(
         self,
         request: TurnRequest,
         started: datetime,
@@ -432,8 +600,8 @@ class Host:
         usage: Usage | None = None,
         attempts: int = 0,
         details: Mapping[str, object] | None = None,
-    ) -> None:
-        record = TurnRecord(
+    ) -> TurnRecord:
+        return TurnRecord(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             channel=request.channel,
@@ -446,30 +614,31 @@ class Host:
             error=error,
             details={**(details or {}), **self._where(request)},
         )
+
+    def _observe(self, record: TurnRecord) -> None:
         for observer in self.observers:
             observer(record)
-        latency_ms = (record.finished_at - started).total_seconds() * 1000
+        latency_ms = (record.finished_at - record.started_at).total_seconds() * 1000
         log.info(
             "turn_finished",
-            turn_id=request.turn_id,
-            conversation_key=request.conversation_key,
-            outcome=outcome,
+            turn_id=record.turn_id,
+            conversation_key=record.conversation_key,
+            outcome=record.outcome,
             latency_ms=round(latency_ms, 1),
-            attempts=attempts,
+            attempts=record.attempts,
             input_tokens=record.usage.input_tokens,
             cache_read_tokens=record.usage.cache_read_tokens,
             cache_write_tokens=record.usage.cache_write_tokens,
             output_tokens=record.usage.output_tokens,
         )
+
+    async def _charge(self, request: TurnRequest, record: TurnRecord) -> None:
+        if self._budgets is None:
+            return
         try:
-            await self._records.save(record)
+            await self._budgets.charge(request, record)
         except Exception:
-            log.exception("turn_record_failed", turn_id=request.turn_id)
-        if self._budgets is not None:
-            try:
-                await self._budgets.charge(request, record)
-            except Exception:
-                log.exception("usage_charge_failed", turn_id=request.turn_id)
+            log.exception("usage_charge_failed", turn_id=request.turn_id)
 
     def _where(self, request: TurnRequest) -> dict[str, object]:
         """Where the turn happened and which surface rule applied, for the turn record."""
@@ -491,7 +660,7 @@ class Host:
 
     def _streamer(self, request: TurnRequest) -> Callable[[str], Awaitable[None]] | None:
         route = request.route
-        deliverer = self._deliverers.get(route.platform) if route else None
+        deliverer = self._delivery.deliverer(route.platform) if route else None
         if route is None or not isinstance(deliverer, StreamingDeliverer):
             return None
         streaming: StreamingDeliverer = deliverer
@@ -503,48 +672,15 @@ class Host:
 
     @contextlib.asynccontextmanager
     async def _working(self, route: ReplyRoute | None) -> AsyncIterator[None]:
-        deliverer = self._deliverers.get(route.platform) if route else None
+        deliverer = self._delivery.deliverer(route.platform) if route else None
         if route is None or deliverer is None:
             yield
             return
         async with deliverer.working(route):
             yield
 
-    async def _deliver(self, request: TurnRequest, text: str) -> DeliveryReport | None:
-        route = request.route
-        if route is None:
-            return None
-        deliverer = self._deliverers.get(route.platform)
-        if deliverer is None:
-            log.error("no_deliverer", platform=route.platform, turn_id=request.turn_id)
-            return DeliveryReport(parts=1, accepted=0, error=f"no channel {route.platform!r}")
-        try:
-            report = await deliverer.deliver(route, text)
-        except Exception as exc:
-            log.exception("delivery_failed", turn_id=request.turn_id)
-            return DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
-        if not report.delivered:
-            log.warning("delivery_incomplete", turn_id=request.turn_id, error=report.error)
-        return report
-
-    async def _reply(self, request: TurnRequest, text: str) -> DeliveryReport | None:
-        """A host-written answer (refusal, failure). Request-driven turns get none: their
-        destination is an audience that asked nothing, and the run record says what happened."""
-        if request.kind is ConversationKind.REQUEST:
-            return None
-        return await self._deliver(request, text)
-
-    def _reply_later(self, request: TurnRequest, text: str) -> None:
-        """Answer a refused turn without holding up the channel's intake (a rate-limited
-        platform could make that answer wait a long time)."""
-
-        async def reply() -> None:
-            await self._reply(request, text)
-
-        self._in_background(reply())
-
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        """Side work (captures, refusal answers) that `idle()` and `close()` wait for."""
+        """Side work (captures, refusals) that `idle()` and `close()` wait for."""
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -54,16 +54,17 @@ class Lanes(Generic[Item, Result]):
         """Items running or waiting, across every lane."""
         return sum(lane.queue.qsize() + lane.running for lane in self._lanes.values())
 
-    def put(self, key: str, item: Item) -> asyncio.Future[Result]:
-        """Queue `item` on `key`'s lane; the future resolves with its result. Raises LaneFull."""
+    def put(self, key: str, item: Item, *, bounded: bool = True) -> asyncio.Future[Result]:
+        """Queue `item` on `key`'s lane; the future resolves with its result. Raises LaneFull
+        when `depth` items already wait, unless `bounded` is false (work taken on before, such
+        as what a restart finds unfinished, is never refused)."""
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(asyncio.Queue(maxsize=self._depth))
+            lane = self._lanes[key] = _Lane(asyncio.Queue())
+        if bounded and lane.queue.qsize() >= self._depth:
+            raise LaneFull(key)
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        try:
-            lane.queue.put_nowait((item, future))
-        except asyncio.QueueFull:
-            raise LaneFull(key) from None
+        lane.queue.put_nowait((item, future))
         self._idle.clear()
         if lane.task is None:
             lane.task = asyncio.create_task(self._drain(key, lane))

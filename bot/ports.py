@@ -1,9 +1,9 @@
 """The small protocols the core depends on, and the values that cross them.
 
-The host is wired only to these: stores (history, memory, turn records, event ledger, chat
-buffer), the model runtime, tools and the channels' deliverers. Each has one production
-implementation (`bot.store`, `bot.model`, `channels.*`) and, where tests need one, an in-memory
-double in `bot.memstore`.
+The host is wired only to these: stores (history, memory, turn records, chat buffer; the inbox
+and outbox are in `bot.inbox`), the model runtime, tools and the channels' deliverers. Each has
+one production implementation (`bot.store`, `bot.model`, `channels.*`) and, where tests need
+one, an in-memory double in `bot.memstore`.
 """
 
 from __future__ import annotations
@@ -238,11 +238,6 @@ class UsageLedger(Protocol):
         """Mark a budget notice as sent; True only the first time for (scope, period)."""
 
 
-class EventLedger(Protocol):
-    async def first_sight(self, source: str, event_id: str) -> bool:
-        """Record the event; True the first time it is ever seen, False on every redelivery."""
-
-
 class ChatBuffer(Protocol):
     """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
 
@@ -285,10 +280,27 @@ class Deliverer(Protocol):
 
 
 class Admission(StrEnum):
-    ACCEPTED = "accepted"
-    BUSY = "busy"  # the conversation's queue is full
-    RATE_LIMITED = "rate_limited"  # the person is over the per-person turn rate
-    CLOSED = "closed"  # the host is shutting down
+    ACCEPTED = "accepted"  # stored in the inbox; its turn will run
+    DUPLICATE = "duplicate"  # a redelivery of an event already stored
+    BUSY = "busy"  # stored, then refused: the conversation's queue is full
+    RATE_LIMITED = "rate_limited"  # stored, then refused: the person is over the turn rate
+    CLOSED = "closed"  # not stored: the host is shutting down
+    UNAVAILABLE = "unavailable"  # not stored: the store cannot write (closed, disk full)
+
+    @property
+    def acknowledge(self) -> bool:
+        """Whether the channel may acknowledge the event: only once it is durably stored (or
+        known from before). Otherwise the platform must redeliver it."""
+        return self not in (Admission.CLOSED, Admission.UNAVAILABLE)
+
+
+class IntakeUnavailable(Exception):
+    """The host cannot take an event now (shutting down, store unwritable): do not
+    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
+
+    def __init__(self, message: str, *, closing: bool = False) -> None:
+        super().__init__(message)
+        self.closing = closing
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,8 +317,14 @@ class TurnResult:
 class TurnSink(Protocol):
     """What a channel hands its TurnRequests to (the host)."""
 
-    async def submit(self, request: TurnRequest) -> Admission:
-        """Queue the turn and return at once (push channels: acknowledge fast)."""
+    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+        """Store the turn in the durable inbox, deduplicated by the event's `marks` (its ids
+        under `source`), and queue it; return at once. Push channels acknowledge the event to
+        the platform only when `admission.acknowledge` is true."""
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        """Record the marks of an event that starts no turn; True the first time. Raises
+        IntakeUnavailable when it cannot (then do not acknowledge)."""
 
     async def run(self, request: TurnRequest) -> TurnResult:
         """Queue the turn and wait until it is published and delivered (console, cron)."""

@@ -195,7 +195,8 @@ class App:
             assembler=build_assembler(self.config, agent, counter, policy),
             model=model,
             history=store.history,
-            records=store.records,
+            inbox=store.inbox,
+            outbox=store.outbox,
             memory=memory,
             tools_for=tools_for,
             settings=settings.host,
@@ -219,9 +220,14 @@ class App:
             await channel.start(self._host, intake=self._intake)
             self._exits.push_async_callback(channel.stop)
             log.info("channel_started", channel=channel.name)
-        # Leaving runs these in reverse: the host stops intake and finishes (or cancels) running
-        # turns first, while channels can still deliver; then channels, HTTP, store, model close.
+        # Leaving runs these in reverse: the host stops intake (channels then answer 503, stop
+        # acknowledging and stop polling), finishes (or cancels) running turns and posts what is
+        # left in the outbox while channels can still deliver; then channels, HTTP, store close.
         self._exits.push_async_callback(self._host.close)
+        if self._want_channels and self._intake:
+            # What an earlier process left (pending turns, undelivered parts) runs now, ahead of
+            # anything accepted since the channels started.
+            await self._host.resume()
         await self._start_cron()
 
     async def _prepare_cron(self, store: Store) -> None:
@@ -291,13 +297,11 @@ class App:
         if settings.slack.enabled:
             from channels.slack import SlackChannel
 
-            channels.append(SlackChannel(settings.slack, secrets, store.ledger, http))
+            channels.append(SlackChannel(settings.slack, secrets, http))
         if settings.telegram.enabled:
             from channels.telegram import TelegramChannel
 
-            channels.append(
-                TelegramChannel(settings.telegram, secrets, store.ledger, http, buffer=store.buffer)
-            )
+            channels.append(TelegramChannel(settings.telegram, secrets, http, buffer=store.buffer))
         return channels
 
     async def _start_http(self) -> None:
@@ -322,8 +326,11 @@ class App:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         channels = self._channels_up()
-        ok = all(channels.values())
+        draining = self._host is not None and self._host.draining
+        ok = all(channels.values()) and not draining
         body: dict[str, Any] = {"ok": ok, "channels": channels}
+        if draining:
+            body["draining"] = True
         return web.json_response(body, status=200 if ok else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -23,7 +23,6 @@ from bot.store.errors import (
 )
 from bot.store.history import ConversationInfo, SqliteHistory
 from bot.store.inbox import SqliteInbox, SqliteOutbox
-from bot.store.ledger import SqliteLedger
 from bot.store.memory import SqliteMemory, StoredMemory
 from bot.store.records import RecordSummary, SqliteTurnRecords
 from bot.store.usage import SqliteUsage
@@ -50,7 +49,6 @@ class Store:
     history: SqliteHistory
     memory: SqliteMemory
     records: SqliteTurnRecords
-    ledger: SqliteLedger
     buffer: SqliteChatBuffer
     inbox: SqliteInbox
     outbox: SqliteOutbox
@@ -85,7 +83,6 @@ async def open_store(
         history=history,
         memory=SqliteMemory(db, memory, clock),
         records=records,
-        ledger=SqliteLedger(db, clock),
         buffer=SqliteChatBuffer(db, clock, size=buffer_size),
         inbox=SqliteInbox(db, clock),
         outbox=SqliteOutbox(db, history, records, clock),

@@ -1,16 +1,22 @@
 """The Slack channel: slack-bolt's async app in Socket Mode (default) or on the host's HTTP port,
 turning mentions and DMs into TurnRequests for the host.
 
-Bolt acknowledges each event before our listener runs, so Slack never waits on a turn. The
-listener then deduplicates durably (the event id, then the message itself, because a mention in a
-DM or group can arrive as both `message` and `app_mention`), checks the allowlists, gathers the
-speaker, surface and preceding messages, and submits the request.
+Bolt runs our listener before it acknowledges (`process_before_response`): the listener checks
+the allowlists, gathers the speaker, surface and preceding messages, and submits the request to
+the host, which stores it in the durable inbox under two dedupe marks (the event id, and the
+message itself, because a mention in a DM or group can arrive as both `message` and
+`app_mention`). Only then is the event acknowledged (the HTTP 200, the Socket Mode ack). When it
+cannot be stored (the host is shutting down, the store cannot write) the listener answers 503: no
+Socket Mode ack, an HTTP 503, and Slack delivers the event again. The turn itself runs later, so
+Slack never waits on a model call. Event types without a handler of ours are acknowledged, never
+left to bolt's 404, which Slack would retry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -21,11 +27,12 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ConfigError, Secrets, SlackSettings
-from bot.ports import EventLedger, TurnSink
+from bot.ports import TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
@@ -36,7 +43,7 @@ from channels.slack.events import BotIdentity, Skip, SlackMessage
 log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
-LEDGER_SOURCE = "slack"
+INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
 
 
@@ -53,11 +60,9 @@ class SlackChannel:
         self,
         settings: SlackSettings,
         secrets: Secrets,
-        ledger: EventLedger,
         http: web.Application | None = None,
     ) -> None:
         self._settings = settings
-        self._ledger = ledger
         self._app_token = _require_tokens(settings, secrets, http)
         self._client = AsyncWebClient(
             token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
@@ -74,9 +79,11 @@ class SlackChannel:
             name="bot.slack",
             logger=logging.getLogger("channels.slack.bolt"),
             request_verification_enabled=settings.mode == "http",
+            process_before_response=True,
         )
         self._app.event("app_mention")(self._on_event)
         self._app.event("message")(self._on_event)
+        self._app.event(re.compile(".*"))(_acknowledge)  # every other event type
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
         self._sink: TurnSink | None = None
@@ -166,42 +173,49 @@ class SlackChannel:
         response = await self._app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)
 
-    async def _on_event(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
-        """Bolt runs this after the ack, in a task of its own."""
+    async def _on_event(
+        self, body: dict[str, Any], context: AsyncBoltContext
+    ) -> BoltResponse | None:
+        """Bolt runs this before the ack; a response of ours other than None means no ack."""
         task = asyncio.current_task()
         if task is not None:
             self._intake.add(task)
             task.add_done_callback(self._intake.discard)
         try:
-            await self._take(body, BotIdentity(context.bot_user_id, context.bot_id))
-        except Exception:
+            stored = await self._take(body, BotIdentity(context.bot_user_id, context.bot_id))
+        except Exception:  # a bad event is logged and acknowledged: a retry would fail alike
             log.exception("slack_intake_failed", event_id=body.get("event_id"))
+            return None
+        if stored:
+            return None
+        return BoltResponse(status=503, body={"ok": False, "error": "not_stored_try_again"})
 
-    async def _take(self, body: dict[str, Any], bot: BotIdentity) -> None:
+    async def _take(self, body: dict[str, Any], bot: BotIdentity) -> bool:
+        """Take one event; False when it could not be stored (do not acknowledge it)."""
         received_at = datetime.now(UTC)
         message = events.read_event(body, bot, ignore_other_bots=self._settings.ignore_other_bots)
         if isinstance(message, Skip):
             log.debug("slack_event_skipped", reason=message.reason, event_id=body.get("event_id"))
-            return
+            return True
         sink = self._sink
         if sink is None:
             log.warning("slack_event_after_stop", event_id=message.event_id)
-            return
+            return False
         if not self._allowed(message):
-            return
+            return True
         if not events.plain_text(message.text, {}, bot.user_id):
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
-            return
-        if not await self._first_sight(message):
-            return
+            return True
         request = await self._request(message, bot, received_at)
-        admission = await sink.submit(request)
+        marks = [message.event_id, events.message_key(message)]
+        admission = await sink.submit(request, source=INBOX_SOURCE, marks=marks)
         log.info(
             "slack_turn_submitted",
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             admission=admission.value,
         )
+        return admission.acknowledge
 
     def _allowed(self, message: SlackMessage) -> bool:
         channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
@@ -210,15 +224,6 @@ class SlackChannel:
             return False
         if users and message.user not in users:
             log.warning("slack_event_not_allowed", reason="user", user=message.user)
-            return False
-        return True
-
-    async def _first_sight(self, message: SlackMessage) -> bool:
-        if not await self._ledger.first_sight(LEDGER_SOURCE, message.event_id):
-            log.info("slack_event_duplicate", event_id=message.event_id)
-            return False
-        if not await self._ledger.first_sight(LEDGER_SOURCE, events.message_key(message)):
-            log.info("slack_message_duplicate", event_id=message.event_id)
             return False
         return True
 
@@ -247,6 +252,10 @@ class SlackChannel:
         if message.bot_name is not None:
             return Speaker(name=message.bot_name)
         return await self._directory.speaker(message.user)
+
+
+async def _acknowledge() -> None:
+    """An event type we do not handle: acknowledged (bolt would answer 404, and Slack retry)."""
 
 
 def api_base(url: str) -> str:

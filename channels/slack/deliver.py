@@ -6,6 +6,11 @@ a dropped connection) is retried with backoff; both are bounded. Parts are poste
 another, so a later part never overtakes an earlier one, and a part that finally fails stops the
 rest (the report says how far it got).
 
+For the host's outbox, `render` gives the parts and `post` posts one of them, returning its `ts`.
+Every post carries message metadata naming its part id, so that after a restart `find` can look
+in the thread (or the DM's recent history) for a part whose post went through but was never
+marked delivered, instead of posting it twice.
+
 `working()` puts a reaction on the triggering message while a turn runs. It is done in the
 background so the turn never waits on it, and a failure there is only logged.
 """
@@ -22,6 +27,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot.inbox import OutboxPart, PartFailed
 from bot.ports import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code
@@ -37,6 +43,8 @@ BACKOFF = 0.5  # first wait after a transient failure; doubles each time
 TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
 )
+PART_EVENT = "bot_answer_part"  # the metadata event type every posted part carries
+FIND_LIMIT = 200  # messages looked through for one part after a restart
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -60,11 +68,14 @@ class SlackDeliverer:
         """A top-level route to a channel id (scheduled posts)."""
         return ReplyRoute(platform=PLATFORM, values={"channel": destination, "thread_ts": None})
 
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        return split_message(to_mrkdwn(text), MESSAGE_BUDGET)
+
     async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        channel = route.values.get("channel")
-        if not isinstance(channel, str) or not channel:
+        channel = _channel(route)
+        if channel is None:
             return DeliveryReport(parts=0, accepted=0, error="route has no Slack channel")
-        parts = split_message(to_mrkdwn(text), MESSAGE_BUDGET)
+        parts = self.render(route, text)
         if not parts:
             log.warning("slack_empty_answer")
             return DeliveryReport(parts=0, accepted=0)
@@ -82,10 +93,55 @@ class SlackDeliverer:
             thread = thread or ts
         return DeliveryReport(parts=len(parts), accepted=accepted)
 
-    async def _post(self, channel: str, text: str, thread: str | None) -> str | None:
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        """Post one outbox part: part 0 where the route says, the rest in the thread under it."""
+        channel = _channel(part.route)
+        if channel is None:
+            raise PartFailed("route has no Slack channel")
+        thread = part.route.values.get("thread_ts") or (first if part.index else None)
+        try:
+            ts = await self._post(channel, part.text, thread, part_id=part.part_id)
+        except _PostFailed as failure:
+            if failure.final:
+                raise PartFailed(str(failure)) from None
+            raise
+        if ts is None:
+            raise PartFailed("chat.postMessage answered without a ts")
+        return ts
+
+    async def find(self, part: OutboxPart, first: str | None) -> str | None:
+        """The ts of a post of this part already in Slack (matched by its metadata), or None."""
+        channel = _channel(part.route)
+        thread = part.route.values.get("thread_ts") or (first if part.index else None)
+        if channel is None or (part.index and thread is None):
+            return None
+        arguments: dict[str, Any] = {"channel": channel, "include_all_metadata": True}
+        try:
+            if thread:
+                response = await self._client.conversations_replies(
+                    ts=thread, limit=FIND_LIMIT, **arguments
+                )
+            else:
+                response = await self._client.conversations_history(limit=FIND_LIMIT, **arguments)
+        except CALL_ERRORS as exc:  # cannot look: post it (a duplicate beats a lost part)
+            log.warning("slack_find_failed", error=error_code(exc))
+            return None
+        for message in response.get("messages") or []:
+            metadata = message.get("metadata") or {}
+            payload = metadata.get("event_payload") or {}
+            if metadata.get("event_type") == PART_EVENT and payload.get("part_id") == part.part_id:
+                return str(message["ts"])
+        return None
+
+    async def _post(
+        self, channel: str, text: str, thread: str | None, *, part_id: str | None = None
+    ) -> str | None:
         arguments: dict[str, Any] = {"channel": channel, "text": text}
         if thread:
             arguments["thread_ts"] = thread
+        if part_id is not None:
+            payload = {"part_id": part_id}
+            arguments["metadata"] = {"event_type": PART_EVENT, "event_payload": payload}
         response = await self._with_retries(
             "chat.postMessage", lambda: self._client.chat_postMessage(**arguments)
         )
@@ -102,7 +158,7 @@ class SlackDeliverer:
             except SlackApiError as exc:
                 wait = _retry_after(exc)
                 if wait is None and not _is_transient(exc):
-                    raise _PostFailed(f"{method} failed: {error_code(exc)}") from None
+                    raise _PostFailed(f"{method} failed: {error_code(exc)}", final=True) from None
                 reason = error_code(exc)
             except CALL_ERRORS as exc:
                 wait, reason = None, error_code(exc)
@@ -152,7 +208,17 @@ class SlackDeliverer:
 
 
 class _PostFailed(Exception):
-    """A part could not be posted; the message names the API method and Slack's error."""
+    """A part could not be posted; the message names the API method and Slack's error. `final`:
+    Slack refused it (posting it again would fail alike), rather than failing for a while."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+def _channel(route: ReplyRoute) -> str | None:
+    channel = route.values.get("channel")
+    return channel if isinstance(channel, str) and channel else None
 
 
 def _is_transient(exc: SlackApiError) -> bool:

@@ -1,16 +1,23 @@
-"""The Telegram channel: python-telegram-bot's Application, run inside the host's event loop.
+"""The Telegram channel: python-telegram-bot's Bot, run inside the host's event loop.
 
 Updates arrive by long polling (the default) or, in webhook mode, as POSTs to a route on the
-host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET` and then fed to the Application.
-Either way each update goes through one handler, one at a time (so a group message is buffered
-before a later mention in that chat takes the buffer): it is recorded in the durable event ledger
-first (a redelivered update_id starts nothing), then `mapping.decide` says whether it starts a
-turn, is kept in the chat buffer as context, or is ignored.
+host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET`. Either way each update is taken
+one at a time (so a group message is buffered before a later mention in that chat takes the
+buffer): `mapping.decide` says whether it starts a turn, is kept in the chat buffer as context, or
+is ignored, and the host records it durably under its update_id (a turn's request goes into the
+inbox in the same transaction), so a redelivered update starts nothing.
+
+Nothing is confirmed to Telegram before it is stored. The polling loop is our own (PTB's Updater
+confirms every update it fetched on its next call, handled or not): it advances the getUpdates
+offset past an update only once the host has stored it, and when the host cannot (shutting
+down, store unwritable) it asks again from that update on, or stops. The webhook answers 503
+instead of 200, and Telegram delivers the update again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -23,17 +30,16 @@ import structlog
 from aiohttp import web
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import Application, ContextTypes, TypeHandler
+from telegram.ext import Application
 
 from bot.config import ConfigError, Secrets, TelegramSettings
-from bot.ports import Admission, ChatBuffer, EventLedger, TurnSink
+from bot.ports import Admission, ChatBuffer, IntakeUnavailable, TurnSink
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
     PLATFORM,
     Access,
     BotIdentity,
     Ignore,
-    Keep,
     StartTurn,
     decide,
 )
@@ -43,7 +49,8 @@ log = structlog.get_logger(__name__)
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST]
-UPDATE_QUEUE_SIZE = 1000
+POLL_BACKOFF = 0.5  # first wait after a failed getUpdates or an update not stored; doubles
+POLL_BACKOFF_MAX = 30.0
 
 
 class TelegramConfigError(ConfigError):
@@ -93,7 +100,6 @@ class TelegramChannel:
         self,
         settings: TelegramSettings,
         secrets: Secrets,
-        ledger: EventLedger,
         http: web.Application | None = None,
         *,
         buffer: ChatBuffer,
@@ -102,7 +108,6 @@ class TelegramChannel:
         if not token:
             raise TelegramConfigError(_NO_TOKEN)
         self._settings = settings
-        self._ledger = ledger
         self._buffer = buffer
         self._access = Access(
             frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
@@ -113,27 +118,24 @@ class TelegramChannel:
         # Keys the pseudonymous surface ids of private chats; derived from the token (a secret
         # that is stable across restarts), so the same DM keeps its id and memory scope.
         self._dm_key = hashlib.sha256(b"telegram-dm-surface\0" + token.encode()).digest()
-        builder = (
-            Application.builder()
-            .token(token)
-            .base_url(settings.api_url)
-            # Bounded: a burst waits in Telegram (polling pauses, a webhook call waits for room).
-            .update_queue(asyncio.Queue(maxsize=UPDATE_QUEUE_SIZE))
-        )
         if settings.mode == "webhook":
             self._webhook_secret = _webhook_secret(secrets, http)
             assert http is not None
             http.router.add_post(settings.webhook_path, self._on_webhook)
-            builder = builder.updater(None)
-        self._app = builder.build()
-        self._app.add_handler(TypeHandler(Update, self._on_update))
+        # No Updater: our own loop polls (see the module docstring); updates never queue in PTB.
+        builder = Application.builder().token(token).base_url(settings.api_url)
+        self._app = builder.updater(None).build()
         self.deliverer = TelegramDeliverer(self._app.bot)
+        self._taking = asyncio.Lock()  # one update at a time, polled or posted
+        self._poller: asyncio.Task[None] | None = None
+        self._offset: int | None = None  # the next update_id to ask for; all below are stored
+        self._confirmed: int | None = None  # the offset Telegram was last told
 
     @property
     def connected(self) -> bool:
         """For /healthz: started, and (when polling) the polling loop is running."""
-        updater = self._app.updater
-        return self._app.running and (updater is None or updater.running)
+        polling = self._poller is not None and not self._poller.done()
+        return self._app.running and (self._settings.mode == "webhook" or polling)
 
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         self._sink = sink
@@ -155,10 +157,9 @@ class TelegramChannel:
         if not intake:
             return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
-        if self._app.updater is not None:
-            await self._app.updater.start_polling(
-                timeout=self._settings.poll_timeout, allowed_updates=ALLOWED_UPDATES
-            )
+        if self._settings.mode == "polling":
+            await bot.delete_webhook()  # getUpdates is refused while a webhook is set
+            self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
         elif self._settings.webhook_url:
             await bot.set_webhook(
                 url=self._settings.webhook_url,
@@ -167,29 +168,83 @@ class TelegramChannel:
             )
 
     async def stop(self) -> None:
-        """Stop polling (confirming what was handled), then the Application."""
-        if self._app.updater is not None and self._app.updater.running:
-            await self._app.updater.stop()
+        """Stop polling (confirming what was stored), then the Application."""
+        await self._stop_polling()
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()
 
+    async def _stop_polling(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is None:
+            return
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
+        if self._offset is not None and self._offset != self._confirmed:
+            # Tell Telegram what was stored, so the next start is not handed it again (it would
+            # be recognized and skipped anyway).
+            with contextlib.suppress(TelegramError):
+                await self._app.bot.get_updates(offset=self._offset, timeout=0, limit=1)
+
     # --- intake ---------------------------------------------------------------------------------
 
-    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        try:
-            await self._handle(update.to_dict())
-        except Exception:  # one bad update must not stop the ones behind it
-            log.exception("telegram_update_failed", update_id=update.update_id)
+    async def _poll(self) -> None:
+        """getUpdates in a loop; the offset moves past an update only once it is stored."""
+        backoff = POLL_BACKOFF
+        while True:
+            try:
+                updates = await self._app.bot.get_updates(
+                    offset=self._offset,
+                    timeout=self._settings.poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES,
+                )
+            except TelegramError as exc:
+                log.warning("telegram_poll_failed", error=type(exc).__name__, wait=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, POLL_BACKOFF_MAX)
+                continue
+            self._confirmed = self._offset
+            taken = await self._take_all(updates)
+            if taken is None:
+                log.info("telegram_polling_stopped", reason="the host is shutting down")
+                return
+            if taken:
+                backoff = POLL_BACKOFF
+            else:
+                await asyncio.sleep(backoff)  # the store cannot write: ask again, slower
+                backoff = min(backoff * 2, POLL_BACKOFF_MAX)
 
-    async def _handle(self, payload: dict[str, Any]) -> None:
-        """Decide what one update (Bot API JSON) means and act on it."""
+    async def _take_all(self, updates: tuple[Update, ...]) -> bool | None:
+        """Take updates in order until one cannot be stored: True when all were taken, False
+        when one could not be stored for now, None when the host no longer takes any."""
+        for update in updates:
+            try:
+                stored = await self._take(update.to_dict())
+            except IntakeUnavailable as exc:
+                return None if exc.closing else False
+            if not stored:
+                return False
+            self._offset = update.update_id + 1
+        return True
+
+    async def _take(self, payload: dict[str, Any]) -> bool:
+        """Take one update (Bot API JSON); False when it could not be stored. Raises
+        IntakeUnavailable when the host takes nothing now."""
+        async with self._taking:
+            try:
+                return await self._handle(payload)
+            except IntakeUnavailable:
+                raise
+            except Exception:  # one bad update must not stop the ones behind it
+                log.exception("telegram_update_failed", update_id=payload.get("update_id"))
+                return True
+
+    async def _handle(self, payload: dict[str, Any]) -> bool:
+        """Decide what one update means and act on it; False when it could not be stored."""
         assert self._sink is not None, "start() the channel first"
         assert self._me is not None
         update_id = str(payload.get("update_id"))
-        if not await self._ledger.first_sight(PLATFORM, update_id):
-            log.info("telegram_update_duplicate", update_id=update_id)
-            return
         decision = decide(
             payload,
             self._me,
@@ -198,22 +253,25 @@ class TelegramChannel:
             received_at=datetime.now(UTC),
             dm_key=self._dm_key,
         )
-        if isinstance(decision, Ignore):
+        if isinstance(decision, StartTurn):
+            return await self._start_turn(decision, update_id)
+        if not await self._sink.note(source=PLATFORM, marks=[update_id]):
+            log.info("telegram_update_duplicate", update_id=update_id)
+        elif isinstance(decision, Ignore):
             log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)
-        elif isinstance(decision, Keep):
+        else:
             await self._buffer.append(decision.key, decision.message)
             log.debug(
                 "telegram_message_kept", conversation_key=decision.key, reason=decision.reason
             )
-        else:
-            await self._start_turn(decision)
+        return True
 
-    async def _start_turn(self, decision: StartTurn) -> None:
+    async def _start_turn(self, decision: StartTurn, update_id: str) -> bool:
         assert self._sink is not None
         key = decision.request.conversation_key
         preceding = tuple(await self._buffer.take(key))
         request = replace(decision.request, preceding=preceding)
-        admission = await self._sink.submit(request)
+        admission = await self._sink.submit(request, source=PLATFORM, marks=[update_id])
         log.info(
             "telegram_turn_submitted",
             turn_id=request.turn_id,
@@ -225,6 +283,9 @@ class TelegramChannel:
             # The turn that would have read them did not run: keep them for the next one.
             for message in preceding:
                 await self._buffer.append(key, message)
+        if admission is Admission.CLOSED:
+            raise IntakeUnavailable("the host is shutting down", closing=True)
+        return admission.acknowledge
 
     async def _on_webhook(self, request: web.Request) -> web.Response:
         secret = request.headers.get(SECRET_HEADER, "")
@@ -244,7 +305,12 @@ class TelegramChannel:
             update = None
         if update is None:
             return web.Response(status=400, text="body is not a Telegram update\n")
-        await self._app.update_queue.put(update)
+        try:
+            stored = await self._take(update.to_dict())
+        except IntakeUnavailable:
+            stored = False
+        if not stored:  # Telegram delivers it again later
+            return web.Response(status=503, text="not stored, try again\n")
         return web.Response(text="ok\n")
 
 

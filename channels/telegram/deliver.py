@@ -9,6 +9,11 @@ tries again; "can't parse entities" resends that part as plain text; a group tha
 supergroup (`ChatMigrated`) is followed to its new id; a network error that cannot have posted
 anything is retried briefly. Anything else stops the delivery and is reported honestly: the report
 says how many parts Telegram accepted.
+
+For the host's outbox, `render` gives the parts and `post` sends one, returning its message_id.
+Telegram offers a bot no way to look up what it sent, so `find` never finds anything: a part whose
+sendMessage went through just before the process died, before it was marked delivered, is sent
+once more after the restart. That window is one part and one HTTP call wide (SPEC §11).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
+from bot.inbox import OutboxPart, PartFailed
 from bot.ports import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
@@ -111,14 +117,35 @@ class TelegramDeliverer:
                 "'<chat id>:<topic id>' (numbers, e.g. '-1001234567890'). Fix the notify setting."
             ) from None
 
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        return split_html(to_telegram_html(text), self._limit)
+
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        """Send one outbox part; the first replies to the triggering message (in groups)."""
+        try:
+            target = Target.of(part.route)
+        except TelegramRouteError as exc:
+            raise PartFailed(str(exc)) from None
+        reply_to = target.reply_to if part.index == 0 else None
+        try:
+            _, message_id = await self._send(replace(target, reply_to=reply_to), part.text)
+        except (RetryAfter, TimedOut, NetworkError):
+            raise  # passing trouble: the part stays in the outbox
+        except TelegramError as exc:
+            raise PartFailed(f"{type(exc).__name__}: {exc.message}") from None
+        return str(message_id)
+
+    async def find(self, part: OutboxPart, first: str | None) -> str | None:
+        return None  # the Bot API cannot list a chat's messages: see the module docstring
+
     async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
         target = Target.of(route)
-        parts = split_html(to_telegram_html(text), self._limit)
+        parts = self.render(route, text)
         accepted = 0
         for index, part in enumerate(parts):
             reply_to = target.reply_to if index == 0 else None
             try:
-                target = await self._send(replace(target, reply_to=reply_to), part)
+                target, _ = await self._send(replace(target, reply_to=reply_to), part)
             except TelegramError as exc:
                 log.warning(
                     "telegram_delivery_failed",
@@ -131,20 +158,21 @@ class TelegramDeliverer:
             accepted += 1
         return DeliveryReport(len(parts), accepted)
 
-    async def _send(self, target: Target, part: str) -> Target:
-        """Post one part; returns the target it went to (a migrated group has a new chat id)."""
+    async def _send(self, target: Target, part: str) -> tuple[Target, int]:
+        """Post one part; the target it went to (a migrated group has a new chat id) and the
+        message's id."""
         parse_mode: str | None = ParseMode.HTML
         waits = network_tries = 0
         while True:
             try:
-                await self._bot.send_message(
+                sent = await self._bot.send_message(
                     chat_id=target.chat_id,
                     text=part,
                     parse_mode=parse_mode,
                     message_thread_id=target.thread_id,
                     reply_parameters=_reply(target.reply_to),
                 )
-                return target
+                return target, sent.message_id
             except RetryAfter as exc:
                 seconds = retry_after_seconds(exc)
                 waits += 1

@@ -12,7 +12,7 @@ It speaks the real wire protocol, so tests drive the real slack-bolt / slack-sdk
         envelope = await slack.push(body)              # Socket Mode delivery; records the ack
         await slack.wait_for(lambda: slack.posts)
         slack.posts      # accepted chat.postMessage calls, in order:
-                         # {channel, text, thread_ts, ts, at (monotonic time accepted)}
+                         # {channel, text, thread_ts, ts, metadata, at (monotonic time accepted)}
         slack.reactions  # ("add" | "remove", channel, timestamp, name)
         slack.calls      # every Web API call: Call(method, params, status, at)
         slack.acks       # envelope id -> monotonic time of its ack
@@ -20,6 +20,7 @@ It speaks the real wire protocol, so tests drive the real slack-bolt / slack-sdk
 Injecting trouble:
     slack.fail("chat.postMessage", status=429, retry_after=1, after=1)  # 2nd post gets a 429
     slack.fail("conversations.info", "internal_error", times=2)
+    slack.fail("chat.postMessage", "internal_error", lose_reply=True)  # posted, answer lost
     slack.revoke("channels:read")      # conversations.info on a public channel -> missing_scope
     await slack.push(body, retry_attempt=1)   # a redelivery: same event, same event_id
     slack.ack_deadline = 0.0           # slow acks: an envelope not acked within the deadline is
@@ -35,6 +36,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -68,6 +70,9 @@ ALL_SCOPES = frozenset(
 )
 _READ_SCOPE = {"channel": "channels", "private": "groups", "im": "im", "mpim": "mpim"}
 MAX_TEXT = 40_000
+# Message metadata (chat.postMessage `metadata`): Slack requires an event type of letters,
+# digits and underscores and an object payload, and returns it only when asked for.
+_EVENT_TYPE = re.compile(r"^[A-Za-z0-9_]{1,255}$")
 
 
 @dataclass
@@ -87,6 +92,7 @@ class _Failure:
     after: int
     times: int
     seen: int = 0
+    lose_reply: bool = False  # do the call, then answer with the error (as if the reply was lost)
 
 
 @dataclass
@@ -409,11 +415,15 @@ class FakeSlack:
         retry_after: float | None = None,
         after: int = 0,
         times: int = 1,
+        lose_reply: bool = False,
     ) -> None:
-        """Answer the next `times` calls of `method` (after the first `after`) with an error."""
+        """Answer the next `times` calls of `method` (after the first `after`) with an error;
+        with `lose_reply`, carry the call out first (a post that went through unconfirmed)."""
         if status == 429 and error == "internal_error":
             error = "ratelimited"
-        self._failures.append(_Failure(method, error, status, retry_after, after, times))
+        self._failures.append(
+            _Failure(method, error, status, retry_after, after, times, lose_reply=lose_reply)
+        )
 
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -430,6 +440,9 @@ class FakeSlack:
             return _error("invalid_auth")
         failure = self._failure_for(method)
         if failure is not None:
+            if failure.lose_reply:
+                handler = getattr(self, "_api_" + method.replace(".", "_"))
+                handler(params)
             headers = {}
             if failure.retry_after is not None:
                 headers["Retry-After"] = f"{failure.retry_after:g}"
@@ -487,7 +500,7 @@ class FakeSlack:
             return found
         top = [m for m in found if m.get("thread_ts", m["ts"]) == m["ts"]]
         chosen = _window(top, params)[::-1]
-        return _page(chosen, params)
+        return _page(_with_metadata(chosen, params), params)
 
     def _api_conversations_replies(self, params: dict[str, Any]) -> web.Response:
         found = self._readable(params, "history")
@@ -497,7 +510,7 @@ class FakeSlack:
         thread = [m for m in found if m["ts"] == root or m.get("thread_ts") == root]
         if not thread:
             return _error("thread_not_found")
-        return _page(_window(thread, params), params)
+        return _page(_with_metadata(_window(thread, params), params), params)
 
     def _readable(self, params: dict[str, Any], what: str) -> list[dict[str, Any]] | web.Response:
         channel = str(params.get("channel"))
@@ -520,14 +533,21 @@ class FakeSlack:
             return _error("no_text")
         if len(str(text)) > MAX_TEXT:
             return _error("msg_too_long")
+        metadata = _metadata(params.get("metadata"))
+        if isinstance(metadata, web.Response):
+            return metadata
         thread_ts = params.get("thread_ts") or None
-        message = self.say(channel, BOT_USER, str(text), thread_ts=thread_ts, bot_id=BOT_ID)
+        extra = {"metadata": metadata} if metadata else {}
+        message = self.say(
+            channel, BOT_USER, str(text), thread_ts=thread_ts, bot_id=BOT_ID, **extra
+        )
         self.posts.append(
             {
                 "channel": channel,
                 "text": str(text),
                 "thread_ts": thread_ts,
                 "ts": message["ts"],
+                "metadata": metadata,
                 "at": time.monotonic(),
             }
         )
@@ -570,6 +590,33 @@ async def _params(request: web.Request) -> dict[str, Any]:
         else:
             params.update(dict(await request.post()))
     return params
+
+
+def _metadata(value: Any) -> dict[str, Any] | web.Response | None:
+    """chat.postMessage's `metadata`: an object (a JSON string when form-encoded) with an
+    `event_type` and an object `event_payload`, as Slack checks it."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return _error("invalid_metadata_format")
+    if not isinstance(value, dict) or set(value) - {"event_type", "event_payload"}:
+        return _error("invalid_metadata_format")
+    event_type, payload = value.get("event_type"), value.get("event_payload")
+    if not isinstance(event_type, str) or not _EVENT_TYPE.match(event_type):
+        return _error("invalid_metadata_format")
+    if not isinstance(payload, dict):
+        return _error("invalid_metadata_format")
+    return {"event_type": event_type, "event_payload": payload}
+
+
+def _with_metadata(messages: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Like Slack: a message's metadata is returned only with `include_all_metadata`."""
+    if str(params.get("include_all_metadata", "")).lower() in ("1", "true"):
+        return messages
+    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
 
 
 def _window(messages: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -93,13 +93,17 @@ async def test_a_full_lane_answers_busy_without_a_model_call(
     config = make_config("[host]\nqueue_per_conversation = 1\n")
     async with App(config, channels=False, http=False) as app:
         channel, out = console(app)
+        await app.host.resume()
         running = asyncio.create_task(app.host.run(channel.request("first")))
         await asyncio.sleep(0.05)  # the first turn is running; the queue is empty
         queued = asyncio.create_task(app.host.run(channel.request("second")))
         await asyncio.sleep(0)
-        refused = await app.host.submit(channel.request("third"))
+        refused = await app.host.submit(channel.request("third"), source="test", marks=["3"])
         await asyncio.gather(running, queued)
+        await app.host.idle()
+        [item] = await app.store.db.fetch_all("SELECT state FROM inbox")
     assert refused is Admission.BUSY
+    assert item["state"] == "refused"  # stored (and acknowledged), then refused
     assert "still working" in out.getvalue()
     assert len(fake.requests) == 2
 
@@ -170,7 +174,8 @@ async def _closed_refuses(config: Config) -> bool:
     async with App(config, channels=False, http=False) as app:
         channel, _ = console(app)
         await app.host.close()
-        return await app.host.submit(channel.request("late")) is Admission.CLOSED
+        late = await app.host.submit(channel.request("late"), source="test", marks=["late"])
+        return late is Admission.CLOSED
 
 
 async def test_unknown_skill_gets_a_clear_reply_and_no_model_call(
@@ -350,4 +355,3 @@ async def test_the_turn_record_keeps_the_request_usage_and_budget(
     assert record["request"]["messages"][-1]["role"] == "user"
     assert record["usage"]["input_tokens"] > 0
     assert record["details"]["floor_unmet"] is False
-    assert record["details"]["delivered"] is True

@@ -2,7 +2,7 @@
 
 It imports everything once, then reads commands on stdin. `run N` forks a worker that opens the
 store, checks what earlier (killed) workers left (`ok MAX` or `bad REASON`), and then runs turns
-in a loop the way the host does (ledger, history publish, memory capture, turn record), writing
+in a loop the way the host does (inbox mark, history publish, memory capture, turn record), writing
 `committed N` after each publish returns. The parent kills the worker with SIGKILL whenever it
 likes; this process reaps it and writes `exit STATUS`. `quit` ends it.
 
@@ -84,7 +84,7 @@ async def worker(path: Path, expect: int) -> None:
     say(f"ok {n}")
     while True:
         n += 1
-        if not await store.ledger.first_sight("crash", f"event-{n}"):
+        if not await store.inbox.note(source="crash", marks=[f"event-{n}"]):
             continue  # seen before a kill: the host would not answer it again either
         await store.history.publish(key_for(n), turn_entries(n))
         say(f"committed {n}")

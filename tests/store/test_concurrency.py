@@ -19,7 +19,7 @@ TURNS = 6
 async def lane(store: Store, n: int) -> None:
     key = f"slack:T1:C1:{n}.0"
     for t in range(TURNS):
-        assert await store.ledger.first_sight("slack", f"Ev{n}-{t}")
+        assert await store.inbox.note(source="slack", marks=[f"Ev{n}-{t}"])
         history = await store.history.load(key)
         assert len(history) == 4 * t
         await store.history.publish(key, turn(t))

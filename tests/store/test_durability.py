@@ -56,13 +56,13 @@ async def test_a_newer_schema_is_refused_with_a_fix(db_path: Path) -> None:
 async def test_reopening_keeps_everything(db_path: Path) -> None:
     first = await open_store(StoreSettings(path=db_path), MemorySettings())
     await first.history.publish("k", turn(1))
-    await first.ledger.first_sight("slack", "Ev1")
+    await first.inbox.note(source="slack", marks=["Ev1"])
     await first.aclose()
 
     second = await open_store(StoreSettings(path=db_path), MemorySettings())
     try:
         assert len(await second.history.load("k")) == 4
-        assert await second.ledger.first_sight("slack", "Ev1") is False
+        assert await second.inbox.note(source="slack", marks=["Ev1"]) is False
     finally:
         await second.aclose()
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config, load_config
-from bot.ports import Admission, TurnResult
-from bot.turns import TurnRequest
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
+from tests.sinks import RecordingSink
 
 MakeConfig = Callable[..., Config]
 SIGNING_SECRET = "fake-signing-secret-0123456789abcdef"
@@ -58,30 +57,4 @@ def make_config(agent_dir: Path, slack: FakeSlack, claude: FakeAnthropic) -> Mak
     return make
 
 
-class MemoryLedger:
-    """An in-memory EventLedger (the durable one belongs to the store)."""
-
-    def __init__(self) -> None:
-        self.seen: set[tuple[str, str]] = set()
-
-    async def first_sight(self, source: str, event_id: str) -> bool:
-        key = (source, event_id)
-        if key in self.seen:
-            return False
-        self.seen.add(key)
-        return True
-
-
-class RecordingSink:
-    """A TurnSink that keeps what it is given."""
-
-    def __init__(self, answer: Admission = Admission.ACCEPTED) -> None:
-        self.requests: list[TurnRequest] = []
-        self.answer = answer
-
-    async def submit(self, request: TurnRequest) -> Admission:
-        self.requests.append(request)
-        return self.answer
-
-    async def run(self, request: TurnRequest) -> TurnResult:
-        raise AssertionError("a push channel submits; it never waits for a turn")
+__all__ = ["RecordingSink"]

@@ -27,7 +27,6 @@ from tests.channels.slack.conftest import (
     GENERAL,
     GROUP,
     SIGNING_SECRET,
-    MemoryLedger,
     RecordingSink,
 )
 from tests.fakes.slack import BOT_USER, FakeSlack
@@ -51,19 +50,12 @@ def sink() -> RecordingSink:
 
 
 @pytest.fixture
-def ledger() -> MemoryLedger:
-    return MemoryLedger()
-
-
-@pytest.fixture
-async def start(
-    slack: FakeSlack, sink: RecordingSink, ledger: MemoryLedger
-) -> AsyncIterator[Start]:
+async def start(slack: FakeSlack, sink: RecordingSink) -> AsyncIterator[Start]:
     started: list[SlackChannel] = []
 
     async def start(http: web.Application | None = None, **settings: Any) -> SlackChannel:
         config = SlackSettings(enabled=True, api_url=slack.api_url, **settings)
-        channel = SlackChannel(config, secrets_for(slack), ledger, http)
+        channel = SlackChannel(config, secrets_for(slack), http)
         await channel.start(sink)
         started.append(channel)
         return channel
@@ -338,34 +330,30 @@ async def test_lookups_that_fail_degrade_instead_of_dropping_the_turn(
     assert request.preceding == ()
 
 
-async def test_missing_tokens_are_named(slack: FakeSlack, ledger: MemoryLedger) -> None:
+async def test_missing_tokens_are_named(slack: FakeSlack) -> None:
     settings = SlackSettings(enabled=True, api_url=slack.api_url)
     with pytest.raises(SlackSetupError, match="SLACK_BOT_TOKEN is not set"):
-        SlackChannel(settings, Secrets({}), ledger)
+        SlackChannel(settings, Secrets({}))
     with pytest.raises(SlackSetupError, match="SLACK_APP_TOKEN is not set"):
-        SlackChannel(settings, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}), ledger)
+        SlackChannel(settings, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}))
     http = SlackSettings(enabled=True, mode="http")
     with pytest.raises(SlackSetupError, match="SLACK_SIGNING_SECRET is not set"):
-        SlackChannel(http, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}), ledger, web.Application())
+        SlackChannel(http, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}), web.Application())
 
 
-async def test_a_wrong_app_token_fails_start_clearly(
-    slack: FakeSlack, ledger: MemoryLedger, sink: RecordingSink
-) -> None:
+async def test_a_wrong_app_token_fails_start_clearly(slack: FakeSlack, sink: RecordingSink) -> None:
     settings = SlackSettings(enabled=True, api_url=slack.api_url)
     secrets = Secrets({"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": "xapp-wrong"})
-    channel = SlackChannel(settings, secrets, ledger)
+    channel = SlackChannel(settings, secrets)
     with pytest.raises(SlackSetupError, match="refused SLACK_APP_TOKEN \\(invalid_auth\\)") as info:
         await channel.start(sink)
     assert "xapp-wrong" not in str(info.value)
 
 
-async def test_a_wrong_bot_token_fails_start_clearly(
-    slack: FakeSlack, ledger: MemoryLedger, sink: RecordingSink
-) -> None:
+async def test_a_wrong_bot_token_fails_start_clearly(slack: FakeSlack, sink: RecordingSink) -> None:
     settings = SlackSettings(enabled=True, api_url=slack.api_url.rstrip("/"))
     secrets = Secrets({"SLACK_BOT_TOKEN": "xoxb-wrong", "SLACK_APP_TOKEN": slack.app_token})
-    channel = SlackChannel(settings, secrets, ledger)
+    channel = SlackChannel(settings, secrets)
     with pytest.raises(SlackSetupError, match="refused SLACK_BOT_TOKEN \\(invalid_auth\\)"):
         await channel.start(sink)
 

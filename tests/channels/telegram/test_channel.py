@@ -1,4 +1,4 @@
-"""The channel on its own: PTB polling the fake, a recording sink, the real SQLite ledger and
+"""The channel on its own: its polling loop against the fake, a recording sink, the real SQLite
 buffer. What the host does with a turn is the scenario tests' business; here it is intake."""
 
 from __future__ import annotations
@@ -13,21 +13,9 @@ from aiohttp import web
 from bot.config import MemorySettings, Secrets, StoreSettings, TelegramSettings
 from bot.ports import Admission
 from bot.store import Store, open_store
-from bot.turns import TurnRequest
 from channels.telegram import TelegramChannel, TelegramConfigError, check_token
 from tests.fakes.telegram import FakeTelegram
-
-
-class Sink:
-    """A TurnSink that records what it is given and answers with a fixed admission."""
-
-    def __init__(self, admission: Admission = Admission.ACCEPTED) -> None:
-        self.admission = admission
-        self.requests: list[TurnRequest] = []
-
-    async def submit(self, request: TurnRequest) -> Admission:
-        self.requests.append(request)
-        return self.admission
+from tests.sinks import RecordingSink as Sink
 
 
 @pytest.fixture
@@ -46,7 +34,7 @@ def secrets(tg: FakeTelegram, **values: str) -> Secrets:
 
 
 async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store: Store) -> None:
-    channel = TelegramChannel(settings(tg), secrets(tg), store.ledger, buffer=store.buffer)
+    channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
     sink = Sink(Admission.BUSY)
     group = tg.group(-77, "Crew")
     dana, alice = tg.user("Dana"), tg.user("Alice")
@@ -55,7 +43,7 @@ async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store:
         await tg.push(tg.message(group, dana, "context line"))
         await tg.push(tg.message(group, alice, "first try", mention=True))
         await tg.wait_for(lambda: len(sink.requests) == 1)
-        sink.admission = Admission.ACCEPTED
+        sink.answer = Admission.ACCEPTED
         await tg.push(tg.message(group, alice, "second try", mention=True))
         await tg.wait_for(lambda: len(sink.requests) == 2)
     finally:
@@ -66,7 +54,7 @@ async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store:
 
 
 async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) -> None:
-    channel = TelegramChannel(settings(tg), secrets(tg), store.ledger, buffer=store.buffer)
+    channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
     sink = Sink()
     alice = tg.user("Alice")
     await channel.start(sink)
@@ -81,7 +69,7 @@ async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) ->
 
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:
     with pytest.raises(TelegramConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
-        TelegramChannel(settings(tg), Secrets({}), store.ledger, buffer=store.buffer)
+        TelegramChannel(settings(tg), Secrets({}), buffer=store.buffer)
 
 
 def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> None:
@@ -89,7 +77,6 @@ def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> N
         TelegramChannel(
             settings(tg, mode="webhook"),
             secrets(tg, TELEGRAM_WEBHOOK_SECRET="s"),
-            store.ledger,
             None,
             buffer=store.buffer,
         )
@@ -100,7 +87,6 @@ async def test_webhook_refuses_what_is_not_an_update(tg: FakeTelegram, store: St
     channel = TelegramChannel(
         settings(tg, mode="webhook"),
         secrets(tg, TELEGRAM_WEBHOOK_SECRET="s3cret"),
-        store.ledger,
         http,
         buffer=store.buffer,
     )
@@ -141,7 +127,7 @@ async def test_a_refused_token_fails_start_without_quoting_it(
 ) -> None:
     wrong = "999:not-the-token-at-all-0123456789abcdef"
     channel = TelegramChannel(
-        settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": wrong}), store.ledger, buffer=store.buffer
+        settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": wrong}), buffer=store.buffer
     )
     with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN") as caught:
         await channel.start(Sink())

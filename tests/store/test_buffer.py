@@ -1,14 +1,12 @@
-"""The processed-event ledger and the per-chat buffer."""
+"""The per-chat buffer of Telegram group messages that started no turn."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
 from bot.store import Store, open_store
-from bot.store.ledger import SqliteLedger
 from bot.turns import PrecedingMessage
 from tests.store.conftest import Clock
 
@@ -19,32 +17,6 @@ def message(n: int, text: str | None = None) -> PrecedingMessage:
     return PrecedingMessage(
         at=T0 + timedelta(seconds=n), name=f"Person {n}", text=text or f"line {n}", handle="p"
     )
-
-
-async def test_first_sight_is_true_once_per_source_and_id(store: Store) -> None:
-    assert await store.ledger.first_sight("slack", "Ev1") is True
-    assert await store.ledger.first_sight("slack", "Ev1") is False
-    assert await store.ledger.first_sight("telegram", "Ev1") is True
-
-
-async def test_racing_redeliveries_get_exactly_one_true(store: Store) -> None:
-    answers = await asyncio.gather(*(store.ledger.first_sight("slack", "Ev9") for _ in range(20)))
-    assert answers.count(True) == 1
-
-
-async def test_ledger_is_bounded_by_age_and_count(store: Store, clock: Clock) -> None:
-    ledger = SqliteLedger(store.db, clock, keep=5, max_age_days=1)
-    for n in range(3):
-        await ledger.first_sight("slack", f"old{n}")
-    clock.advance(2 * 86_400)
-    for n in range(8):
-        await ledger.first_sight("slack", f"new{n}")
-        clock.advance(1)
-
-    await ledger.prune()
-
-    rows = await store.db.fetch_all("SELECT event_id FROM events ORDER BY seen_at")
-    assert [row["event_id"] for row in rows] == [f"new{n}" for n in range(3, 8)]
 
 
 async def test_take_returns_oldest_first_and_empties(store: Store) -> None:

@@ -1,0 +1,143 @@
+"""Delivering answers through the channels' deliverers, from the outbox where the channel can.
+
+A channel whose deliverer is a `PartDeliverer` (Slack, Telegram) gets its answers as outbox
+parts: rendered before the publication that stores them, then posted one by one, in order, each
+marked delivered with the platform's id as soon as the platform took it. Parts left over by an
+earlier process are looked for on the platform first (`find`), so a post that went through before
+a crash is marked, not posted again. Other deliverers (the console) take the whole text at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+
+import structlog
+
+from bot.inbox import Outbox, OutboxPart, PartDeliverer, PartFailed
+from bot.ports import Deliverer, DeliveryReport
+from bot.turns import ReplyRoute
+
+log = structlog.get_logger(__name__)
+
+
+class Delivery:
+    """The host's way out: one deliverer per platform, and the outbox behind them."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+        self._deliverers: dict[str, Deliverer] = {}
+
+    def attach(self, platform: str, deliverer: Deliverer) -> None:
+        self._deliverers[platform] = deliverer
+
+    def deliverer(self, platform: str) -> Deliverer | None:
+        return self._deliverers.get(platform)
+
+    def parts(
+        self, turn_id: str, key: str, route: ReplyRoute | None, text: str
+    ) -> list[OutboxPart]:
+        """The outbox parts of `text` for `route`; [] when nothing is said or the deliverer
+        takes whole answers (then `send` posts the text itself)."""
+        deliverer = self._deliverers.get(route.platform) if route else None
+        if route is None or not text.strip() or not isinstance(deliverer, PartDeliverer):
+            return []
+        return [
+            OutboxPart(f"{turn_id}.{index}", turn_id, key, index, route, part)
+            for index, part in enumerate(deliverer.render(route, text))
+        ]
+
+    async def send(
+        self, route: ReplyRoute | None, text: str, parts: Sequence[OutboxPart]
+    ) -> DeliveryReport | None:
+        """Post a published answer: its outbox parts, or the whole text to other deliverers."""
+        if route is None or not text.strip():
+            return None
+        deliverer = self._deliverers.get(route.platform)
+        if deliverer is None:
+            log.error("no_deliverer", platform=route.platform)
+            return DeliveryReport(parts=1, accepted=0, error=f"no channel {route.platform!r}")
+        if isinstance(deliverer, PartDeliverer):
+            return await self._post(deliverer, parts, first=None, reconcile=False)
+        try:
+            report = await deliverer.deliver(route, text)
+        except Exception as exc:
+            log.exception("delivery_failed")
+            return DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
+        if not report.delivered:
+            log.warning("delivery_incomplete", error=report.error)
+        return report
+
+    async def leftovers(self, parts: Sequence[OutboxPart]) -> DeliveryReport:
+        """Post parts an earlier attempt left undelivered (oldest turn first), reconciling each
+        with the platform before posting it."""
+        accepted = failed = 0
+        errors: list[str] = []
+        for turn in _by_turn(parts):
+            route = turn[0].route
+            deliverer = self._deliverers.get(route.platform)
+            if not isinstance(deliverer, PartDeliverer):
+                log.warning("outbox_no_deliverer", platform=route.platform, parts=len(turn))
+                failed += len(turn)
+                continue
+            first = await self._first_id(turn)
+            report = await self._post(deliverer, turn, first=first, reconcile=True)
+            accepted += report.accepted
+            failed += report.parts - report.accepted
+            if report.error:
+                errors.append(report.error)
+        error = "; ".join(errors) if errors else ("undeliverable parts" if failed else None)
+        return DeliveryReport(parts=accepted + failed, accepted=accepted, error=error)
+
+    async def drain(self) -> DeliveryReport:
+        """Post every undelivered part in the outbox (start-up and shutdown)."""
+        return await self.leftovers(await self._outbox.undelivered())
+
+    async def _first_id(self, turn: Sequence[OutboxPart]) -> str | None:
+        if turn[0].index == 0:
+            return None
+        earlier = await self._outbox.parts(turn[0].turn_id)
+        return next((p.platform_id for p in earlier if p.index == 0), None)
+
+    async def _post(
+        self,
+        deliverer: PartDeliverer,
+        parts: Sequence[OutboxPart],
+        *,
+        first: str | None,
+        reconcile: bool,
+    ) -> DeliveryReport:
+        accepted = 0
+        for position, part in enumerate(parts):
+            try:
+                found = await deliverer.find(part, first) if reconcile else None
+                platform_id = found or await deliverer.post(part, first)
+            except PartFailed as exc:
+                log.warning("part_refused", part_id=part.part_id, error=str(exc))
+                for rest in parts[position:]:
+                    await self._settle(self._outbox.abandon(rest.part_id, str(exc)))
+                return DeliveryReport(len(parts), accepted, str(exc))
+            except Exception as exc:  # left in the outbox: posted again at the next start
+                log.warning("part_unsent", part_id=part.part_id, error=type(exc).__name__)
+                return DeliveryReport(len(parts), accepted, type(exc).__name__)
+            if found:
+                log.info("part_reconciled", part_id=part.part_id)
+            await self._settle(self._outbox.delivered(part.part_id, platform_id))
+            first = platform_id if part.index == 0 else first
+            accepted += 1
+        return DeliveryReport(len(parts), accepted)
+
+    @staticmethod
+    async def _settle(write: Awaitable[None]) -> None:
+        """A mark that cannot be written (store full) leaves the part for the next start, where
+        Slack reconciles it; Telegram may post it once more (the window SPEC §11 names)."""
+        try:
+            await write
+        except Exception as exc:
+            log.warning("part_mark_failed", error=type(exc).__name__)
+
+
+def _by_turn(parts: Sequence[OutboxPart]) -> list[list[OutboxPart]]:
+    turns: dict[str, list[OutboxPart]] = {}
+    for part in parts:
+        turns.setdefault(part.turn_id, []).append(part)
+    return [sorted(turn, key=lambda p: p.index) for turn in turns.values()]
