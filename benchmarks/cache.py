@@ -1,85 +1,67 @@
 """Benchmark: prompt-cache share and cache-weighted input cost over the 40-turn group scenario.
 
-Run: `.venv/bin/python -m benchmarks.cache [--skills all|none] [--data PATH]`
+Run: `.venv/bin/python -m benchmarks.cache [--memory on|off|both] [--skills none|all]
+                                           [--turns N] [--data PATH]`
 
-The scenario (`../shared/bench/group-40.json`, SPEC §12) becomes one Slack thread in a shared
-channel: its identity and guardrails are the agent's files, its skills live in a skills root, and
-each turn carries the messages others posted since the bot's last answer (the preceding fence),
-the mention, and the memory facts (as recall hits). Turns go through the real pipeline: `Host`
-(lanes, recall, the real `Assembler`, publish to a SQLite history store) and `AnthropicRuntime`
-over HTTP to the fake Anthropic server, which answers with the scenario's fixed answer and
-reports usage from its cache simulator. The simulator's clock follows the scenario's timestamps,
-so cache lifetimes (5 minutes / 1 hour) are honoured as in production.
+The scenario (`data/group-40.json`, a copy of `../shared/bench/group-40.json`, SPEC §12) is
+played as a Telegram group through the real thing: the composition root (`App`, as `bot run`
+wires it) with the Telegram channel on python-telegram-bot polling the fake Bot API, the SQLite
+store with its real long-term memory (capture after every turn, automatic recall before every
+turn, the memory_recall tool offered), the real assembler and `AnthropicRuntime` over HTTP to the
+fake Messages API. Before each mention, the messages others posted go to the group as ordinary
+messages (the channel keeps them in its buffer and hands them to the turn as the preceding
+fence); the mention addresses the bot; the fake model answers with the scenario's fixed answer.
+The fake server's cache simulator serves, at each request's breakpoints, the longest prefix that
+is byte-identical to one an earlier request cached (SPEC §3), and reports usage as the provider
+does.
+
+Memory: with `on`, the scenario's memory facts are first remembered as things the group's
+members said in the group the day before; whether any of them (or any captured exchange) comes
+back is then up to the real recall. The "recalled" column counts the hits in each request.
 
 Figures, per turn and as the mean over turns 10-40:
 - share: cache-read input tokens / all input tokens of the request;
 - weighted: input + cache writes + cache reads / 10 (cache reads counted at a tenth).
-Plus the new-conversation figure: the first turn of a new thread right after the 40th turn, its
+Plus the new-conversation figure: the first turn in another group right after the 40th turn, its
 share served from cache, next to the agent-wide part's share of that request (its ceiling).
 
-Skills: the scenario ships five skills (name, description, body) and no selection list, and no
-mention starts with `/skill-name`. The config's `selected_skills` defaults to none and nothing is
-auto-selected (SPEC §3), so the scenario implies an index of five skills with their bodies on disk
-for `load_skill`: `--skills none`, the default. `--skills all` selects all five (their bodies then
-ride the agent-wide cached part) for comparison; `--skills both` prints both.
+Skills: the scenario ships five skills and no selection: `--skills none` (default) indexes them
+(bodies on disk for `load_skill`); `--skills all` selects all five into the agent-wide part.
 
-`--history-messages N` sets store.history_messages (default 64); `--prune-step S` is a what-if
-in which history over N messages is cut S messages at a time instead of one turn at a time.
+Time: the turns run back to back in real time (the simulator's clock is the real one, so nothing
+expires mid-run); message dates follow the scenario.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
+import re
 import statistics
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from bot.agentfiles import load_agent
-from bot.cli.compose import build_assembler
-from bot.config import Config, Secrets, Settings, StoreSettings
-from bot.host import Host
-from bot.model import AnthropicRuntime
-from bot.ports import (
-    DeliveryReport,
-    HistoryStore,
-    MemoryCapture,
-    MemoryHit,
-    MemoryScope,
-    Tool,
-)
-from bot.prompt import TokenCounter
-from bot.recall import RecallCache
-from bot.store import open_store
-from bot.tools import LoadSkillTool
-from bot.turns import (
-    ConversationKind,
-    HistoryEntry,
-    PrecedingMessage,
-    ReplyRoute,
-    Speaker,
-    Surface,
-    SurfaceKind,
-    TurnRequest,
-)
-from tests.fakes.anthropic import FakeAnthropic, ManualClock, breakpoint_tokens
+from bot.cli.compose import App
+from bot.config import load_config
+from bot.ports import MemoryCapture
+from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
+from tests.fakes.telegram import FakeTelegram
 
 # A byte-identical copy of ../shared/bench/group-40.json, so the suite can smoke-run it anywhere.
 DATA = Path(__file__).resolve().parent / "data" / "group-40.json"
 MODEL = "claude-sonnet-4-5"
-TEAM, CHANNEL = "T0BENCH", "C0BENCH"
-SLACK_PART_LIMIT = 3800
+GROUP, OTHER_GROUP = -1001234, -1005678
 MEAN_FROM, MEAN_TO = 10, 40
-TARGET_SHARE, TARGET_WEIGHTED = 0.85, 1450
-DEFAULT_HISTORY = StoreSettings().history_messages
+TARGET_SHARE, TARGET_WEIGHTED = 0.89, 1340
+RECALLED = re.compile(r"^- \(\d{4}-\d\d-\d\d\) ", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -88,6 +70,7 @@ class Figure:
     input: int
     read: int
     write: int
+    recalled: int = 0
 
     @property
     def total(self) -> int:
@@ -102,253 +85,179 @@ class Figure:
         return self.input + self.write + self.read / 10
 
 
-class ScriptedMemory:
-    """Recall returns the scenario's facts for the current turn; capture keeps nothing."""
-
-    def __init__(self) -> None:
-        self.facts: Sequence[str] = ()
-        self.at: datetime | None = None
-
-    async def recall(self, query: str, scope: MemoryScope) -> list[MemoryHit]:
-        at = self.at or datetime.now()
-        return [
-            MemoryHit(f"fact-{i}", fact, scope.surface, 1.0, at)
-            for i, fact in enumerate(self.facts)
-        ]
-
-    async def capture(self, item: MemoryCapture) -> None:
-        return None
-
-
-class SteppedHistory:
-    """What-if for `--prune-step`: history bounded to `limit` messages, cut `step` at a time.
-
-    It wraps an unbounded store and hides everything before the last cut, the way a store that
-    prunes with hysteresis (over `limit`: drop down to `limit - step`) would keep it. The first
-    replayed message then stays put between cuts, so the history prefix stays cacheable.
-    """
-
-    def __init__(self, inner: HistoryStore, limit: int, step: int) -> None:
-        self._inner, self._limit, self._step = inner, limit, step
-        self._start: dict[str, int] = {}
-
-    async def load(self, key: str) -> list[HistoryEntry]:
-        full = await self._inner.load(key)
-        start = self._start.get(key, 0)
-        while len(full) - start > self._limit:
-            start += self._step
-        self._start[key] = start
-        return full[start:]
-
-    async def publish(
-        self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
-    ) -> None:
-        await self._inner.publish(key, entries, replace=replace)
-
-    async def reset(self, key: str) -> bool:
-        return await self._inner.reset(key)
-
-    async def conversations(self) -> list[str]:
-        return await self._inner.conversations()
-
-
-class QuietDeliverer:
-    """Accepts every answer as delivered in one part (delivery is not what this measures)."""
-
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        return DeliveryReport(parts=1, accepted=1)
-
-    def working(self, route: ReplyRoute) -> contextlib.AbstractAsyncContextManager[None]:
-        return contextlib.nullcontext()
-
-    def route_to(self, destination: str) -> ReplyRoute:
-        return ReplyRoute("slack", {"channel": destination})
-
-
-def write_agent(folder: Path, data: Mapping[str, Any], skills: str) -> dict[str, Any]:
-    """The scenario's texts as agent files; the `agent` section of the settings."""
-    (folder / "IDENTITY.md").write_text(data["identity"], encoding="utf-8")
-    (folder / "SOUL.md").write_text(data["guardrails"], encoding="utf-8")
-    root = folder / "skills"
-    for skill in data["skills"]:
-        path = root / skill["name"] / "SKILL.md"
-        path.parent.mkdir(parents=True)
-        front = f"---\nname: {skill['name']}\ndescription: {skill['description']}\n---\n"
-        path.write_text(front + skill["body"], encoding="utf-8")
-    selected = [s["name"] for s in data["skills"]] if skills == "all" else []
-    return {
-        "identity_path": folder / "IDENTITY.md",
-        "soul_path": folder / "SOUL.md",
-        "skills_root": root,
-        "selected_skills": selected,
-    }
-
-
 def moment(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def turn_request(turn: Mapping[str, Any], key: str, number: int) -> TurnRequest:
-    mention = turn["mention"]
-    text = mention["text"].removeprefix("@Quill").strip()
-    preceding = tuple(
-        PrecedingMessage(moment(m["at"]), m["name"], m["text"], m.get("handle"))
-        for m in turn["preceding"]
-    )
-    return TurnRequest(
-        conversation_key=key,
-        kind=ConversationKind.PUSH,
-        channel="slack",
-        text=text,
-        received_at=moment(mention["at"]),
-        turn_id=f"bench-{number}",
-        speaker=Speaker(mention["name"], mention.get("handle")),
-        surface=Surface(
-            SurfaceKind.CHANNEL, CHANNEL, "team", shared=True, message_budget=SLACK_PART_LIMIT
+def write_config(
+    folder: Path, data: Mapping[str, Any], skills: str, memory: bool, tg: str, model: str
+) -> Path:
+    """The scenario's texts as agent files and a `bot run` config for Telegram on the fakes."""
+    (folder / "IDENTITY.md").write_text(data["identity"], encoding="utf-8")
+    (folder / "SOUL.md").write_text(data["guardrails"], encoding="utf-8")
+    for skill in data["skills"]:
+        path = folder / "skills" / skill["name"] / "SKILL.md"
+        path.parent.mkdir(parents=True)
+        front = f"---\nname: {skill['name']}\ndescription: {skill['description']}\n---\n"
+        path.write_text(front + skill["body"], encoding="utf-8")
+    selected = [s["name"] for s in data["skills"]] if skills == "all" else []
+    path = folder / "bot.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            [agent]
+            identity_path = "IDENTITY.md"
+            soul_path = "SOUL.md"
+            skills_root = "skills"
+            selected_skills = {json.dumps(selected)}
+
+            [model]
+            name = "{MODEL}"
+            base_url = "{model}"
+            max_retries = 0
+
+            [store]
+            path = "data/bot.sqlite3"
+
+            [memory]
+            enabled = {str(memory).lower()}
+
+            [host]
+            turns_per_person_per_minute = 0
+
+            [http]
+            enabled = false
+
+            [telegram]
+            enabled = true
+            api_url = "{tg}"
+            """
         ),
-        preceding=preceding,
-        route=ReplyRoute("slack", {"channel": CHANNEL, "thread_ts": key.rsplit(":", 1)[-1]}),
-        person=f"slack:{TEAM}:{mention.get('handle')}",
+        encoding="utf-8",
     )
+    return path
 
 
-@contextlib.asynccontextmanager
-async def pipeline(
-    folder: Path,
-    data: Mapping[str, Any],
-    skills: str,
-    fake: FakeAnthropic,
-    history_messages: int,
-    prune_step: int,
-) -> AsyncIterator[tuple[Host, ScriptedMemory]]:
-    """The real host, assembler, SQLite history and model runtime, wired like `bot run`."""
-    settings = Settings.model_validate(
-        {
-            "agent": write_agent(folder, data, skills),
-            "model": {"name": MODEL, "base_url": fake.base_url},
-            "store": {
-                "path": folder / "bench.sqlite3",
-                "history_messages": 10_000 if prune_step else history_messages,
-            },
-            "host": {"turns_per_person_per_minute": 0},
-        }
-    )
-    config = Config(settings, Secrets({}), None)
-    agent = load_agent(settings.agent)
-    counter = TokenCounter(calibration=settings.model.token_calibration)
-    runtime = AnthropicRuntime(settings.model, "sk-bench-not-a-secret", counter)
-    store = await open_store(settings.store, settings.memory)
-    memory = ScriptedMemory()
-    load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
+class Group:
+    """The scenario's people in a fake Telegram group."""
 
-    def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
-        tools: list[Tool] = [recall.tool()]
-        return [*tools, load_skill] if load_skill.available else tools
+    def __init__(self, tg: FakeTelegram, chat_id: int) -> None:
+        self.tg = tg
+        self.chat = tg.group(chat_id, "team")
+        self.people: dict[str, dict[str, Any]] = {}
 
-    host = Host(
-        assembler=build_assembler(config, agent, counter),
-        model=runtime,
-        history=SteppedHistory(store.history, history_messages, prune_step)
-        if prune_step
-        else store.history,
-        inbox=store.inbox,
-        outbox=store.outbox,
-        memory=memory,
-        tools_for=tools_for,
-        settings=settings.host,
-    )
-    host.attach("slack", QuietDeliverer())
-    try:
-        yield host, memory
-    finally:
-        await host.close()
-        await runtime.aclose()
-        await store.aclose()
+    def person(self, said: Mapping[str, Any]) -> dict[str, Any]:
+        handle = str(said.get("handle") or said["name"]).lower()
+        if handle not in self.people:
+            first, _, last = str(said["name"]).partition(" ")
+            user_id = 200_000 + len(self.people)
+            self.people[handle] = self.tg.user(first, last or None, handle, user_id=user_id)
+        return self.people[handle]
+
+    async def say(self, said: Mapping[str, Any], *, mention: bool = False) -> None:
+        text = str(said["text"])
+        if mention:
+            text = text.removeprefix("@Quill").strip()
+        update = self.tg.message(self.chat, self.person(said), text, mention=mention)
+        update["message"]["date"] = int(moment(said["at"]).timestamp())
+        await self.tg.push(update)
 
 
-async def run_turn(
-    host: Host,
-    memory: ScriptedMemory,
-    fake: FakeAnthropic,
-    clock: ManualClock,
-    turn: Mapping[str, Any],
-    request: TurnRequest,
+async def remember_facts(app: App, group: Group, turns: Sequence[Mapping[str, Any]]) -> None:
+    """The scenario's memory facts, as things the group's members said there the day before."""
+    start = moment(turns[0]["mention"]["at"]) - timedelta(days=1)
+    members = [group.person(t["mention"]) for t in turns[:3]]
+    for n, fact in enumerate(f for turn in turns for f in turn["memory"]):
+        member = members[n % len(members)]
+        await app.store.memory.capture(
+            MemoryCapture(
+                conversation_key=f"telegram:{group.chat['id']}",
+                surface=f"telegram:{group.chat['id']}",
+                person=f"telegram:{member['id']}",
+                speaker_label=f"{member['first_name']} (@{member['username']})",
+                user_text=fact,
+                answer="Noted.",
+                at=start + timedelta(minutes=n),
+                turn_id=f"earlier-{n}",
+            )
+        )
+
+
+async def play(
+    app: App, group: Group, fake: FakeAnthropic, turn: Mapping[str, Any], number: int
 ) -> Figure:
-    clock.now = request.received_at.timestamp()
-    memory.facts, memory.at = turn["memory"], request.received_at
+    """One turn: the others' messages, then the mention; waits for the answer and the capture."""
+    for said in turn["preceding"]:
+        await group.say(said)
     fake.script(turn["answer"])
-    before = len(fake.usages)
-    result = await host.run(request)
-    if result.outcome != "ok" or len(fake.usages) != before + 1:
-        raise RuntimeError(f"turn {request.turn_id} did not complete: {result}")
+    before, sent = len(fake.usages), len(group.tg.sent)
+    await group.say(turn["mention"], mention=True)
+    await group.tg.wait_for(lambda: len(group.tg.sent) > sent)
+    await app.host.idle()
+    if len(fake.usages) != before + 1:
+        raise RuntimeError(f"turn {number} made {len(fake.usages) - before} model calls, not 1")
     usage = fake.usages[-1]
+    last = fake.requests[-1]["messages"][-1]["content"]
+    recalled = sum(len(RECALLED.findall(block.get("text", ""))) for block in last)
     return Figure(
-        int(turn["n"]),
+        number,
         usage["input_tokens"],
         usage["cache_read_input_tokens"],
         usage["cache_creation_input_tokens"],
+        recalled,
     )
 
 
 async def scenario(
-    data: Mapping[str, Any],
-    skills: str,
-    history_messages: int = DEFAULT_HISTORY,
-    prune_step: int = 0,
+    data: Mapping[str, Any], skills: str, memory: bool
 ) -> tuple[list[Figure], Figure, float]:
-    clock = ManualClock()
     turns = data["turns"]
     with tempfile.TemporaryDirectory() as tmp:
-        wiring = (Path(tmp), data, skills)
-        async with (
-            FakeAnthropic(clock=clock) as fake,
-            pipeline(*wiring, fake, history_messages, prune_step) as (host, memory),
-        ):
-            root = moment(turns[0]["mention"]["at"]).timestamp()
-            key = f"slack:{TEAM}:{CHANNEL}:{root:.6f}"
-            figures = [
-                await run_turn(host, memory, fake, clock, turn, turn_request(turn, key, turn["n"]))
-                for turn in turns
-            ]
-            # A new top-level mention right after the 40th turn: a new thread, a new conversation.
-            first = dict(turns[0])
-            later = moment(turns[-1]["mention"]["at"]).timestamp() + 60
-            first["mention"] = {
-                **turns[0]["mention"],
-                "at": datetime.fromtimestamp(later, moment(turns[0]["mention"]["at"]).tzinfo)
-                .isoformat()
-                .replace("+00:00", "Z"),
-            }
-            request = turn_request(first, f"slack:{TEAM}:{CHANNEL}:{later:.6f}", 41)
-            fresh = await run_turn(host, memory, fake, clock, first, request)
-            agent_wide = breakpoint_tokens(fake.requests[-1])[0]
-    return figures, fresh, agent_wide / fresh.total
+        async with FakeTelegram() as tg, FakeAnthropic() as fake:
+            path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url)
+            env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+            async with App(load_config(path, env=env), http=False) as app:
+                group = Group(tg, GROUP)
+                if memory:
+                    await remember_facts(app, group, turns)
+                figures = [await play(app, group, fake, t, int(t["n"])) for t in turns]
+                # The first turn again, in another group: a new conversation right after.
+                other = Group(tg, OTHER_GROUP)
+                first = {**turns[0], "preceding": []}
+                fresh = await play(app, other, fake, first, len(turns) + 1)
+                ceiling = breakpoint_tokens(fake.requests[-1])[0] / fresh.total
+    return figures, fresh, ceiling
 
 
-def report(skills: str, figures: list[Figure], fresh: Figure, ceiling: float) -> dict[str, Any]:
-    print(f"\n== skills: {skills} ==")
-    print(f"{'turn':>4} {'input':>7} {'read':>7} {'write':>7} {'share':>6} {'weighted':>9}")
+def report(label: str, figures: list[Figure], fresh: Figure, ceiling: float) -> dict[str, Any]:
+    print(f"\n== {label} ==")
+    print(
+        f"{'turn':>4} {'input':>7} {'read':>7} {'write':>7} {'share':>6} {'weighted':>9} recalled"
+    )
     for f in figures:
         print(
-            f"{f.turn:>4} {f.input:>7} {f.read:>7} {f.write:>7} {f.share:>6.3f} {f.weighted:>9.1f}"
+            f"{f.turn:>4} {f.input:>7} {f.read:>7} {f.write:>7} {f.share:>6.3f} "
+            f"{f.weighted:>9.1f} {f.recalled:>8}"
         )
     window = [f for f in figures if MEAN_FROM <= f.turn <= MEAN_TO] or figures
     share = statistics.mean(f.share for f in window)
     weighted = statistics.mean(f.weighted for f in window)
     print(
-        f"mean over turns {MEAN_FROM}-{MEAN_TO}: share {share:.3f} (target >= {TARGET_SHARE}), "
-        f"weighted {weighted:.0f} tokens (target <= {TARGET_WEIGHTED})"
+        f"mean over turns {window[0].turn}-{window[-1].turn}: share {share:.3f} "
+        f"(target >= {TARGET_SHARE}), weighted {weighted:.0f} tokens (target <= {TARGET_WEIGHTED})"
+        f", recalled hits {sum(f.recalled for f in window)}"
     )
     print(
-        f"new conversation after turn 40: share {fresh.share:.3f} "
+        f"new conversation after the last turn: share {fresh.share:.3f} "
         f"(agent-wide part is {ceiling:.3f} of that request); "
         f"input {fresh.input}, read {fresh.read}, write {fresh.write}, "
         f"weighted {fresh.weighted:.0f}"
     )
     return {
-        "skills": skills,
+        "run": label,
         "mean_share": round(share, 4),
         "mean_weighted": round(weighted, 1),
+        "recalled_hits": sum(f.recalled for f in window),
         "new_conversation_share": round(fresh.share, 4),
         "agent_wide_share": round(ceiling, 4),
         "meets_targets": share >= TARGET_SHARE and weighted <= TARGET_WEIGHTED,
@@ -360,33 +269,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 async def _main(argv: Sequence[str] | None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--skills", choices=["all", "none", "both"], default="none")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--memory", choices=["on", "off", "both"], default="both")
+    parser.add_argument("--skills", choices=["all", "none"], default="none")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--turns", type=int, default=0, help="only the first N turns (0: all)")
-    parser.add_argument(
-        "--history-messages",
-        type=int,
-        default=DEFAULT_HISTORY,
-        help="store.history_messages (default: the config default, %(default)s)",
-    )
-    parser.add_argument(
-        "--prune-step",
-        type=int,
-        default=0,
-        help="what-if: prune history in steps of this many messages instead of one turn at a time",
-    )
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.turns:
         data = {**data, "turns": data["turns"][: args.turns]}
     summaries = []
-    for skills in ["all", "none"] if args.skills == "both" else [args.skills]:
-        figures, fresh, ceiling = await scenario(
-            data, skills, args.history_messages, args.prune_step
-        )
-        summaries.append(report(skills, figures, fresh, ceiling))
+    for memory in ["on", "off"] if args.memory == "both" else [args.memory]:
+        figures, fresh, ceiling = await scenario(data, args.skills, memory == "on")
+        label = f"memory {memory}, skills {args.skills}"
+        summaries.append(report(label, figures, fresh, ceiling))
     print("\n" + json.dumps(summaries, indent=1))
 
 

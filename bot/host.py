@@ -23,11 +23,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
+from bot import memory_commands
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
+from bot.departures import memory_surface
 from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
 from bot.lanes import LaneFull, Lanes
+from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
     AssembledRequest,
@@ -291,12 +294,14 @@ class Host:
             return await self._crashed(job, request, started, type(exc).__name__)
 
     async def _turn_inner(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
+        text = request.text
+        if is_memory_command(text):  # the person's own memory: answered here, never the model,
+            return await self._memory_command(job, request, started)  # nor refused for budget
         policy = self._policy(request)
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
             return refused
         surface = surface_prompt(policy)
-        text = request.text
         command = host_command(text)
         if command == "compact":
             async with self._working(request.route):
@@ -545,6 +550,15 @@ class Host:
     def _policy(self, request: TurnRequest) -> SurfacePolicy:
         return self._policies.for_request(request) if self._policies is not None else NO_POLICY
 
+    async def _memory_command(
+        self, job: _Job, request: TurnRequest, started: datetime
+    ) -> TurnResult:
+        """/memory or /forget: the host answers from the speaker's own memory, at no token cost."""
+        scope = memory_scope(request)
+        reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
+        record = self._record(request, started, "ok", details={"command": "memory"})
+        return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
+
     async def _over_budget(
         self, job: _Job, request: TurnRequest, policy: SurfacePolicy, started: datetime
     ) -> TurnResult | None:
@@ -693,7 +707,7 @@ def memory_scope(request: TurnRequest) -> MemoryScope:
             surface=request.conversation_key, person=request.person, surfaceless=True
         )
     return MemoryScope(
-        surface=f"{request.channel}:{request.surface.id}",
+        surface=memory_surface(request.channel, request.surface.id),
         person=request.person,
         private=request.surface.kind is SurfaceKind.DM,
     )

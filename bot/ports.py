@@ -116,6 +116,13 @@ class Departure:
     at: datetime
 
 
+class Departures(Protocol):
+    """Where a channel reports that the platform says someone left a shared surface."""
+
+    async def left(self, departure: Departure) -> None:
+        """End the person's participation there; never raises (a failure is logged)."""
+
+
 class MemoryStore(Protocol):
     """Long-term memory (SPEC §6). Every implementation (SQLite, PostgreSQL) keeps this contract;
     `bot.store.rules` holds the engine-neutral parts (relevance gate, hold-back, bounds)."""

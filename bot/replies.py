@@ -1,8 +1,10 @@
-"""Every sentence the host itself says to a person in chat (refusals, notices, command
+"""Every sentence the host itself says to a person in chat (refusals, notices, its own commands'
 answers), in one place.
 
 Short, plain and polite; each says what happened and what the person can do. None of them ever
-names a platform id, a route or a secret.
+names a platform id, a route or a secret. Sentences take their numbers through `str.format`
+fields. The chat commands the platforms list (Telegram's command menu) are here too, with the
+one-line description people see.
 """
 
 from __future__ import annotations
@@ -12,6 +14,28 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.prompt import AgentTexts
+
+# Chat commands the host answers itself, never the model: (command, description).
+CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("memory", "What I remember you said here"),
+    ("forget", "Forget what you said: /forget N, or /forget all"),
+)
+
+# --- /memory and /forget ------------------------------------------------------------------------
+
+MEMORY_OFF = "Memory is turned off, so I keep nothing to list or forget."
+MEMORY_NOBODY = "I can't tell who you are here, so I can't show or forget anything of yours."
+MEMORY_EMPTY = "I don't remember anything you said here."
+MEMORY_LIST = "What I remember you said here ({total}), newest first:"
+MEMORY_MORE = "…and {count} older."
+MEMORY_HOW_TO_FORGET = "To forget one: /forget N. To forget all of them: /forget all."
+FORGET_USAGE = "Say /forget N (a number from /memory) or /forget all."
+FORGET_NO_SUCH = "There is no entry {number}: /memory lists {total}."
+FORGOT_ONE = "Done: I forgot entry {number} ({said})."
+FORGOT_ALL = "Done: I forgot all {count} of your entries here."
+FORGOT_NOTHING = "There was nothing of yours to forget here."
+
+# --- budgets ------------------------------------------------------------------------------------
 
 # Which budget ran out, as the person should hear it.
 _BUDGET_SCOPES = {
@@ -52,7 +76,7 @@ def greeting(agent: AgentTexts) -> str:
 def help_text(agent: AgentTexts) -> str:
     """The answer to `/help`: the host's commands, then one line per skill."""
     lines = ["Commands:"]
-    lines += [f"/{name} - {what}" for name, what in COMMAND_HELP]
+    lines += [f"/{name} - {what}" for name, what in (*COMMAND_HELP, *CHAT_COMMANDS)]
     if agent.skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
         lines += [f"/{skill.name} - {skill.description}" for skill in agent.skills]

@@ -18,6 +18,7 @@ from aiohttp import web
 from bot.agentfiles import load_agent
 from bot.budget import Budgets
 from bot.config import Config, ConfigError
+from bot.departures import MemoryDepartures
 from bot.host import Host
 from bot.httpguard import guard
 from bot.logs import remember_secrets
@@ -294,14 +295,19 @@ class App:
         # it is off, and refuses to start with a clear error instead of waiting for nothing.
         http = self.web if self._want_http and settings.http.enabled else None
         channels: list[Channel] = []
+        departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         if settings.slack.enabled:
             from channels.slack import SlackChannel
 
-            channels.append(SlackChannel(settings.slack, secrets, http))
+            channels.append(SlackChannel(settings.slack, secrets, http, departures=departures))
         if settings.telegram.enabled:
             from channels.telegram import TelegramChannel
 
-            channels.append(TelegramChannel(settings.telegram, secrets, http, buffer=store.buffer))
+            channels.append(
+                TelegramChannel(
+                    settings.telegram, secrets, http, buffer=store.buffer, departures=departures
+                )
+            )
         return channels
 
     async def _start_http(self) -> None:

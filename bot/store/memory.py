@@ -180,6 +180,7 @@ class SqliteMemory:
         return rules.select(
             [_hit(row) for row in rows],
             specific,
+            rules.weights(specific, docs, corpus),
             holds.preceding,
             max_hits=settings.recall_hits,
             max_bytes=settings.recall_max_bytes,

@@ -9,8 +9,11 @@ history holds, then hands them to `select`, which applies, in order:
 2. **the relevance gate**, at every store size: a hit must contain enough of the query's
    *specific* terms. A term is specific when it is no stopword or chatter word and (once the
    store is big enough to tell) is not common in the store. A query with up to three specific
-   terms needs one of them; a longer one needs two. A chatter-only query has none, so it recalls
-   nothing. Among the hits that pass, weak tails (under a share of the best score) are dropped;
+   terms needs one of them, a longer one two; and a hit that matches only one term must match
+   more than half of the query's weight (terms weighed by rarity in the store, among those the
+   store holds at all), so "heron budget" does not bring back every budget. A chatter-only query
+   has no specific term, so it recalls nothing. Among the hits that pass, weak tails (under a
+   share of the best score) are dropped;
 3. **the bounds**: at most `max_hits`, then at most `max_bytes` of text (the hit that overflows
    is shortened to the room left when that room is worth a hit, and ends the list).
 
@@ -20,6 +23,7 @@ index's own stemmer finds them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -69,15 +73,31 @@ def specific_terms(terms: Iterable[str], docs: Mapping[str, int], corpus: int) -
     return [t for t in terms if t not in CHATTER and docs.get(t, 0) <= common]
 
 
+def weights(specific: Iterable[str], docs: Mapping[str, int], corpus: int) -> dict[str, float]:
+    """Each specific term the store holds, weighed by rarity (an inverse document frequency)."""
+    return {t: math.log1p(max(corpus, 1) / docs[t]) for t in specific if docs.get(t, 0) > 0}
+
+
 def needed(specific: Sequence[str]) -> int:
     """How many specific terms a hit must contain: one of up to three, else two."""
     return 1 if len(specific) <= 3 else 2
 
 
-def matches(text: str, specific: Sequence[str]) -> int:
-    """How many of the specific terms `text` contains (on light stems)."""
+def matched(text: str, specific: Sequence[str]) -> list[str]:
+    """The specific terms `text` contains (on light stems)."""
     held = {stem(word) for word in words(text)}
-    return sum(1 for term in specific if stem(term) in held)
+    return [term for term in specific if stem(term) in held]
+
+
+def relevant(text: str, specific: Sequence[str], weight: Mapping[str, float]) -> bool:
+    """Whether a hit's `text` matches the query on enough specific terms (see the docstring)."""
+    found = matched(text, specific)
+    if len(found) < needed(specific):
+        return False
+    if len(found) >= 2:
+        return True
+    total = sum(weight.values())
+    return not total or weight.get(found[0], 0.0) > total / 2
 
 
 def normalized(text: str) -> str:
@@ -95,19 +115,20 @@ def in_fence(said: str, preceding: Iterable[str]) -> bool:
 def select(
     candidates: Sequence[MemoryHit],
     specific: Sequence[str],
+    weight: Mapping[str, float],
     preceding: Sequence[str],
     *,
     max_hits: int,
     max_bytes: int,
 ) -> list[MemoryHit]:
-    """Apply hold-back by the fence, the relevance gate and the bounds to best-first candidates."""
+    """Apply hold-back by the fence, the relevance gate and the bounds to best-first candidates.
+    `weight` is `weights(specific, ...)`: the store's own term counts."""
     if not specific:
         return []
-    need = needed(specific)
     kept = [
         hit
         for hit in candidates
-        if not in_fence(hit.said, preceding) and matches(hit.text, specific) >= need
+        if not in_fence(hit.said, preceding) and relevant(hit.text, specific, weight)
     ]
     if not kept:
         return []

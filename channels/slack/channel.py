@@ -32,7 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ConfigError, Secrets, SlackSettings
-from bot.ports import TurnSink
+from bot.ports import Departures, TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
@@ -61,8 +61,11 @@ class SlackChannel:
         settings: SlackSettings,
         secrets: Secrets,
         http: web.Application | None = None,
+        *,
+        departures: Departures | None = None,
     ) -> None:
         self._settings = settings
+        self._departures = departures
         self._app_token = _require_tokens(settings, secrets, http)
         self._client = AsyncWebClient(
             token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
@@ -83,6 +86,7 @@ class SlackChannel:
         )
         self._app.event("app_mention")(self._on_event)
         self._app.event("message")(self._on_event)
+        self._app.event("member_left_channel")(self._on_left)
         self._app.event(re.compile(".*"))(_acknowledge)  # every other event type
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
@@ -189,6 +193,14 @@ class SlackChannel:
         if stored:
             return None
         return BoltResponse(status=503, body={"ok": False, "error": "not_stored_try_again"})
+
+    async def _on_left(self, body: dict[str, Any]) -> None:
+        """Someone left a channel: their memory participation there ends."""
+        departure = events.read_departure(body, datetime.now(UTC))
+        if isinstance(departure, Skip):
+            log.debug("slack_event_skipped", reason=departure.reason)
+        elif self._departures is not None:
+            await self._departures.left(departure)
 
     async def _take(self, body: dict[str, Any], bot: BotIdentity) -> bool:
         """Take one event; False when it could not be stored (do not acknowledge it)."""

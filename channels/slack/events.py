@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.ports import Departure
 from bot.turns import (
     ConversationKind,
     PrecedingMessage,
@@ -99,6 +100,20 @@ def read_event(
 
 # Slackbot's own messages carry this user id and no bot_id.
 SLACKBOT = "USLACKBOT"
+
+
+def read_departure(body: Mapping[str, Any], received_at: datetime) -> Departure | Skip:
+    """A `member_left_channel` event as the person who left and the channel they left, as of
+    `received_at` (the host's clock, which memory's times follow too, not Slack's)."""
+    event = body.get("event")
+    if not isinstance(event, Mapping) or event.get("type") != "member_left_channel":
+        return Skip("not a member_left_channel event")
+    channel = _str_or_none(event.get("channel"))
+    team = _str_or_none(body.get("team_id") or event.get("team"))
+    user = _str_or_none(event.get("user"))
+    if channel is None or team is None or user is None:
+        return Skip("malformed: member_left_channel without channel, team or user")
+    return Departure(PLATFORM, channel, person_id(team, user), received_at)
 
 
 def _not_a_trigger(

@@ -28,18 +28,27 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from telegram import Bot, Update
+from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
 
 from bot.config import ConfigError, Secrets, TelegramSettings
-from bot.ports import Admission, ChatBuffer, IntakeUnavailable, TurnSink
+from bot.ports import (
+    Admission,
+    ChatBuffer,
+    Departure,
+    Departures,
+    IntakeUnavailable,
+    TurnSink,
+)
+from bot.replies import CHAT_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.mapping import (
     PLATFORM,
     Access,
     BotIdentity,
     Ignore,
+    Left,
     StartTurn,
     decide,
 )
@@ -103,12 +112,14 @@ class TelegramChannel:
         http: web.Application | None = None,
         *,
         buffer: ChatBuffer,
+        departures: Departures | None = None,
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
             raise TelegramConfigError(_NO_TOKEN)
         self._settings = settings
         self._buffer = buffer
+        self._departures = departures
         self._access = Access(
             frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
         )
@@ -166,6 +177,15 @@ class TelegramChannel:
                 secret_token=self._webhook_secret,
                 allowed_updates=ALLOWED_UPDATES,
             )
+        await self._register_commands()
+
+    async def _register_commands(self) -> None:
+        """List the host's chat commands in Telegram's command menu; a refusal is only logged."""
+        commands = [BotCommand(name, description) for name, description in CHAT_COMMANDS]
+        try:
+            await self._app.bot.set_my_commands(commands)
+        except TelegramError as exc:
+            log.warning("telegram_commands_not_registered", error=exc.message)
 
     async def stop(self) -> None:
         """Stop polling (confirming what was stored), then the Application."""
@@ -259,6 +279,10 @@ class TelegramChannel:
             log.info("telegram_update_duplicate", update_id=update_id)
         elif isinstance(decision, Ignore):
             log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)
+        elif isinstance(decision, Left):
+            if self._departures is not None:
+                left = Departure(PLATFORM, decision.surface_id, decision.person, decision.at)
+                await self._departures.left(left)
         else:
             await self._buffer.append(decision.key, decision.message)
             log.debug(

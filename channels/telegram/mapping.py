@@ -10,7 +10,9 @@ Rules (SPEC §7): in a private chat every text message is a turn. In a group, su
 only a message addressed to the bot is: an @mention (or a text mention of the bot), a reply to one
 of the bot's messages, or a command at the start of the text that is not addressed to another bot.
 Other text messages there are kept as context for the next turn. Edits, service and media messages
-without text, and messages from bots (the host's own included) start nothing.
+without text, and messages from bots (the host's own included) start nothing; the one service
+message that matters is `left_chat_member` in a group, which becomes `Left` (the person's memory
+participation there ends).
 """
 
 from __future__ import annotations
@@ -81,7 +83,16 @@ class Ignore:
     reason: str
 
 
-Decision = StartTurn | Keep | Ignore
+@dataclass(frozen=True, slots=True)
+class Left:
+    """A member left (or was removed from) a group: `person` no longer takes part in it."""
+
+    person: str
+    surface_id: str
+    at: datetime
+
+
+Decision = StartTurn | Keep | Ignore | Left
 
 
 def conversation_key(chat_id: int, topic_id: int | None = None) -> str:
@@ -121,6 +132,9 @@ def decide(
     chat_id = int(chat["id"])
     if access.chat_ids and chat_id not in access.chat_ids:
         return Ignore("chat not in telegram.allowed_chat_ids")
+    gone = message.get("left_chat_member")
+    if isinstance(gone, Mapping) and kind is not SurfaceKind.DM:
+        return _left(gone, chat_id, received_at)
     sender = message.get("from")
     if isinstance(sender, Mapping) and sender.get("is_bot"):
         return Ignore("sent by a bot")
@@ -144,6 +158,13 @@ def decide(
         return StartTurn(_request(message, kind, key, str(chat_id), text, turn_id, received_at))
     reason = "user not in telegram.allowed_user_ids" if addressed else "not addressed to the bot"
     return Keep(key, _preceding(message, text), reason)
+
+
+def _left(gone: Mapping[str, Any], chat_id: int, received_at: datetime) -> Decision:
+    """As of `received_at`: the host's clock, which memory's times follow too."""
+    if gone.get("is_bot") or "id" not in gone:
+        return Ignore("a bot left the chat")
+    return Left(f"{PLATFORM}:{gone['id']}", str(chat_id), received_at)
 
 
 # --- addressing ---------------------------------------------------------------------------------

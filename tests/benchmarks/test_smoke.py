@@ -19,7 +19,7 @@ import benchmarks
 # module -> (tiny arguments, a piece of the output that proves it ran to the end)
 TINY: dict[str, tuple[list[str], str]] = {
     "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
-    "cache": (["--turns", "2"], "mean over turns"),
+    "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "host_slack": (
         ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],

@@ -250,6 +250,12 @@ class FakeSlack:
         message = self.say(channel, user, text, thread_ts=thread_ts, **extra)
         return self.event_body(channel, message, "message", channel_type="channel")
 
+    def member_left(self, channel: str, user: str) -> dict[str, Any]:
+        """A `member_left_channel` event: `user` left `channel` (Slack sends no message)."""
+        event = {"type": "member_left_channel", "user": user, "channel": channel}
+        body = self.event_body(channel, {"ts": self.next_ts()}, "member_left_channel")
+        return {**body, "event": {**event, "channel_type": "C", "team": TEAM}}
+
     def event_body(
         self,
         channel: str,

@@ -2,11 +2,11 @@
 
 It speaks what the host uses: getMe, deleteWebhook, setWebhook, getUpdates (a long poll with
 offsets: an update below the offset is confirmed and dropped, the rest are delivered again),
-sendMessage (HTML checked roughly the way Telegram checks it: unknown or unbalanced tags, bad
-nesting and stray `<`, `>`, `&` are "can't parse entities"; over-long or empty text is refused)
-and sendChatAction. Tests push updates in, read what the bot sent, and inject failures:
-a 429 with `retry_after`, a 400 entity error, or a crash that loses the confirmations so the next
-poller gets the same updates again.
+setMyCommands (names and descriptions checked), sendMessage (HTML checked roughly the way
+Telegram checks it: unknown or unbalanced tags, bad nesting and stray `<`, `>`, `&` are "can't
+parse entities"; over-long or empty text is refused) and sendChatAction. Tests push updates in,
+read what the bot sent, and inject failures: a 429 with `retry_after`, a 400 entity error, or a
+crash that loses the confirmations so the next poller gets the same updates again.
 
     async with FakeTelegram() as tg:
         app = Application.builder().token(tg.token).base_url(tg.base_url).build()
@@ -34,6 +34,7 @@ from aiohttp import web
 TOKEN = "123456:AAE-fake-token-for-tests-0123456789abcd"
 MESSAGE_LIMIT = 4096
 WAIT_GUARD = 15.0
+_COMMAND = re.compile(r"[a-z0-9_]{1,32}")
 
 # --- Telegram's HTML rules ----------------------------------------------------------------------
 
@@ -184,6 +185,7 @@ class FakeTelegram:
         # update pushed meanwhile wakes it at once, so polling adds no latency of its own.
         self.poll_cap = poll_cap
         self.sent: list[Sent] = []
+        self.commands: list[dict[str, Any]] = []  # what setMyCommands registered
         self.actions: list[Call] = []
         self.calls: list[Call] = []
         self.webhook: dict[str, Any] | None = None
@@ -512,6 +514,22 @@ class FakeTelegram:
         if offset and not self.confirmations_frozen:
             self._updates = [u for u in self._updates if int(u["update_id"]) >= offset]
 
+    async def _api_setMyCommands(self, params: Mapping[str, Any]) -> Any:
+        """Checked as Telegram checks it: 0-100 commands, each 1-32 of a-z, 0-9 and _, with a
+        description of 1-256 characters; the list replaces the previous one."""
+        commands = params.get("commands")
+        if not isinstance(commands, list) or len(commands) > 100:
+            raise _ApiError("Bad Request: commands must be a JSON array of at most 100 commands")
+        for item in commands:
+            name = item.get("command") if isinstance(item, Mapping) else None
+            description = item.get("description") if isinstance(item, Mapping) else None
+            if not isinstance(name, str) or not _COMMAND.fullmatch(name):
+                raise _ApiError("Bad Request: BOT_COMMAND_INVALID")
+            if not isinstance(description, str) or not 1 <= len(description.strip()) <= 256:
+                raise _ApiError("Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
+        self.commands = [dict(item) for item in commands]
+        return True
+
     async def _api_sendChatAction(self, params: Mapping[str, Any]) -> Any:
         self._chat(params)
         self.actions.append(Call("sendChatAction", params))
@@ -592,7 +610,7 @@ async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
     form = await request.post()
     params.update({key: value for key, value in form.items() if isinstance(value, str)})
-    for key in ("reply_parameters", "allowed_updates", "link_preview_options"):
+    for key in ("reply_parameters", "allowed_updates", "link_preview_options", "commands"):
         if isinstance(params.get(key), str):
             params[key] = json.loads(params[key])
     return params

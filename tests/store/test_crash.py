@@ -89,16 +89,25 @@ def run_and_kill(writer: Writer, expect: int, rng: random.Random) -> tuple[str, 
     writer.send(f"run {expect}")
     pid = writer.worker = int(writer.line().removeprefix("pid "))
     check = ""
+    last = expect
+    line = ""
     if rng.random() < 0.25:
         # Kill while it is still opening the store or checking it.
         threading.Event().wait(rng.uniform(0, 0.02))
     else:
         check = writer.line()
-        threading.Event().wait(rng.uniform(0.001, 0.06))
+        # Let it commit a few turns first, counted rather than timed, so a loaded machine still
+        # kills every worker with committed work behind it; then kill at a random moment.
+        for _ in range(rng.randint(1, 3) if check.startswith("ok") else 0):
+            line = writer.line()
+            if not line.startswith("committed "):
+                break
+            last = int(line.removeprefix("committed "))
+        threading.Event().wait(rng.uniform(0, 0.02))
     with contextlib.suppress(ProcessLookupError):  # a worker that found damage has returned
         os.kill(pid, signal.SIGKILL)
-    last = expect
-    while not (line := writer.line()).startswith("exit "):
+    while not line.startswith("exit "):
+        line = writer.line()
         if line.startswith("committed "):
             last = int(line.removeprefix("committed "))
         elif line.startswith(("ok ", "bad ")):
@@ -115,7 +124,7 @@ def test_fifty_kills_lose_no_committed_turn(writer: Writer, tmp_path: Path) -> N
     for _ in range(KILLS):
         check, last = run_and_kill(writer, last, rng)
         checks += check.startswith("ok")
-    assert last > KILLS, "the writers should have committed many turns between kills"
+    assert last >= KILLS // 2, "the writers should have committed turns between kills"
     assert checks > KILLS // 2
 
     turns, integrity = asyncio.run(final_state(tmp_path / "data" / "crash.sqlite3"))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,73 @@ async def test_memory_keeps_at_most_max_entries_dropping_the_oldest(
         assert await store.memory.recall("filler note 198", scope)
     finally:
         await store.aclose()
+
+
+def at(hours: float) -> datetime:
+    return AT + timedelta(hours=hours)
+
+
+async def test_dm_recall_of_others_is_limited_to_a_window_around_the_persons_own_messages(
+    store: Store,
+) -> None:
+    await seed_corpus(store)  # Alice speaks in GENERAL at AT (hour 0)
+    before = replace(said(BOB, "Bob", GENERAL, "the pelican budget is 9k"), at=at(-24 * 10))
+    inside = replace(said(BOB, "Bob", GENERAL, "the heron budget is 5k"), at=at(1))
+    after = replace(said(CAROL, "Carol", GENERAL, "the egret budget is 2k"), at=at(24 * 10))
+    for item in (before, inside, after):
+        await store.memory.capture(item)
+    dm = MemoryScope(ALICE_DM, person=ALICE, private=True)
+
+    assert await store.memory.recall("heron budget", dm)
+    assert await store.memory.recall("pelican budget", dm) == []
+    assert await store.memory.recall("egret budget", dm) == []
+    # The channel itself still hears all of it.
+    assert await store.memory.recall("egret budget", MemoryScope(GENERAL, person=BOB))
+
+
+async def test_leaving_ends_dm_recall_of_others_there_until_the_person_speaks_again(
+    store: Store,
+) -> None:
+    await seed_corpus(store)
+    await store.memory.capture(
+        replace(said(BOB, "Bob", GENERAL, "the heron budget is 5k"), at=at(1))
+    )
+    dm = MemoryScope(ALICE_DM, person=ALICE, private=True)
+    assert await store.memory.recall("heron budget", dm)
+
+    await store.memory.left(ALICE, GENERAL, at(2))
+
+    assert await store.memory.recall("heron budget", dm) == []
+    assert await store.memory.recall("badge number 7731", dm), "her own words stay hers"
+    # Back a month later: what is said around her new messages counts again, the old does not.
+    await store.memory.capture(replace(said(ALICE, "Alice", GENERAL, "I am back"), at=at(720)))
+    await store.memory.capture(
+        replace(said(BOB, "Bob", GENERAL, "the egret budget is 2k"), at=at(721))
+    )
+    assert await store.memory.recall("egret budget", dm)
+    assert await store.memory.recall("heron budget", dm) == []
+
+
+async def test_own_lists_and_forget_own_deletes_only_the_speakers_entries(store: Store) -> None:
+    await store.memory.capture(said(ALICE, "Alice", GENERAL, "alpha fact", "ok"))
+    await store.memory.capture(replace(said(ALICE, "Alice", ALICE_DM, "beta fact"), at=at(1)))
+    await store.memory.capture(replace(said(BOB, "Bob", GENERAL, "gamma fact"), at=at(2)))
+    in_dm = MemoryScope(ALICE_DM, person=ALICE, private=True)
+    in_channel = MemoryScope(GENERAL, person=ALICE)
+
+    mine, total = await store.memory.own(ALICE, in_dm, 10)
+    assert [m.said for m in mine] == ["beta fact", "alpha fact"]
+    assert total == 2
+    here, total = await store.memory.own(ALICE, in_channel, 10)
+    assert [m.said for m in here] == ["alpha fact"]
+    assert total == 1
+
+    bobs = (await store.memory.own(BOB, MemoryScope(GENERAL, person=BOB), 10))[0]
+    assert await store.memory.forget_own(ALICE, in_dm, [bobs[0].id]) == 0, "not hers"
+    assert await store.memory.forget_own(ALICE, in_channel, [mine[0].id]) == 0, "not in scope"
+    assert await store.memory.forget_own(ALICE, in_dm) == 2
+    assert (await store.memory.own(ALICE, in_dm, 10))[1] == 0
+    assert [m.said for m in (await store.memory.own(BOB, MemoryScope(GENERAL), 10))[0]] == [
+        "gamma fact"
+    ]
+    assert await store.memory.search("alpha") == []  # gone from the index too

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.ports import Departure
 from bot.turns import ConversationKind, Speaker, SurfaceKind
 from channels.slack import events
 from channels.slack.events import BotIdentity, Skip, SlackMessage
@@ -332,3 +333,16 @@ def test_no_user_id_or_timestamp_reaches_what_the_model_sees(
         assert hidden not in shown
     assert request.person is not None
     assert speaker in request.person
+
+
+def test_member_left_channel_is_a_departure() -> None:
+    body = {
+        "team_id": "T1",
+        "event_time": 1_740_000_000,
+        "event": {"type": "member_left_channel", "user": "U1", "channel": "C1", "team": "T1"},
+    }
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    assert events.read_departure(body, now) == Departure("slack", "C1", "slack:T1:U1", now)
+    body["event"] = {**body["event"], "user": None}  # type: ignore[dict-item]
+    assert isinstance(events.read_departure(body, now), events.Skip)
+    assert isinstance(events.read_departure({"event": {"type": "message"}}, now), events.Skip)

@@ -27,8 +27,8 @@ def test_scopes_are_exactly_those_the_fake_slack_enforces() -> None:
     assert sorted(listed_under("bot")) == sorted(ALL_SCOPES)
 
 
-def test_events_are_mentions_and_direct_messages() -> None:
-    assert listed_under("bot_events") == ["app_mention", "message.im"]
+def test_events_are_mentions_direct_messages_and_members_leaving() -> None:
+    assert listed_under("bot_events") == ["app_mention", "member_left_channel", "message.im"]
 
 
 def test_socket_mode_is_the_default() -> None:

@@ -67,6 +67,20 @@ async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) ->
     assert [c.method for c in tg.calls][:2] == ["getMe", "deleteWebhook"]
 
 
+async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
+    tg: FakeTelegram, store: Store
+) -> None:
+    channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
+    tg.fail("setMyCommands", status=400, description="Bad Request: BOT_COMMAND_INVALID")
+    await channel.start(Sink())
+    assert channel.connected
+    assert tg.commands == []
+    await channel.stop()
+    await channel.start(Sink())
+    await channel.stop()
+    assert [c["command"] for c in tg.commands] == ["memory", "forget"]
+
+
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:
     with pytest.raises(TelegramConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
         TelegramChannel(settings(tg), Secrets({}), buffer=store.buffer)

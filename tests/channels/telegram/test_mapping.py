@@ -19,6 +19,7 @@ from channels.telegram.mapping import (
     Decision,
     Ignore,
     Keep,
+    Left,
     StartTurn,
     conversation_key,
     decide,
@@ -270,3 +271,21 @@ def test_a_private_chat_never_shows_the_user_id(user_id: int, text: str) -> None
     ]
     assert not any(str(user_id) in str(value) for value in visible)
     assert request.person == f"telegram:{user_id}"
+
+
+def test_a_member_leaving_a_group_is_a_departure() -> None:
+    update = {
+        "update_id": 9,
+        "message": {
+            "message_id": 77,
+            "date": 1_740_000_000,
+            "chat": {"id": -100200, "type": "supergroup", "title": "Team"},
+            "from": {"id": 555, "is_bot": False, "first_name": "Alice"},
+            "left_chat_member": {"id": 555, "is_bot": False, "first_name": "Alice"},
+        },
+    }
+    decision = decide(update, ME, EVERYBODY, turn_id="t1", received_at=NOW, dm_key=KEY)
+    assert decision == Left("telegram:555", "-100200", NOW)
+    update["message"]["left_chat_member"] = {"id": 1, "is_bot": True, "first_name": "B"}
+    again = decide(update, ME, EVERYBODY, turn_id="t2", received_at=NOW, dm_key=KEY)
+    assert isinstance(again, Ignore)
