@@ -307,9 +307,10 @@ class Host:
             async with self._working(request.route):
                 return await self._compact(job, request, started)
         if command is not None:  # /start, /help: answered by the host, no model call
-            reply = greeting(self._assembler.agent) if command == "start" else None
+            agent = self._assembler.agent
+            listed = [(skill.name, skill.description) for skill in agent.skills]
+            say = greeting(agent.identity) if command == "start" else help_text(listed)
             record = self._record(request, started, "command")
-            say = reply or help_text(self._assembler.agent)
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
             skills, text = self._assembler.split_skill_command(text)

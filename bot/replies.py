@@ -13,8 +13,6 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.prompt import AgentTexts
-
 # Chat commands the host answers itself, never the model: (command, description).
 CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("memory", "What I remember you said here"),
@@ -66,18 +64,18 @@ COMMAND_HELP: Sequence[tuple[str, str]] = (
 )
 
 
-def greeting(agent: AgentTexts) -> str:
+def greeting(identity: str) -> str:
     """The answer to `/start`: a short hello built from the identity, and where to go next."""
-    found = _NAME.search(agent.identity)
+    found = _NAME.search(identity)
     hello = f"Hi, I'm {found.group(1)}." if found else "Hi!"
     return f"{hello} Ask me anything, or send /help to see the commands."
 
 
-def help_text(agent: AgentTexts) -> str:
-    """The answer to `/help`: the host's commands, then one line per skill."""
+def help_text(skills: Sequence[tuple[str, str]]) -> str:
+    """The answer to `/help`: the host's commands, then one line per skill (name, description)."""
     lines = ["Commands:"]
     lines += [f"/{name} - {what}" for name, what in (*COMMAND_HELP, *CHAT_COMMANDS)]
-    if agent.skills:
+    if skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
-        lines += [f"/{skill.name} - {skill.description}" for skill in agent.skills]
+        lines += [f"/{name} - {description}" for name, description in skills]
     return "\n".join(lines)
