@@ -88,6 +88,9 @@ class ModelSettings(_Section):
 
 class StoreSettings(_Section):
     path: Path = Path("data/bot.sqlite3")
+    # A PostgreSQL server instead of the SQLite file at `path` (needed for several replicas).
+    # The password comes from the environment (PGPASSWORD) or a .pgpass file, never this URL.
+    url: str | None = None
     history_messages: Annotated[int, Field(ge=2, le=10_000)] = 64
     message_max_bytes: Annotated[int, Field(ge=1024, le=64 * _MiB)] = 64 * 1024
     max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
@@ -96,6 +99,33 @@ class StoreSettings(_Section):
     turn_records_keep: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     # Requests can be large (a full history): the records are bounded in bytes too.
     turn_records_max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else check_store_url(value.strip())
+
+
+def check_store_url(url: str) -> str:
+    """A `postgresql://` URL without a password in it (secrets never live in the config)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc})") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(
+            "must be a postgresql://user@host:port/database URL (for SQLite set store.path and "
+            "leave store.url unset)"
+        )
+    if parts.password is not None or "password=" in parts.query:
+        raise ValueError(
+            "must not contain the password: put it in the environment as PGPASSWORD (or in a "
+            ".pgpass file) and remove it from the URL"
+        )
+    return url
 
 
 class MemorySettings(_Section):
@@ -445,7 +475,8 @@ def _explain(error: Mapping[str, Any]) -> str:
     key = _dotted(loc)
     kind = error["type"]
     value = error.get("input")
-    shown = _shown(value)
+    # A URL refused for holding a password must not print it back.
+    shown = "(not shown)" if loc == ["store", "url"] else _shown(value)
     if kind == "extra_forbidden":
         if loc[-1].lower() in _SECRET_KEYS:
             return (

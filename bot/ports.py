@@ -254,6 +254,16 @@ class ChatBuffer(Protocol):
         """Everything buffered for `key` since the last take, oldest first; empties the buffer."""
 
 
+class Leadership(Protocol):
+    """One holder at a time, among every replica on a shared store, of a named duty that must
+    not run twice (Telegram long polling). Held until released, or until the holder dies."""
+
+    async def acquire(self, duty: str) -> None:
+        """Wait until this process holds `duty` (another replica's death hands it over)."""
+
+    async def release(self, duty: str) -> None: ...
+
+
 # --- delivery -----------------------------------------------------------------------------------
 
 

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 import structlog
 
+from tests.engines import clock, db_path, engine, parametrize_engines, pg_server, skipped_reason
 from tests.fakes.anthropic import FakeAnthropic
+
+__all__ = ["clock", "db_path", "engine", "pg_server"]  # fixtures shared by the whole suite
 
 IDENTITY = "# Identity\n\nYou are Testbot, a careful assistant for the test team.\n"
 SKILL = textwrap.dedent(
@@ -122,3 +125,13 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     own = ("ANTHROPIC_", "BOT_", "SLACK_", "TELEGRAM_")
     env = {key: value for key, value in os.environ.items() if not key.startswith(own)}
     return {**env, **extra}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_engines(metafunc)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    why = skipped_reason()
+    if why:
+        terminalreporter.write_line(f"PostgreSQL tests skipped: {why}")

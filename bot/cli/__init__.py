@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "turns": ("bot.cli.turns", "show turn records (the exact requests sent, usage, outcome)"),
     "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
+    "store": ("bot.cli.store", "copy the SQLite store into PostgreSQL (migrate --to URL)"),
     "init": ("bot.cli.init", "write a starter config folder"),
     "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),
 }

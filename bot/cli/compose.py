@@ -17,6 +17,7 @@ from aiohttp import web
 
 from bot.agentfiles import load_agent
 from bot.budget import Budgets
+from bot.cli.stored import open_configured
 from bot.config import Config, ConfigError
 from bot.departures import MemoryDepartures
 from bot.host import Host
@@ -28,7 +29,7 @@ from bot.ports import Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.recall import RecallCache
-from bot.store import Store, open_store
+from bot.stores import OpenStore
 from bot.tools import LoadSkillTool, tool_specs
 from bot.turns import TurnRequest
 
@@ -117,7 +118,7 @@ class App:
         self.channels: list[Channel] = []
         self.web = web.Application(middlewares=[guard])
         self._runner: web.AppRunner | None = None
-        self._store: Store | None = None
+        self._store: OpenStore | None = None
         self._host: Host | None = None
         self._model: ModelRuntime | None = None
         self._exits = contextlib.AsyncExitStack()
@@ -128,7 +129,7 @@ class App:
         return self._host
 
     @property
-    def store(self) -> Store:
+    def store(self) -> OpenStore:
         assert self._store is not None, "App is not started"
         return self._store
 
@@ -170,7 +171,7 @@ class App:
         self._exits.push_async_callback(model.aclose)
         if self._check_model:
             await self._verify_model(model)
-        store = await open_store(
+        store = await open_configured(
             settings.store, settings.memory, buffer_size=settings.telegram.group_buffer
         )
         self._store = store
@@ -231,10 +232,9 @@ class App:
             await self._host.resume()
         await self._start_cron()
 
-    async def _prepare_cron(self, store: Store) -> None:
+    async def _prepare_cron(self, store: OpenStore) -> None:
         """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
         add the webhook route, before the HTTP server freezes its router."""
-        from bot.store.cron_runs import open_cron_runs
         from channels.cron import CronRunner, WebhookEndpoint, plan_hooks, plan_jobs
 
         settings = self.config.settings
@@ -242,7 +242,7 @@ class App:
         hooks = plan_hooks(settings, self.config.secrets) if self._want_http else []
         if not jobs and not hooks:
             return
-        runs = await open_cron_runs(store.db.path)
+        runs = await store.cron_runs()
         self._exits.push_async_callback(runs.aclose)
         self.cron_jobs = jobs
         self.cron_runner = CronRunner(self.host, self.host.deliverer, runs)
@@ -289,7 +289,7 @@ class App:
         except ModelError as exc:
             log.warning("model_check_failed", error=str(exc))
 
-    def _build_channels(self, store: Store) -> list[Channel]:
+    def _build_channels(self, store: OpenStore) -> list[Channel]:
         settings, secrets = self.config.settings, self.config.secrets
         # A channel that needs the HTTP port (Slack HTTP mode, Telegram webhooks) gets None when
         # it is off, and refuses to start with a clear error instead of waiting for nothing.
@@ -305,7 +305,12 @@ class App:
 
             channels.append(
                 TelegramChannel(
-                    settings.telegram, secrets, http, buffer=store.buffer, departures=departures
+                    settings.telegram,
+                    secrets,
+                    http,
+                    buffer=store.buffer,
+                    departures=departures,
+                    leader=store.leadership,
                 )
             )
         return channels

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from bot.config import Config, ConfigError, LoggingSettings
 from bot.logs import configure_logging
@@ -43,7 +42,7 @@ async def _list(config: Config, now: datetime) -> int:
         print("No jobs: add [[cron.jobs]] entries to the config (see README, Scheduled posts).")
         return 0
     names = [job.name for job in jobs] + [WEBHOOK_PREFIX + hook for hook in hooks]
-    last = await _latest_runs(names, _store_file(config))
+    last = await _latest_runs(names, config)
     for job in jobs:
         fire = job.schedule.next_after(now)
         state = "enabled" if job.enabled else "paused (enabled = false): would fire"
@@ -57,22 +56,22 @@ async def _list(config: Config, now: datetime) -> int:
     return 0
 
 
-def _store_file(config: Config) -> Path | None:
-    path = config.settings.store.path.expanduser()
-    return path if path.is_file() else None
-
-
-async def _latest_runs(names: list[str], path: Path | None) -> dict[str, CronRun]:
+async def _latest_runs(names: list[str], config: Config) -> dict[str, CronRun]:
     """The latest record of each name, read-only; none when the store was never created."""
-    from bot.store.cron_runs import open_cron_runs
+    from bot.cli.stored import open_configured
 
-    if path is None:
+    settings = config.settings
+    if not settings.store.url and not settings.store.path.expanduser().is_file():
         return {}
-    runs = await open_cron_runs(path, read_only=True)
+    store = await open_configured(settings.store, settings.memory)
     try:
-        found = {name: await runs.latest(name) for name in names}
+        runs = await store.cron_runs(read_only=True)
+        try:
+            found = {name: await runs.latest(name) for name in names}
+        finally:
+            await runs.aclose()
     finally:
-        await runs.aclose()
+        await store.aclose()
     return {name: record for name, record in found.items() if record is not None}
 
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, ConfigError, StoreSettings, load_config
 
 HELP = "check config, files, tokens and services"
 
@@ -102,20 +102,34 @@ def _policy(config: Config) -> Check:
 
 
 async def _database(config: Config) -> Check:
-    from bot.store import open_store
+    """Open the configured store (connecting to PostgreSQL when `store.url` is set) and report
+    where it is and its schema version; opening migrates an older schema forward."""
+    from bot.cli.stored import open_configured
 
     settings = config.settings
+    where, fix = _store_where(settings.store)
     try:
-        store = await open_store(settings.store, settings.memory)
-        await store.aclose()
+        store = await open_configured(settings.store, settings.memory)
+        try:
+            version = await store.schema_version()
+        finally:
+            await store.aclose()
     except Exception as exc:
-        return Check(
-            "database",
-            False,
-            f"{settings.store.path}: {exc}. Fix: make its folder writable by this user, or point "
-            "store.path elsewhere.",
+        text = str(exc)
+        return Check("database", False, text if "Fix:" in text else f"{where}: {text}. Fix: {fix}")
+    return Check("database", True, f"{where} (schema version {version})")
+
+
+def _store_where(settings: StoreSettings) -> tuple[str, str]:
+    if settings.url:
+        from bot.pgstore import shown_url
+
+        return shown_url(settings.url), (
+            "check that the PostgreSQL server runs and that store.url and PGPASSWORD are right."
         )
-    return Check("database", True, str(settings.store.path))
+    return str(settings.path), (
+        "make its folder writable by this user, or point store.path elsewhere."
+    )
 
 
 def _tokens(config: Config) -> list[Check]:

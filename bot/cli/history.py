@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 from bot.cli.stored import on_store
 from bot.config import Config
-from bot.store import ConversationInfo, Store
+from bot.store import ConversationInfo
 from bot.store.codec import encode_entry
+from bot.stores import OpenStore
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 HELP = "show or reset one conversation's stored history"
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return on_store("history", config, lambda store: _run(args, store))
 
 
-async def _run(args: argparse.Namespace, store: Store) -> int:
+async def _run(args: argparse.Namespace, store: OpenStore) -> int:
     if args.action == "reset":
         if await store.history.reset(args.key):
             print(f"Forgot the history of {args.key}.")
@@ -45,7 +46,7 @@ async def _run(args: argparse.Namespace, store: Store) -> int:
     return await _show(store, args.key, as_json=args.json)
 
 
-async def _list(store: Store, *, as_json: bool) -> int:
+async def _list(store: OpenStore, *, as_json: bool) -> int:
     conversations = await store.history.describe()
     if as_json:
         print(json.dumps([_info_json(info) for info in conversations], indent=2))
@@ -59,7 +60,7 @@ async def _list(store: Store, *, as_json: bool) -> int:
     return 0
 
 
-async def _show(store: Store, key: str, *, as_json: bool) -> int:
+async def _show(store: OpenStore, key: str, *, as_json: bool) -> int:
     entries = await store.history.load(key)
     if not entries and key not in await store.history.conversations():
         print(f"bot history show: no stored conversation {key!r}", file=sys.stderr)

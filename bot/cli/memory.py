@@ -8,7 +8,8 @@ import sys
 
 from bot.cli.stored import on_store
 from bot.config import Config
-from bot.store import Store, StoredMemory
+from bot.store import StoredMemory
+from bot.stores import OpenStore
 
 HELP = "search or forget long-term memory entries"
 
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return on_store("memory", config, lambda store: _run(args, store))
 
 
-async def _run(args: argparse.Namespace, store: Store) -> int:
+async def _run(args: argparse.Namespace, store: OpenStore) -> int:
     if args.action == "forget":
         if await store.memory.forget(args.id):
             print(f"Forgot memory {args.id}.")

@@ -90,10 +90,10 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     skills, text = assembler.split_skill_command(request.text)
     history: list[HistoryEntry] = []
     hits: list[Any] = []
-    if settings.store.path.exists():
-        from bot.store import open_store
+    if settings.store.url or settings.store.path.exists():
+        from bot.cli.stored import open_configured
 
-        store = await open_store(settings.store, settings.memory)
+        store = await open_configured(settings.store, settings.memory)
         try:
             history = await store.history.load(request.conversation_key)
             if settings.memory.enabled:

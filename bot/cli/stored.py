@@ -1,25 +1,49 @@
-"""The one way the inspection commands (history, memory, turns) open the store.
+"""The one way commands open the store: the engine `store.url` / `store.path` selects.
 
-They read an existing database and never create an empty one; a store problem becomes one line on
-stderr and exit status 1.
+`open_configured` opens PostgreSQL (`bot.pgstore`) when `store.url` is set, else the SQLite file
+(`bot.store`). The inspection commands (history, memory, turns) go through `on_store`: they read an
+existing store and never create an empty SQLite file; a store problem becomes one line on stderr
+and exit status 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Awaitable, Callable
 
-from bot.config import Config
-from bot.store import Store, StoreError, existing_database, open_store
+from bot.config import Config, MemorySettings, StoreSettings
+from bot.store import StoreError, existing_database
+from bot.stores import OpenStore
 
-Action = Callable[[Store], Awaitable[int]]
+Action = Callable[[OpenStore], Awaitable[int]]
+
+
+async def open_configured(
+    settings: StoreSettings,
+    memory: MemorySettings,
+    *,
+    buffer_size: int = 50,
+    clock: Callable[[], float] = time.time,
+) -> OpenStore:
+    """Open the configured store, creating or migrating its schema as needed."""
+    if settings.url:
+        from bot.pgstore import open_pg_store
+
+        return await open_pg_store(
+            settings.url, settings, memory, buffer_size=buffer_size, clock=clock
+        )
+    from bot.store import open_store
+
+    return await open_store(settings, memory, buffer_size=buffer_size, clock=clock)
 
 
 def on_store(command: str, config: Config, action: Action) -> int:
     """Run `action` on the configured store; its int is the exit status."""
     try:
-        existing_database(config.settings.store)
+        if not config.settings.store.url:
+            existing_database(config.settings.store)
         return asyncio.run(_with_store(config, action))
     except (StoreError, ValueError) as exc:
         print(f"bot {command}: {exc}", file=sys.stderr)
@@ -27,7 +51,7 @@ def on_store(command: str, config: Config, action: Action) -> int:
 
 
 async def _with_store(config: Config, action: Action) -> int:
-    store = await open_store(config.settings.store, config.settings.memory)
+    store = await open_configured(config.settings.store, config.settings.memory)
     try:
         return await action(store)
     finally:

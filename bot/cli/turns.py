@@ -11,7 +11,8 @@ from typing import Any
 from bot.cli.stored import on_store
 from bot.config import Config
 from bot.logs import redact_value
-from bot.store import RecordSummary, Store
+from bot.store import RecordSummary
+from bot.stores import OpenStore
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return on_store("turns", config, lambda store: _run(args, store))
 
 
-async def _run(args: argparse.Namespace, store: Store) -> int:
+async def _run(args: argparse.Namespace, store: OpenStore) -> int:
     if args.action == "show":
         stored = await store.records.show(args.turn_id)
         if stored is None:

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from bot.cli.stored import on_store
 from bot.config import Config
 from bot.ports import Usage, UsageEntry
-from bot.store import Store
+from bot.stores import OpenStore
 
 HELP = "report tokens, cache share and money by person, surface or day"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"bot usage: {exc}", file=sys.stderr)
         return 2
 
-    async def report(store: Store) -> int:
+    async def report(store: OpenStore) -> int:
         rows = await store.usage.rows(since)
         lines = group(rows, _key(args.by, zone))
         print(_json(lines) if args.json else table(lines, args.by))

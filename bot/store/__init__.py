@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
 from bot.store.buffer import SqliteChatBuffer
+from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.store.db import Database
 from bot.store.errors import (
     SchemaTooNewError,
@@ -53,6 +54,23 @@ class Store:
     inbox: SqliteInbox
     outbox: SqliteOutbox
     usage: SqliteUsage
+
+    @property
+    def leadership(self) -> None:
+        """One process per file: it always leads, nothing to elect."""
+        return None
+
+    @property
+    def where(self) -> str:
+        return str(self.db.path)
+
+    async def cron_runs(self, *, read_only: bool = False) -> SqliteCronRuns:
+        """Run records on a connection of their own to the same file."""
+        return await open_cron_runs(self.db.path, read_only=read_only)
+
+    async def schema_version(self) -> int:
+        row = await self.db.fetch_one("PRAGMA user_version")
+        return int(row[0]) if row else 0
 
     async def aclose(self) -> None:
         await self.db.aclose()

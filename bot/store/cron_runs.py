@@ -38,6 +38,14 @@ _SCHEMA = (
         error TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS cron_runs_by_job ON cron_runs (job, fired_at)",
+    # One row per schedule slot ever claimed: a second process on the same file (or a replica
+    # on a shared store) never runs a slot twice.
+    """CREATE TABLE IF NOT EXISTS cron_slots (
+        job TEXT NOT NULL,
+        slot REAL NOT NULL,
+        claimed_at REAL NOT NULL,
+        PRIMARY KEY (job, slot)
+    )""",
 )
 _COLUMNS = (
     "run_id, job, trigger, attempt, scheduled_for, fired_at, finished_at, status, delivered, "
@@ -104,6 +112,18 @@ class SqliteCronRuns:
             ),
         ) as cursor:
             return cursor.rowcount
+
+    async def claim_slot(self, job: str, slot: datetime) -> bool:
+        async with self._conn.execute(
+            "INSERT OR IGNORE INTO cron_slots (job, slot, claimed_at) VALUES (?, ?, ?)",
+            (job, slot.timestamp(), slot.timestamp()),
+        ) as cursor:
+            claimed = cursor.rowcount == 1
+        await self._conn.execute(
+            "DELETE FROM cron_slots WHERE job = ? AND slot < ?",
+            (job, slot.timestamp() - self._max_age),
+        )
+        return claimed
 
     async def aclose(self) -> None:
         if self._owns:

@@ -15,7 +15,7 @@ import asyncio
 import os
 import sqlite3
 import stat
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,6 +94,13 @@ class Database:
         self._check_open()
         async with self._reader.execute(sql, tuple(params)) as cursor:
             return await cursor.fetchone()
+
+    async def stream(self, sql: str, size: int = 1000) -> AsyncIterator[list[sqlite3.Row]]:
+        """The rows of one query (one consistent snapshot), `size` at a time."""
+        self._check_open()
+        async with self._reader.execute(sql) as cursor:
+            while rows := list(await cursor.fetchmany(size)):
+                yield rows
 
     async def integrity_check(self) -> str:
         row = await self.fetch_one("PRAGMA integrity_check")

@@ -58,3 +58,8 @@ class CronRuns(Protocol):
 
     async def interrupt_running(self, finished_at: datetime) -> int:
         """Mark records still `running` (left by a stopped process) interrupted; how many."""
+
+    async def claim_slot(self, job: str, slot: datetime) -> bool:
+        """Claim one schedule slot of the job for this process: True for the first claim ever,
+        False when another process (a replica on the same store) claimed it, so each slot runs
+        once however many schedulers watch it."""

@@ -179,7 +179,10 @@ class CronScheduler:
         """Run the slot (with retries), then the one slot that came meanwhile, if still fresh."""
         current: datetime | None = slot
         while current is not None and not self._stopping:
-            await self._attempts(job, current, trigger)
+            if await self._runs.claim_slot(job.plan.name, current):
+                await self._attempts(job, current, trigger)
+            else:
+                log.info("cron_slot_claimed_elsewhere", job=job.plan.name, slot=current.isoformat())
             current, job.pending = job.pending, None
             trigger = CronTrigger.CATCH_UP
             if current is not None and self._now() - current > self._grace:

@@ -39,6 +39,7 @@ from bot.ports import (
     Departure,
     Departures,
     IntakeUnavailable,
+    Leadership,
     TurnSink,
 )
 from bot.replies import CHAT_COMMANDS
@@ -54,6 +55,8 @@ from channels.telegram.mapping import (
 )
 
 log = structlog.get_logger(__name__)
+
+POLLING_DUTY = "telegram-polling"
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
@@ -113,6 +116,7 @@ class TelegramChannel:
         *,
         buffer: ChatBuffer,
         departures: Departures | None = None,
+        leader: Leadership | None = None,
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
@@ -124,6 +128,9 @@ class TelegramChannel:
             frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)
         )
         self._sink: TurnSink | None = None
+        # With replicas, only the one holding the polling duty polls (two pollers conflict); the
+        # others stand by (healthy) and take over when it dies. None: this process is the only one.
+        self._leader = leader
         self._me: BotIdentity | None = None
         self._webhook_secret: str | None = None
         # Keys the pseudonymous surface ids of private chats; derived from the token (a secret
@@ -169,8 +176,9 @@ class TelegramChannel:
             return  # ready to deliver; polling or a webhook change would take a host's updates
         await self._app.start()
         if self._settings.mode == "polling":
-            await bot.delete_webhook()  # getUpdates is refused while a webhook is set
-            self._poller = asyncio.create_task(self._poll(), name="telegram-polling")
+            if self._leader is None:
+                await bot.delete_webhook()  # getUpdates is refused while a webhook is set
+            self._poller = asyncio.create_task(self._poll_when_elected(), name="telegram-polling")
         elif self._settings.webhook_url:
             await bot.set_webhook(
                 url=self._settings.webhook_url,
@@ -187,9 +195,20 @@ class TelegramChannel:
         except TelegramError as exc:
             log.warning("telegram_commands_not_registered", error=exc.message)
 
+    async def _poll_when_elected(self) -> None:
+        """Poll; with replicas, first wait to be the one that polls (standing by is healthy)."""
+        if self._leader is not None:
+            log.info("telegram_polling_standby")
+            await self._leader.acquire(POLLING_DUTY)
+            log.info("telegram_polling_elected")
+            await self._app.bot.delete_webhook()
+        await self._poll()
+
     async def stop(self) -> None:
         """Stop polling (confirming what was stored), then the Application."""
         await self._stop_polling()
+        if self._leader is not None:
+            await self._leader.release(POLLING_DUTY)
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()

@@ -29,6 +29,7 @@ TINY: dict[str, tuple[list[str], str]] = {
         ["--turns", "2", "--rounds", "1", "--chats", "2", "--warmup", "1"],
         "2 chats",
     ),
+    "replicas": (["--chats", "2", "--rounds", "1", "--warmup", "1"], "sqlite, 1"),
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
 }
 HELPERS = {"overhead"}  # shared code, not a benchmark of its own

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from bot.budget import BudgetLimits, Budgets, BudgetSettings, ModelPrice, cost_usd, price_for
-from bot.config import MemorySettings, StoreSettings
 from bot.ports import TurnRecord, Usage
-from bot.store import Store, open_store
+from bot.stores import OpenStore
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
+from tests.engines import Engine
 
+pytestmark = pytest.mark.both_engines
 NOON = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)  # 12:00 in Berlin
 PRICE = ModelPrice(input=3.0, output=15.0)
 
@@ -40,8 +40,8 @@ def test_prices_match_the_longest_model_prefix_and_config_overrides() -> None:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(StoreSettings(path=tmp_path / "bot.sqlite3"), MemorySettings())
+async def store(engine: Engine) -> AsyncIterator[OpenStore]:
+    opened = await engine.open()
     yield opened
     await opened.aclose()
 
@@ -75,12 +75,12 @@ def record(at: datetime, usage: Usage, model: str = "claude-sonnet-4-6") -> Turn
     )
 
 
-def budgets(store: Store, **limits: object) -> Budgets:
+def budgets(store: OpenStore, **limits: object) -> Budgets:
     settings = BudgetSettings.model_validate({"operators": ["slack:T1:BOSS"], **limits})
     return Budgets(settings, store.usage, timezone="Europe/Berlin", default_model="claude-x")
 
 
-async def test_a_surface_budget_refuses_once_reached_and_tells_once_a_day(store: Store) -> None:
+async def test_a_surface_budget_refuses_once_reached_and_tells_once_a_day(store: OpenStore) -> None:
     gate = budgets(store)
     rule = BudgetLimits(daily_tokens=1000)
     assert await gate.check(request(), rule, NOON) is None
@@ -101,7 +101,7 @@ async def test_a_surface_budget_refuses_once_reached_and_tells_once_a_day(store:
     assert await gate.check(request(), rule, datetime(2026, 12, 1, 23, 0, tzinfo=UTC)) is None
 
 
-async def test_person_and_overall_budgets_and_operators(store: Store) -> None:
+async def test_person_and_overall_budgets_and_operators(store: OpenStore) -> None:
     gate = budgets(store, person_daily_usd=0.01, daily_tokens=50_000)
     spend = Usage(input_tokens=2000, output_tokens=400)  # 0.006 + 0.006 USD
     await gate.charge(request(), record(NOON, spend))
@@ -116,7 +116,7 @@ async def test_person_and_overall_budgets_and_operators(store: Store) -> None:
     assert await gate.check(request(person="slack:T1:BOSS"), None, NOON) is None
 
 
-async def test_a_rule_person_budget_counts_only_that_surface(store: Store) -> None:
+async def test_a_rule_person_budget_counts_only_that_surface(store: OpenStore) -> None:
     gate = budgets(store)
     rule = BudgetLimits(person_daily_tokens=100)
     await gate.charge(request(surface="C2"), record(NOON, Usage(input_tokens=500)))
@@ -125,13 +125,12 @@ async def test_a_rule_person_budget_counts_only_that_surface(store: Store) -> No
     assert await gate.check(request(surface="C1"), rule, NOON) is not None
 
 
-async def test_usage_is_durable_across_a_restart(tmp_path: Path) -> None:
-    settings = StoreSettings(path=tmp_path / "bot.sqlite3")
-    first = await open_store(settings, MemorySettings())
+async def test_usage_is_durable_across_a_restart(engine: Engine) -> None:
+    first = await engine.open()
     await budgets(first).charge(request(), record(NOON, Usage(input_tokens=5000)))
     await budgets(first).check(request(), BudgetLimits(daily_tokens=10), NOON)
     await first.aclose()
-    second = await open_store(settings, MemorySettings())
+    second = await engine.open()
     try:
         refused = await budgets(second).check(request(), BudgetLimits(daily_tokens=10), NOON)
         assert refused is not None
@@ -144,6 +143,6 @@ async def test_usage_is_durable_across_a_restart(tmp_path: Path) -> None:
         await second.aclose()
 
 
-async def test_a_turn_that_used_nothing_is_not_stored(store: Store) -> None:
+async def test_a_turn_that_used_nothing_is_not_stored(store: OpenStore) -> None:
     await budgets(store).charge(request(), record(NOON, Usage()))
     assert await store.usage.rows() == []

@@ -127,6 +127,7 @@ class MemoryRuns:
     """The CronRuns port in memory."""
 
     runs: dict[str, CronRun] = field(default_factory=dict)
+    slots: set[tuple[str, datetime]] = field(default_factory=set)
 
     async def save(self, run: CronRun) -> None:
         self.runs[run.run_id] = run
@@ -149,6 +150,11 @@ class MemoryRuns:
                 run, status=CronRunStatus.INTERRUPTED, finished_at=finished_at
             )
         return len(stale)
+
+    async def claim_slot(self, job: str, slot: datetime) -> bool:
+        claimed = (job, slot) not in self.slots
+        self.slots.add((job, slot))
+        return claimed
 
     def of(self, job: str) -> list[CronRun]:
         """Every record of `job`, oldest first."""

@@ -1,7 +1,9 @@
-"""SQLite run records: round trip, upsert, last slot, retention, interrupted runs, read-only."""
+"""Run records: round trip, upsert, last slot and interrupted runs on both engines; retention and
+the read-only view on SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
@@ -14,7 +16,9 @@ from bot.config import MemorySettings, StoreSettings
 from bot.ports import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
+from bot.stores import RunRecords
 from tests.cron.doubles import utc
+from tests.engines import Engine
 
 T0 = utc(2024, 6, 3, 9)
 
@@ -27,11 +31,16 @@ async def store_path(tmp_path: Path) -> Path:
     return path
 
 
+pytestmark = pytest.mark.both_engines
+
+
 @pytest.fixture
-async def runs(store_path: Path) -> AsyncIterator[SqliteCronRuns]:
-    opened = await open_cron_runs(store_path)
+async def runs(engine: Engine) -> AsyncIterator[RunRecords]:
+    store = await engine.open()
+    opened = await store.cron_runs()
     yield opened
     await opened.aclose()
+    await store.aclose()
 
 
 def run(run_id: str, minutes: int = 0, **fields: object) -> CronRun:
@@ -45,7 +54,7 @@ def run(run_id: str, minutes: int = 0, **fields: object) -> CronRun:
     return replace(base, **fields)  # type: ignore[arg-type]
 
 
-async def test_a_record_round_trips_and_finishing_replaces_it(runs: SqliteCronRuns) -> None:
+async def test_a_record_round_trips_and_finishing_replaces_it(runs: RunRecords) -> None:
     started = run("r1")
     await runs.save(started)
     assert await runs.latest("digest") == started
@@ -63,7 +72,7 @@ async def test_a_record_round_trips_and_finishing_replaces_it(runs: SqliteCronRu
 
 
 async def test_last_slot_is_the_latest_slot_served_ignoring_manual_runs(
-    runs: SqliteCronRuns,
+    runs: RunRecords,
 ) -> None:
     assert await runs.last_slot("digest") is None
     await runs.save(run("a", 0))
@@ -73,13 +82,15 @@ async def test_last_slot_is_the_latest_slot_served_ignoring_manual_runs(
     assert [r.run_id for r in await runs.recent("digest")] == ["m", "b", "a"]
 
 
-async def test_records_survive_reopening(store_path: Path, runs: SqliteCronRuns) -> None:
+async def test_records_survive_reopening(engine: Engine, runs: RunRecords) -> None:
     await runs.save(run("kept", status=CronRunStatus.OK, delivered=True, parts=1, accepted=1))
-    again = await open_cron_runs(store_path)
+    store = await engine.open()
+    again = await store.cron_runs()
     try:
         latest = await again.latest("digest")
     finally:
         await again.aclose()
+        await store.aclose()
     assert latest is not None
     assert latest.delivered is True
 
@@ -109,7 +120,7 @@ async def test_records_older_than_the_age_bound_are_pruned(store_path: Path) -> 
     await bounded.aclose()
 
 
-async def test_running_records_are_marked_interrupted(runs: SqliteCronRuns) -> None:
+async def test_running_records_are_marked_interrupted(runs: RunRecords) -> None:
     await runs.save(run("stale"))
     await runs.save(run("done", 1, status=CronRunStatus.OK))
     assert await runs.interrupt_running(T0 + timedelta(hours=1)) == 1
@@ -133,3 +144,18 @@ async def test_opening_never_creates_a_store_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="Fix:"):
         await open_cron_runs(missing)
     assert not missing.exists()
+
+
+async def test_each_slot_is_claimed_once_across_openings(engine: Engine, runs: RunRecords) -> None:
+    store = await engine.open()  # a second replica on the same store
+    other = await store.cron_runs()
+    try:
+        claims = await asyncio.gather(
+            *(r.claim_slot("digest", T0) for r in (runs, other, runs, other))
+        )
+        assert claims.count(True) == 1
+        assert await other.claim_slot("digest", T0 + timedelta(hours=1))
+        assert await runs.claim_slot("other-job", T0)
+    finally:
+        await other.aclose()
+        await store.aclose()

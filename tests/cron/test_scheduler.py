@@ -352,3 +352,20 @@ async def test_jobs_run_on_their_own_timezones_wall_clock(make_rig: RigFactory) 
     await rig.scheduler.idle()
     assert [r.scheduled_for for r in rig.records("berlin")] == [utc(2024, 6, 3, 9)]  # CEST
     assert [r.scheduled_for for r in rig.records("tokyo")] == [utc(2024, 6, 3, 9)]  # JST
+
+
+async def test_two_schedulers_on_one_store_run_each_slot_once(make_rig: RigFactory) -> None:
+    # Two replicas: the same clock and run records, each with its own scheduler and host.
+    first = make_rig()
+    second = make_rig(runs=first.runs, clock=first.clock)
+    await first.start()
+    await second.start()
+
+    for _ in range(3):
+        await first.clock.advance(3600)
+        await first.scheduler.idle()
+        await second.scheduler.idle()
+
+    assert len(first.sink.requests) + len(second.sink.requests) == 3
+    slots = [r.scheduled_for for r in first.records()]
+    assert len(slots) == len(set(slots)) == 3

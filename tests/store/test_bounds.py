@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.config import MemorySettings, StoreSettings
-from bot.store import Store, open_store
 from bot.store.codec import bound_entry, decode_entry, encode_entry, shorten
+from bot.stores import OpenStore
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
-from tests.store.conftest import Clock
+from tests.engines import Clock, Engine
 from tests.store.helpers import assistant, turn, user
+
+pytestmark = pytest.mark.both_engines
 
 DAY = 86_400.0
 
@@ -61,7 +61,9 @@ def test_shorten_is_utf8_safe_and_bounded(text: str, limit: int) -> None:
         assert len(cut.encode("utf-8")) <= limit
 
 
-async def test_oversized_message_is_stored_shortened_keeping_head_and_tail(store: Store) -> None:
+async def test_oversized_message_is_stored_shortened_keeping_head_and_tail(
+    store: OpenStore,
+) -> None:
     huge = "HEAD " + "x" * 200_000 + " TAIL"
 
     await store.history.publish("k", [user(huge, tokens=50_000), assistant("ok")])
@@ -73,12 +75,12 @@ async def test_oversized_message_is_stored_shortened_keeping_head_and_tail(store
     assert loaded.tokens < 50_000
 
 
-async def open_with(path: Path, clock: Clock, **bounds: int) -> Store:
-    return await open_store(StoreSettings(path=path, **bounds), MemorySettings(), clock=clock)
+async def open_with(engine: Engine, **bounds: int) -> OpenStore:
+    return await engine.open(**bounds)
 
 
-async def test_idle_conversations_are_pruned_after_a_publish(db_path: Path, clock: Clock) -> None:
-    store = await open_with(db_path, clock, idle_days=30)
+async def test_idle_conversations_are_pruned_after_a_publish(engine: Engine, clock: Clock) -> None:
+    store = await open_with(engine, idle_days=30)
     try:
         await store.history.publish("old", turn(1))
         clock.advance(20 * DAY)
@@ -93,8 +95,10 @@ async def test_idle_conversations_are_pruned_after_a_publish(db_path: Path, cloc
         await store.aclose()
 
 
-async def test_conversation_count_prunes_oldest_inactive_first(db_path: Path, clock: Clock) -> None:
-    store = await open_with(db_path, clock, max_conversations=3)
+async def test_conversation_count_prunes_oldest_inactive_first(
+    engine: Engine, clock: Clock
+) -> None:
+    store = await open_with(engine, max_conversations=3)
     try:
         for key in ("a", "b", "c"):
             await store.history.publish(key, turn(1))
@@ -109,8 +113,8 @@ async def test_conversation_count_prunes_oldest_inactive_first(db_path: Path, cl
         await store.aclose()
 
 
-async def test_total_bytes_prunes_oldest_inactive_first(db_path: Path, clock: Clock) -> None:
-    store = await open_with(db_path, clock, max_bytes=1024 * 1024)
+async def test_total_bytes_prunes_oldest_inactive_first(engine: Engine, clock: Clock) -> None:
+    store = await open_with(engine, max_bytes=1024 * 1024)
     big = [user("q " + "y" * 60_000), assistant("a " + "z" * 60_000)]  # ~120 KB a conversation
     try:
         for n in range(12):
@@ -126,8 +130,10 @@ async def test_total_bytes_prunes_oldest_inactive_first(db_path: Path, clock: Cl
         await store.aclose()
 
 
-async def test_the_just_published_conversation_is_never_pruned(db_path: Path, clock: Clock) -> None:
-    store = await open_with(db_path, clock, max_conversations=1)
+async def test_the_just_published_conversation_is_never_pruned(
+    engine: Engine, clock: Clock
+) -> None:
+    store = await open_with(engine, max_conversations=1)
     try:
         await store.history.publish("a", turn(1))
         await store.history.publish("b", turn(1))
@@ -136,8 +142,8 @@ async def test_the_just_published_conversation_is_never_pruned(db_path: Path, cl
         await store.aclose()
 
 
-async def test_window_size_is_configurable(db_path: Path, clock: Clock) -> None:
-    store = await open_with(db_path, clock, history_messages=8)
+async def test_window_size_is_configurable(engine: Engine, clock: Clock) -> None:
+    store = await open_with(engine, history_messages=8)
     try:
         for n in range(5):
             await store.history.publish("k", turn(n))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from bot.config import MemorySettings, StoreSettings
-from bot.store import Store, open_store
+import pytest
+
+from bot.stores import OpenStore
 from bot.turns import PrecedingMessage
-from tests.store.conftest import Clock
+from tests.engines import Engine
+
+pytestmark = pytest.mark.both_engines
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -19,7 +21,7 @@ def message(n: int, text: str | None = None) -> PrecedingMessage:
     )
 
 
-async def test_take_returns_oldest_first_and_empties(store: Store) -> None:
+async def test_take_returns_oldest_first_and_empties(store: OpenStore) -> None:
     for n in range(3):
         await store.buffer.append("telegram:-100", message(n))
     await store.buffer.append("telegram:-200", message(9))
@@ -32,10 +34,8 @@ async def test_take_returns_oldest_first_and_empties(store: Store) -> None:
     assert [m.text for m in await store.buffer.take("telegram:-200")] == ["line 9"]
 
 
-async def test_buffer_keeps_the_newest_per_chat(db_path: Path, clock: Clock) -> None:
-    store = await open_store(
-        StoreSettings(path=db_path), MemorySettings(), buffer_size=4, clock=clock
-    )
+async def test_buffer_keeps_the_newest_per_chat(engine: Engine) -> None:
+    store = await engine.open(buffer_size=4)
     try:
         for n in range(10):
             await store.buffer.append("telegram:-100", message(n))
@@ -49,7 +49,7 @@ async def test_buffer_keeps_the_newest_per_chat(db_path: Path, clock: Clock) -> 
         await store.aclose()
 
 
-async def test_buffer_bounds_each_message(store: Store) -> None:
+async def test_buffer_bounds_each_message(store: OpenStore) -> None:
     await store.buffer.append("telegram:-100", message(1, text="w" * 100_000))
 
     (taken,) = await store.buffer.take("telegram:-100")
@@ -57,12 +57,12 @@ async def test_buffer_bounds_each_message(store: Store) -> None:
     assert len(taken.text.encode()) <= 4096
 
 
-async def test_buffer_survives_a_restart(db_path: Path) -> None:
-    first = await open_store(StoreSettings(path=db_path), MemorySettings())
+async def test_buffer_survives_a_restart(engine: Engine) -> None:
+    first = await engine.open()
     await first.buffer.append("telegram:-100", message(1))
     await first.aclose()
 
-    second = await open_store(StoreSettings(path=db_path), MemorySettings())
+    second = await engine.open()
     try:
         assert [m.text for m in await second.buffer.take("telegram:-100")] == ["line 1"]
     finally:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from bot.store import Store
+import pytest
+
+from bot.stores import OpenStore
 from bot.turns import ToolResultBlock
 from tests.store.helpers import assistant, tool_call, tool_result, turn, user
 
+pytestmark = pytest.mark.both_engines
 
-async def test_published_turn_loads_back_with_speaker_and_tokens(store: Store) -> None:
+
+async def test_published_turn_loads_back_with_speaker_and_tokens(store: OpenStore) -> None:
     await store.history.publish(
         "slack:T1:C1:1.0", [user("hi", "Alice Chen (@alice)", 7), assistant("hello", 3)]
     )
@@ -19,11 +23,11 @@ async def test_published_turn_loads_back_with_speaker_and_tokens(store: Store) -
     assert [e.tokens for e in loaded] == [7, 3]
 
 
-async def test_unknown_conversation_loads_empty(store: Store) -> None:
+async def test_unknown_conversation_loads_empty(store: OpenStore) -> None:
     assert await store.history.load("console:nobody") == []
 
 
-async def test_window_never_exceeds_64_and_drops_to_half_at_once(store: Store) -> None:
+async def test_window_never_exceeds_64_and_drops_to_half_at_once(store: OpenStore) -> None:
     # Four messages a turn: 16 turns fill the 64-message window exactly.
     for n in range(16):
         await store.history.publish("k", turn(n))
@@ -49,7 +53,7 @@ async def test_window_never_exceeds_64_and_drops_to_half_at_once(store: Store) -
     assert loaded[-1].text == "answer 39"
 
 
-async def test_trim_that_would_orphan_a_tool_result_drops_it_too(store: Store) -> None:
+async def test_trim_that_would_orphan_a_tool_result_drops_it_too(store: OpenStore) -> None:
     # 63 plain messages then a turn: the 64-message cut falls inside the tool round.
     await store.history.publish("k", [user(f"m{i}") for i in range(61)])
     await store.history.publish("k", turn(1))
@@ -63,7 +67,7 @@ async def test_trim_that_would_orphan_a_tool_result_drops_it_too(store: Store) -
     assert len(loaded) <= 64
 
 
-async def test_replace_makes_entries_the_whole_history(store: Store) -> None:
+async def test_replace_makes_entries_the_whole_history(store: OpenStore) -> None:
     await store.history.publish("k", turn(1) + turn(2))
     summary = user("summary of turns 1-2")
 
@@ -76,7 +80,7 @@ async def test_replace_makes_entries_the_whole_history(store: Store) -> None:
     assert len(await store.history.load("k")) == 5
 
 
-async def test_reset_forgets_one_conversation(store: Store) -> None:
+async def test_reset_forgets_one_conversation(store: OpenStore) -> None:
     await store.history.publish("a", turn(1))
     await store.history.publish("b", turn(1))
 
@@ -86,7 +90,7 @@ async def test_reset_forgets_one_conversation(store: Store) -> None:
     assert len(await store.history.load("b")) == 4
 
 
-async def test_conversations_lists_most_recently_active_first(store: Store, clock) -> None:
+async def test_conversations_lists_most_recently_active_first(store: OpenStore, clock) -> None:
     for key in ("a", "b", "c"):
         await store.history.publish(key, turn(1))
         clock.advance(10)

@@ -8,15 +8,15 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import aiosqlite
+import asyncpg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports import TurnRecord
-from bot.store import Store
-from bot.store.inbox import SqliteInbox
 from bot.store.request_codec import decode_request, encode_request
+from bot.stores import OpenStore
 from bot.turns import (
     ConversationKind,
     PrecedingMessage,
@@ -26,9 +26,10 @@ from bot.turns import (
     SurfaceKind,
     TurnRequest,
 )
-from tests.store.conftest import Clock
+from tests.engines import Clock, Engine
 from tests.store.helpers import assistant, user
 
+pytestmark = pytest.mark.both_engines
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -63,7 +64,7 @@ def record(turn: int, outcome: str = "ok") -> TurnRecord:
     return TurnRecord(f"turn{turn}", "slack:T1:C1:1.0", "slack", T0, T0, outcome)
 
 
-async def test_accept_stores_the_whole_request_once_per_mark(store: Store) -> None:
+async def test_accept_stores_the_whole_request_once_per_mark(store: OpenStore) -> None:
     item = await store.inbox.accept(request(1), source="slack", marks=["Ev1", "C1:1.5"])
     assert item is not None
     assert await store.inbox.accept(request(1), source="slack", marks=["Ev1"]) is None
@@ -77,7 +78,7 @@ async def test_accept_stores_the_whole_request_once_per_mark(store: Store) -> No
     assert await store.inbox.state(item.item_id) is InboxState.PENDING
 
 
-async def test_racing_redeliveries_get_exactly_one_item(store: Store) -> None:
+async def test_racing_redeliveries_get_exactly_one_item(store: OpenStore) -> None:
     answers = await asyncio.gather(
         *(store.inbox.accept(request(1), source="slack", marks=["Ev9"]) for _ in range(20))
     )
@@ -85,14 +86,14 @@ async def test_racing_redeliveries_get_exactly_one_item(store: Store) -> None:
     assert len(await store.inbox.pending()) == 1
 
 
-async def test_note_marks_events_that_start_no_turn(store: Store) -> None:
+async def test_note_marks_events_that_start_no_turn(store: OpenStore) -> None:
     assert await store.inbox.note(source="telegram", marks=["17"]) is True
     assert await store.inbox.note(source="telegram", marks=["17"]) is False
     assert await store.inbox.accept(request(1), source="telegram", marks=["17"]) is None
     assert await store.inbox.pending() == []
 
 
-async def test_pending_keeps_acceptance_order_and_claims_count_attempts(store: Store) -> None:
+async def test_pending_keeps_acceptance_order_and_claims_count_attempts(store: OpenStore) -> None:
     items = [
         await store.inbox.accept(request(n, key=f"k{n % 2}"), source="s", marks=[f"e{n}"])
         for n in range(4)
@@ -107,7 +108,9 @@ async def test_pending_keeps_acceptance_order_and_claims_count_attempts(store: S
     assert pending[0].attempts == 2
 
 
-async def test_a_publication_writes_history_parts_state_and_record_together(store: Store) -> None:
+async def test_a_publication_writes_history_parts_state_and_record_together(
+    store: OpenStore,
+) -> None:
     item = await store.inbox.accept(request(1), source="slack", marks=["Ev1"])
     assert item is not None
     await store.outbox.publish(
@@ -130,7 +133,7 @@ async def test_a_publication_writes_history_parts_state_and_record_together(stor
     assert [p.part_id for p in await store.outbox.undelivered()] == ["turn1.0", "turn1.1"]
 
 
-async def test_a_failed_publication_writes_nothing(store: Store) -> None:
+async def test_a_failed_publication_writes_nothing(store: OpenStore) -> None:
     item = await store.inbox.accept(request(1), source="slack", marks=["Ev1"])
     assert item is not None
     broken = Publication(
@@ -141,7 +144,7 @@ async def test_a_failed_publication_writes_nothing(store: Store) -> None:
         state=InboxState.ANSWERED,
         record=record(1),
     )
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises((sqlite3.IntegrityError, asyncpg.UniqueViolationError)):
         await store.outbox.publish(broken)
     assert await store.history.load("slack:T1:C1:1.0") == []
     assert [p.item_id for p in await store.inbox.pending()] == [item.item_id]
@@ -149,7 +152,7 @@ async def test_a_failed_publication_writes_nothing(store: Store) -> None:
     assert await store.outbox.undelivered() == []
 
 
-async def test_parts_are_delivered_or_abandoned_once(store: Store) -> None:
+async def test_parts_are_delivered_or_abandoned_once(store: OpenStore) -> None:
     await store.outbox.publish(
         Publication("k", parts=[part(1, 0, "k"), part(1, 1, "k"), part(2, 0, "k")])
     )
@@ -162,8 +165,10 @@ async def test_parts_are_delivered_or_abandoned_once(store: Store) -> None:
     assert parts[1].route == ReplyRoute("slack", {"channel": "C1", "thread_ts": "1.0"})
 
 
-async def test_settled_items_parts_and_old_marks_are_pruned(store: Store, clock: Clock) -> None:
-    inbox = SqliteInbox(store.db, clock, keep=5, max_age_days=1)
+async def test_settled_items_parts_and_old_marks_are_pruned(
+    engine: Engine, store: OpenStore, clock: Clock
+) -> None:
+    inbox = engine.inbox(store, keep=5, max_age_days=1)
     item = await inbox.accept(request(1), source="s", marks=["old"])
     assert item is not None
     await store.outbox.publish(
@@ -186,7 +191,12 @@ async def test_settled_items_parts_and_old_marks_are_pruned(store: Store, clock:
     assert await store.outbox.parts("turn1") == []
 
 
-async def test_a_full_disk_refuses_the_accept_and_records_no_mark(store: Store) -> None:
+async def test_a_full_disk_refuses_the_accept_and_records_no_mark(
+    engine: Engine, store: OpenStore
+) -> None:
+    if engine.postgres:
+        pytest.skip("a size-capped file is SQLite's; PostgreSQL's disk is the server's")
+
     async def cap(conn: aiosqlite.Connection) -> None:
         async with conn.execute("PRAGMA page_count") as cursor:
             row = await cursor.fetchone()

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from bot.config import MemorySettings, StoreSettings
+from bot.config import MemorySettings
 from bot.ports import MemoryCapture, MemoryScope
-from bot.store import Store, open_store
 from bot.store.memory import memory_text
+from bot.stores import OpenStore
+from tests.engines import Clock, Engine
+
+pytestmark = pytest.mark.both_engines
 
 AT = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -52,7 +54,7 @@ FILLER_TOPICS = [
 ]
 
 
-async def seed_corpus(store: Store) -> None:
+async def seed_corpus(store: OpenStore) -> None:
     """A few hundred ordinary exchanges across surfaces, and the facts the tests look for."""
     people = [(ALICE, "Alice Chen (@alice)"), (BOB, "Bob Stone (@bob)"), (CAROL, "Carol (@carol)")]
     for n in range(240):
@@ -77,7 +79,7 @@ def test_memory_text_names_the_speaker() -> None:
     assert memory_text(said(None, None, "cron:daily", "run", "done")).startswith("User: run")
 
 
-async def test_group_fact_comes_back_in_the_speakers_dm(store: Store) -> None:
+async def test_group_fact_comes_back_in_the_speakers_dm(store: OpenStore) -> None:
     await seed_corpus(store)
 
     hits = await store.memory.recall(
@@ -89,7 +91,7 @@ async def test_group_fact_comes_back_in_the_speakers_dm(store: Store) -> None:
     assert hits[0].text.startswith("User (Alice Chen (@alice)):")
 
 
-async def test_dm_fact_never_surfaces_in_a_channel(store: Store) -> None:
+async def test_dm_fact_never_surfaces_in_a_channel(store: OpenStore) -> None:
     await seed_corpus(store)
 
     in_channel = await store.memory.recall(
@@ -103,7 +105,7 @@ async def test_dm_fact_never_surfaces_in_a_channel(store: Store) -> None:
     assert any("180k" in hit.text for hit in in_bobs_dm)
 
 
-async def test_dm_fact_never_surfaces_in_another_persons_dm(store: Store) -> None:
+async def test_dm_fact_never_surfaces_in_another_persons_dm(store: OpenStore) -> None:
     await seed_corpus(store)
 
     hits = await store.memory.recall(
@@ -113,7 +115,7 @@ async def test_dm_fact_never_surfaces_in_another_persons_dm(store: Store) -> Non
     assert all("180k" not in hit.text for hit in hits)
 
 
-async def test_dm_recall_excludes_surfaces_the_person_never_spoke_in(store: Store) -> None:
+async def test_dm_recall_excludes_surfaces_the_person_never_spoke_in(store: OpenStore) -> None:
     await seed_corpus(store)
 
     alice = await store.memory.recall(
@@ -127,7 +129,7 @@ async def test_dm_recall_excludes_surfaces_the_person_never_spoke_in(store: Stor
     assert any("escrow" in hit.text for hit in carol)
 
 
-async def test_channel_recall_uses_only_that_channel(store: Store) -> None:
+async def test_channel_recall_uses_only_that_channel(store: OpenStore) -> None:
     await seed_corpus(store)
 
     hits = await store.memory.recall("vendor escrow account", MemoryScope(GENERAL, person=ALICE))
@@ -136,7 +138,7 @@ async def test_channel_recall_uses_only_that_channel(store: Store) -> None:
     assert all("escrow" not in hit.text for hit in hits)
 
 
-async def test_recall_is_bounded_by_count_and_bytes(store: Store) -> None:
+async def test_recall_is_bounded_by_count_and_bytes(store: OpenStore) -> None:
     await seed_corpus(store)  # upgrade notes are a few among many: their words stay specific
     for n in range(30):
         await store.memory.capture(
@@ -149,7 +151,7 @@ async def test_recall_is_bounded_by_count_and_bytes(store: Store) -> None:
     assert sum(len(hit.text.encode()) for hit in hits) <= 8 * 1024
 
 
-async def test_words_matching_nothing_recall_nothing(store: Store) -> None:
+async def test_words_matching_nothing_recall_nothing(store: OpenStore) -> None:
     await seed_corpus(store)
 
     assert await store.memory.recall("zebra xylophone", MemoryScope(GENERAL)) == []
@@ -157,7 +159,7 @@ async def test_words_matching_nothing_recall_nothing(store: Store) -> None:
 
 
 async def test_console_recall_is_its_own_conversation_unless_widened(
-    tmp_path: Path, store: Store
+    engine: Engine, store: OpenStore
 ) -> None:
     await store.memory.capture(said(None, None, "console:a", "the wifi password hint is heron"))
     other = MemoryScope("console:b", surfaceless=True)
@@ -167,9 +169,7 @@ async def test_console_recall_is_its_own_conversation_unless_widened(
         "wifi password hint", MemoryScope("console:a", surfaceless=True)
     )
 
-    wide = await open_store(
-        StoreSettings(path=store.db.path), MemorySettings(wide_console_recall=True)
-    )
+    wide = await engine.open(MemorySettings(wide_console_recall=True))
     try:
         assert await wide.memory.recall("wifi password hint", other)
         # Widening is for console and request turns only: a channel stays confined.
@@ -178,7 +178,7 @@ async def test_console_recall_is_its_own_conversation_unless_widened(
         await wide.aclose()
 
 
-async def test_search_and_forget(store: Store) -> None:
+async def test_search_and_forget(store: OpenStore) -> None:
     await seed_corpus(store)
     found = await store.memory.search("badge number")
     assert found
@@ -190,13 +190,13 @@ async def test_search_and_forget(store: Store) -> None:
     assert all("7731" not in hit.text for hit in await store.memory.recall("badge number", scope))
 
 
-async def test_forget_rejects_an_id_that_is_not_a_number(store: Store) -> None:
+async def test_forget_rejects_an_id_that_is_not_a_number(store: OpenStore) -> None:
     with pytest.raises(ValueError, match="not a number"):
         await store.memory.forget("abc")
 
 
-async def test_disabled_memory_neither_captures_nor_recalls(db_path: Path) -> None:
-    store = await open_store(StoreSettings(path=db_path), MemorySettings(enabled=False))
+async def test_disabled_memory_neither_captures_nor_recalls(engine: Engine) -> None:
+    store = await engine.open(MemorySettings(enabled=False))
     try:
         await store.memory.capture(said(ALICE, "Alice", GENERAL, "badge number 7731"))
         assert await store.memory.count() == 0
@@ -205,7 +205,7 @@ async def test_disabled_memory_neither_captures_nor_recalls(db_path: Path) -> No
         await store.aclose()
 
 
-async def test_a_young_memory_recalls_its_only_fact(store: Store) -> None:
+async def test_a_young_memory_recalls_its_only_fact(store: OpenStore) -> None:
     # With one row, BM25 weighs every word as common; recall must still find it.
     await store.memory.capture(said(ALICE, "Alice", ALICE_DM, "my badge number is 7731"))
 
@@ -214,20 +214,18 @@ async def test_a_young_memory_recalls_its_only_fact(store: Store) -> None:
     assert [("7731" in hit.text) for hit in hits] == [True]
 
 
-async def test_words_in_every_memory_alone_recall_nothing_in_a_grown_memory(store: Store) -> None:
+async def test_words_in_every_memory_alone_recall_nothing_in_a_grown_memory(
+    store: OpenStore,
+) -> None:
     await seed_corpus(store)
 
     assert await store.memory.recall("user assistant noted", MemoryScope(GENERAL)) == []
 
 
 async def test_memory_keeps_at_most_max_entries_dropping_the_oldest(
-    db_path: Path, clock: object
+    engine: Engine, clock: Clock
 ) -> None:
-    store = await open_store(
-        StoreSettings(path=db_path),
-        MemorySettings(max_entries=100),
-        clock=clock,  # type: ignore[arg-type]
-    )
+    store = await engine.open(MemorySettings(max_entries=100))
     try:
         await store.memory.capture(
             said("p1", "Ada", "slack:C1", "the oldest fact is about pelicans")
@@ -247,7 +245,7 @@ def at(hours: float) -> datetime:
 
 
 async def test_dm_recall_of_others_is_limited_to_a_window_around_the_persons_own_messages(
-    store: Store,
+    store: OpenStore,
 ) -> None:
     await seed_corpus(store)  # Alice speaks in GENERAL at AT (hour 0)
     before = replace(said(BOB, "Bob", GENERAL, "the pelican budget is 9k"), at=at(-24 * 10))
@@ -265,7 +263,7 @@ async def test_dm_recall_of_others_is_limited_to_a_window_around_the_persons_own
 
 
 async def test_leaving_ends_dm_recall_of_others_there_until_the_person_speaks_again(
-    store: Store,
+    store: OpenStore,
 ) -> None:
     await seed_corpus(store)
     await store.memory.capture(
@@ -287,7 +285,7 @@ async def test_leaving_ends_dm_recall_of_others_there_until_the_person_speaks_ag
     assert await store.memory.recall("heron budget", dm) == []
 
 
-async def test_own_lists_and_forget_own_deletes_only_the_speakers_entries(store: Store) -> None:
+async def test_own_lists_and_forget_own_deletes_only_the_speakers_entries(store: OpenStore) -> None:
     await store.memory.capture(said(ALICE, "Alice", GENERAL, "alpha fact", "ok"))
     await store.memory.capture(replace(said(ALICE, "Alice", ALICE_DM, "beta fact"), at=at(1)))
     await store.memory.capture(replace(said(BOB, "Bob", GENERAL, "gamma fact"), at=at(2)))

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bot import replies
 from bot.memory_commands import answer, is_memory_command
 from bot.ports import MemoryCapture, MemoryScope
-from bot.store import Store
+from bot.stores import OpenStore
+
+pytestmark = pytest.mark.both_engines
 
 ANN, BEN = "slack:T1:U_ANN", "slack:T1:U_BEN"
 CHANNEL, ANN_DM = "slack:C1", "slack:D_ANN"
@@ -16,7 +20,7 @@ IN_DM = MemoryScope(ANN_DM, person=ANN, private=True)
 IN_CHANNEL = MemoryScope(CHANNEL, person=ANN)
 
 
-async def tell(store: Store, person: str, surface: str, text: str, minutes: int) -> None:
+async def tell(store: OpenStore, person: str, surface: str, text: str, minutes: int) -> None:
     await store.memory.capture(
         MemoryCapture(f"{surface}:1", surface, person, person, text, "Noted.", _at(minutes))
     )
@@ -26,7 +30,7 @@ def _at(minutes: int) -> datetime:
     return AT + timedelta(minutes=minutes)
 
 
-async def told(store: Store) -> None:
+async def told(store: OpenStore) -> None:
     await tell(store, ANN, CHANNEL, "the deploy window is Tuesday", 0)
     await tell(store, BEN, CHANNEL, "my badge is 7731", 1)
     await tell(store, ANN, ANN_DM, "I prefer tea", 2)
@@ -40,7 +44,7 @@ def test_commands_are_recognised_as_words() -> None:
     assert not is_memory_command("")
 
 
-async def test_memory_lists_the_speakers_own_entries_in_scope(store: Store) -> None:
+async def test_memory_lists_the_speakers_own_entries_in_scope(store: OpenStore) -> None:
     await told(store)
 
     in_dm = await answer("/memory", ANN, IN_DM, store.memory)
@@ -56,7 +60,7 @@ async def test_memory_lists_the_speakers_own_entries_in_scope(store: Store) -> N
     assert "I prefer tea" not in in_channel, "a DM entry is not listed in a channel"
 
 
-async def test_forget_n_deletes_that_entry_and_nobody_elses(store: Store) -> None:
+async def test_forget_n_deletes_that_entry_and_nobody_elses(store: OpenStore) -> None:
     await told(store)
 
     reply = await answer("/forget 1", ANN, IN_DM, store.memory)
@@ -67,7 +71,7 @@ async def test_forget_n_deletes_that_entry_and_nobody_elses(store: Store) -> Non
     assert "7731" in bens
 
 
-async def test_forget_all_deletes_every_own_entry_in_scope(store: Store) -> None:
+async def test_forget_all_deletes_every_own_entry_in_scope(store: OpenStore) -> None:
     await told(store)
 
     assert await answer("/forget all", ANN, IN_CHANNEL, store.memory) == replies.FORGOT_ALL.format(
@@ -82,7 +86,7 @@ async def test_forget_all_deletes_every_own_entry_in_scope(store: Store) -> None
     assert await store.memory.count() == 1  # Ben's
 
 
-async def test_bad_forget_arguments_get_a_clear_line_and_change_nothing(store: Store) -> None:
+async def test_bad_forget_arguments_get_a_clear_line_and_change_nothing(store: OpenStore) -> None:
     await told(store)
     for text in ("/forget", "/forget two", "/forget 0", "/forget -1", "/forget ²", "/forget 1 2"):
         assert await answer(text, ANN, IN_DM, store.memory) == replies.FORGET_USAGE, text
@@ -92,7 +96,7 @@ async def test_bad_forget_arguments_get_a_clear_line_and_change_nothing(store: S
     assert await store.memory.count() == 3
 
 
-async def test_a_long_list_is_short(store: Store) -> None:
+async def test_a_long_list_is_short(store: OpenStore) -> None:
     for n in range(14):
         await tell(store, ANN, ANN_DM, f"fact number {n} " + "word " * 40, n)
 

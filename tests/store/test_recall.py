@@ -17,7 +17,7 @@ from bot.recall import (
     request_holds,
     without_recalled_words,
 )
-from bot.store import Store
+from bot.stores import OpenStore
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -27,6 +27,8 @@ from bot.turns import (
     ToolUseBlock,
     TurnRequest,
 )
+
+pytestmark = pytest.mark.both_engines
 
 SCOPE = MemoryScope("slack:C1", person="slack:T1:U1")
 AT = datetime(2025, 3, 1, tzinfo=UTC)
@@ -39,7 +41,7 @@ def render(hits: Sequence[MemoryHit]) -> str:
 FACT = "the release train leaves every second Thursday"
 
 
-async def remember(store: Store, text: str = FACT) -> None:
+async def remember(store: OpenStore, text: str = FACT) -> None:
     await store.memory.capture(
         MemoryCapture(
             conversation_key="slack:T1:C1:1.0",
@@ -53,7 +55,7 @@ async def remember(store: Store, text: str = FACT) -> None:
     )
 
 
-async def test_tool_shares_the_turns_cache_with_automatic_recall(store: Store) -> None:
+async def test_tool_shares_the_turns_cache_with_automatic_recall(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE, render=render)
     automatic = await cache.recall("when does the release train leave")
@@ -66,7 +68,7 @@ async def test_tool_shares_the_turns_cache_with_automatic_recall(store: Store) -
     assert answer == render(automatic), "the tool answers with the automatic block, fenced"
 
 
-async def test_memory_recalled_logs_source_and_size_never_content(store: Store) -> None:
+async def test_memory_recalled_logs_source_and_size_never_content(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE, render=render)
 
@@ -81,19 +83,19 @@ async def test_memory_recalled_logs_source_and_size_never_content(store: Store) 
     assert not any("Thursday" in str(value) for e in events for value in e.values())
 
 
-async def test_no_hits_and_no_memory(store: Store) -> None:
+async def test_no_hits_and_no_memory(store: OpenStore) -> None:
     assert await RecallCache(store.memory, SCOPE, render=render).tool()({"query": "zebra"}) == (
         "No remembered exchange matches that query."
     )
     assert await RecallCache(None, SCOPE, render=render).recall("anything") == []
 
 
-async def test_tool_rejects_a_missing_query(store: Store) -> None:
+async def test_tool_rejects_a_missing_query(store: OpenStore) -> None:
     with pytest.raises(ToolError, match="query"):
         await RecallCache(store.memory, SCOPE, render=render).tool()({"q": "x"})
 
 
-async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: Store) -> None:
+async def test_a_closed_store_fails_the_tool_call_not_automatic_recall(store: OpenStore) -> None:
     await remember(store)
     cache = RecallCache(store.memory, SCOPE, render=render)
     await store.aclose()

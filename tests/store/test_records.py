@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.config import MemorySettings, StoreSettings
 from bot.logs import remember_secrets
 from bot.ports import TurnRecord, Usage
-from bot.store import Store, open_store
+from bot.stores import OpenStore
+from tests.engines import Engine
+
+pytestmark = pytest.mark.both_engines
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -32,7 +34,7 @@ def record(n: int, key: str = "slack:T1:C1:1.0", text: str = "hello") -> TurnRec
     )
 
 
-async def test_record_round_trips_with_usage_and_latency(store: Store) -> None:
+async def test_record_round_trips_with_usage_and_latency(store: OpenStore) -> None:
     await store.records.save(record(1))
 
     shown = await store.records.show("turn-1")
@@ -45,7 +47,7 @@ async def test_record_round_trips_with_usage_and_latency(store: Store) -> None:
     assert await store.records.show("turn-404") is None
 
 
-async def test_recent_lists_newest_first_per_conversation(store: Store) -> None:
+async def test_recent_lists_newest_first_per_conversation(store: OpenStore) -> None:
     for n in range(5):
         await store.records.save(record(n, key="a" if n % 2 else "b"))
 
@@ -53,8 +55,8 @@ async def test_recent_lists_newest_first_per_conversation(store: Store) -> None:
     assert [r.turn_id for r in await store.records.recent(limit=2)] == ["turn-4", "turn-3"]
 
 
-async def test_only_the_newest_records_are_kept(db_path: Path) -> None:
-    store = await open_store(StoreSettings(path=db_path, turn_records_keep=3), MemorySettings())
+async def test_only_the_newest_records_are_kept(engine: Engine) -> None:
+    store = await engine.open(turn_records_keep=3)
     try:
         for n in range(7):
             await store.records.save(record(n))
@@ -65,10 +67,9 @@ async def test_only_the_newest_records_are_kept(db_path: Path) -> None:
     assert kept == ["turn-6", "turn-5", "turn-4"]
 
 
-async def test_records_are_bounded_in_bytes_keeping_the_newest(db_path: Path) -> None:
+async def test_records_are_bounded_in_bytes_keeping_the_newest(engine: Engine) -> None:
     mib = 1024 * 1024
-    settings = StoreSettings(path=db_path, turn_records_max_bytes=mib)
-    store = await open_store(settings, MemorySettings())
+    store = await engine.open(turn_records_max_bytes=mib)
     big = "x" * (400 * 1024)  # each record is a little over 400 KiB
     try:
         for n in range(5):
@@ -96,7 +97,7 @@ TOKENS = st.one_of(
 )
 @given(token=TOKENS, before=st.sampled_from(["", " ", "\n", "token=", '"', "(", "key:"]))
 async def test_no_credential_reaches_the_stored_record(
-    store: Store, token: str, before: str
+    store: OpenStore, token: str, before: str
 ) -> None:
     await store.records.save(record(1, text=f"my token is {before}{token} ok"))
 
@@ -106,7 +107,7 @@ async def test_no_credential_reaches_the_stored_record(
     assert "[redacted]" in raw
 
 
-async def test_configured_secret_values_never_reach_a_stored_record(store: Store) -> None:
+async def test_configured_secret_values_never_reach_a_stored_record(store: OpenStore) -> None:
     token = "hook-token-without-any-shape-77"
     remember_secrets([token])
     await store.records.save(record(77, text=f"x {token} y"))

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.ports import MemoryCapture, MemoryHit, MemoryScope, RequestHolds
-from bot.store import Store
 from bot.store.rules import bounded, in_fence, specific_terms, stem
+from bot.stores import OpenStore
 from tests.store.recall_labels import CHATTER, MEMORIES, QUERIES
+
+pytestmark = pytest.mark.both_engines
 
 SURFACE = "slack:C_TEAM"
 SCOPE = MemoryScope(SURFACE, person="slack:T1:U_ASKER")
@@ -27,7 +30,7 @@ FILLER = [
 ]
 
 
-async def remember(store: Store, key: str, said: str, answer: str, n: int) -> None:
+async def remember(store: OpenStore, key: str, said: str, answer: str, n: int) -> None:
     await store.memory.capture(
         MemoryCapture(
             conversation_key=f"{SURFACE}:{key}",
@@ -42,7 +45,7 @@ async def remember(store: Store, key: str, said: str, answer: str, n: int) -> No
     )
 
 
-async def labelled_store(store: Store, filler: int) -> dict[str, str]:
+async def labelled_store(store: OpenStore, filler: int) -> dict[str, str]:
     """Capture the fixture (after `filler` ordinary exchanges); map memory text to its key."""
     for n in range(filler):
         said = f"{FILLER[n % len(FILLER)]} (request {n})"
@@ -54,7 +57,7 @@ async def labelled_store(store: Store, filler: int) -> dict[str, str]:
     return keys
 
 
-async def measure(store: Store, keys: dict[str, str]) -> tuple[float, float, int]:
+async def measure(store: OpenStore, keys: dict[str, str]) -> tuple[float, float, int]:
     """Precision and recall over the labelled queries, and hits returned for chatter."""
     true_positives = fine = returned = wanted = 0
     for query, want, ok in QUERIES:
@@ -76,7 +79,7 @@ def _key(hit: MemoryHit, keys: dict[str, str]) -> str:
     return keys.get(body, "filler")
 
 
-async def test_labelled_fixture_in_a_young_store(store: Store) -> None:
+async def test_labelled_fixture_in_a_young_store(store: OpenStore) -> None:
     precision, recall, chatter = await measure(store, await labelled_store(store, 0))
     print(f"young store ({len(MEMORIES)} memories): precision {precision:.2f}, recall {recall:.2f}")
     assert chatter == 0, "chatter-only queries recall nothing"
@@ -84,7 +87,7 @@ async def test_labelled_fixture_in_a_young_store(store: Store) -> None:
     assert recall >= 0.8
 
 
-async def test_labelled_fixture_in_a_grown_store(store: Store) -> None:
+async def test_labelled_fixture_in_a_grown_store(store: OpenStore) -> None:
     precision, recall, chatter = await measure(store, await labelled_store(store, 300))
     size = len(MEMORIES) + 300
     print(f"grown store ({size} memories): precision {precision:.2f}, recall {recall:.2f}")
@@ -93,7 +96,7 @@ async def test_labelled_fixture_in_a_grown_store(store: Store) -> None:
     assert recall >= 0.8
 
 
-async def test_a_memory_in_the_replayed_history_window_is_held_back(store: Store) -> None:
+async def test_a_memory_in_the_replayed_history_window_is_held_back(store: OpenStore) -> None:
     await labelled_store(store, 0)
     key = f"{SURFACE}:badge"
     badge_at = AT + timedelta(minutes=list(MEMORIES).index("badge"))
@@ -107,7 +110,7 @@ async def test_a_memory_in_the_replayed_history_window_is_held_back(store: Store
     assert await store.memory.recall("badge number", SCOPE, elsewhere)
 
 
-async def test_a_memory_already_in_the_preceding_fence_is_held_back(store: Store) -> None:
+async def test_a_memory_already_in_the_preceding_fence_is_held_back(store: OpenStore) -> None:
     await labelled_store(store, 0)
     fence = ("Some chatter first", "  my BADGE number is 7731,   I sit on floor 4.  ")
 
@@ -116,7 +119,7 @@ async def test_a_memory_already_in_the_preceding_fence_is_held_back(store: Store
     assert await store.memory.recall("badge number", SCOPE, other)
 
 
-async def test_held_back_hits_leave_room_for_the_next_best(store: Store) -> None:
+async def test_held_back_hits_leave_room_for_the_next_best(store: OpenStore) -> None:
     for n in range(8):
         await remember(store, f"k{n}", f"kubernetes upgrade step {n} for the cluster", "Ok.", n)
     since = AT + timedelta(minutes=5)

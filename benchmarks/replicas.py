@@ -1,0 +1,216 @@
+"""Replicas (SPEC §13): host overhead and turns/s with 1 and 3 replicas on PostgreSQL, and one on
+SQLite beside them, in one run.
+
+    .venv/bin/python -m benchmarks.replicas [--chats N] [--rounds N] [--warmup N]
+                                            [--postgres URL]
+
+Every replica is a whole App (store, host lanes, assembler, memory capture, the Telegram channel
+in webhook mode behind its own HTTP port) with the instant model of `benchmarks.overhead`. The
+fake Bot API posts each update to a small balancer that forwards it to one replica, the same one
+for every update of a chat (as a sticky load balancer would), so each replica runs its share of
+the chats on the shared database. All replicas run in this one process and share its event loop
+and cores: the figures show what sharing one PostgreSQL database costs per turn, not how much
+more a fleet of machines could do.
+
+Each round is one message in every chat at once. Latency: update queued in the fake to last part
+accepted by the fake. Printed per setup: p50, p99, turns/s, lost and duplicated replies, per-chat
+order. `--postgres` is an admin URL (default: $BOT_TEST_POSTGRES, else the local server); a
+throwaway database is created there (a schema in it for each setup) and dropped after. Figures
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import tempfile
+import textwrap
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import asyncpg
+import structlog
+from aiohttp import web
+
+from benchmarks.host_telegram import in_order, run_round
+from benchmarks.overhead import Figures, InstantModel, measure
+from bot.cli.compose import App
+from bot.config import load_config
+from tests.fakes.telegram import FakeTelegram
+
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+SECRET = "bench-webhook-secret"
+
+
+class Balancer:
+    """One webhook URL in front of the replicas: a chat always goes to the same replica."""
+
+    def __init__(self) -> None:
+        self.ports: list[int] = []
+        self._app = web.Application()
+        self._app.router.add_post("/telegram/webhook", self._forward)
+        self._runner = web.AppRunner(self._app, access_log=None)
+        self._session: aiohttp.ClientSession | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/telegram/webhook"
+        self._session = aiohttp.ClientSession()
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        await self._runner.cleanup()
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        update: dict[str, Any] = await request.json()
+        chat = int(update.get("message", {}).get("chat", {}).get("id", 0))
+        port = self.ports[chat % len(self.ports)]
+        assert self._session is not None
+        async with self._session.post(
+            f"http://127.0.0.1:{port}/telegram/webhook", data=body, headers=request.headers
+        ) as answer:
+            return web.Response(status=answer.status, body=await answer.read())
+
+
+def write_config(folder: Path, api_url: str, webhook_url: str, store_url: str | None) -> Path:
+    (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
+    store = f'url = "{store_url}"' if store_url else 'path = "data/bot.sqlite3"'
+    path = folder / "bot.toml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            [agent]
+            identity_path = "IDENTITY.md"
+
+            [store]
+            {store}
+
+            [host]
+            turns_per_person_per_minute = 0
+            queue_per_conversation = 64
+
+            [http]
+            port = 0
+
+            [telegram]
+            enabled = true
+            mode = "webhook"
+            api_url = "{api_url}"
+            webhook_url = "{webhook_url}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+async def scenario(
+    name: str, replicas: int, store_url: str | None, args: argparse.Namespace, folder: Path
+) -> Figures:
+    balancer = Balancer()
+    await balancer.start()
+    try:
+        async with FakeTelegram() as tg, contextlib.AsyncExitStack() as stack:
+            env = {
+                "TELEGRAM_BOT_TOKEN": tg.token,
+                "TELEGRAM_WEBHOOK_SECRET": SECRET,
+                "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
+            }
+            config = load_config(
+                write_config(folder, tg.base_url, balancer.url, store_url), env=env
+            )
+            apps = [
+                await stack.enter_async_context(App(config, model=InstantModel()))
+                for _ in range(replicas)
+            ]
+            balancer.ports = [int(app.http_port or 0) for app in apps]
+            people = [
+                tg.user(f"Person{i}", "Bench", f"person{i}", user_id=10_000 + i)
+                for i in range(args.chats)
+            ]
+            pairs = [(tg.private_chat(user), user) for user in people]
+
+            async def settle() -> None:
+                await asyncio.gather(*(app.host.idle() for app in apps))
+
+            measured = await measure(
+                lambda number: run_round(tg, pairs, number), args.warmup, args.rounds, settle
+            )
+            await settle()
+            return measured.figures(name, args.chats * args.rounds, in_order(tg))
+    finally:
+        await balancer.stop()
+
+
+@contextlib.asynccontextmanager
+async def throwaway_database(admin: str) -> AsyncIterator[str]:
+    name = f"bench_replicas_{secrets.token_hex(4)}"
+    conn = await asyncpg.connect(admin, timeout=5)
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}", query=""))
+    finally:
+        conn = await asyncpg.connect(admin, timeout=5)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+
+async def new_schema(url: str, name: str) -> str:
+    """A fresh schema in the database at `url`, and the URL that uses it."""
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        await conn.execute(f"CREATE SCHEMA {name}")
+    finally:
+        await conn.close()
+    return urlunsplit(urlsplit(url)._replace(query=f"search_path={name}"))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(_main(argv))
+
+
+async def _main(argv: Sequence[str] | None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chats", type=int, default=100, help="chats, one message each a round")
+    parser.add_argument("--rounds", type=int, default=10, help="measured rounds")
+    parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds first")
+    parser.add_argument(
+        "--postgres", default=os.environ.get("BOT_TEST_POSTGRES") or DEFAULT_POSTGRES
+    )
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    print(f"Replicas: {args.chats} Telegram chats (webhook), instant model, one process")
+    with tempfile.TemporaryDirectory() as folder:
+        print((await scenario("sqlite, 1", 1, None, args, Path(folder))).show())
+    try:
+        async with throwaway_database(args.postgres) as url:
+            for replicas in (1, 3):
+                # A schema of its own: the fake numbers its updates from 1 again, and a shared
+                # ledger would (rightly) take them for redeliveries.
+                schema = await new_schema(url, f"replicas_{replicas}")
+                with tempfile.TemporaryDirectory() as folder:
+                    name = f"postgres, {replicas}"
+                    print((await scenario(name, replicas, schema, args, Path(folder))).show())
+    except (OSError, asyncpg.PostgresError) as exc:
+        print(f"postgresql: skipped ({args.postgres} not reachable: {type(exc).__name__})")
+
+
+if __name__ == "__main__":
+    main()

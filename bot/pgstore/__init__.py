@@ -1,0 +1,82 @@
+"""The PostgreSQL store: every store port on one shared database, for several `bot run` replicas;
+the only importer of asyncpg.
+
+Selected by `store.url` (SQLite's `bot.store` stays the embedded default). `open_pg_store(...)`
+connects a pool, brings the schema up to date (forward migrations, `bot.pgstore.schema`) and hands
+out one object per port, like `bot.store.open_store`; `aclose()` lets started writes finish and
+closes the pool. Errors are the SQLite store's tree (`bot.store.errors`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.config import MemorySettings, StoreSettings
+from bot.pgstore.buffer import PgChatBuffer
+from bot.pgstore.cron_runs import PgCronRuns
+from bot.pgstore.db import PgDatabase, shown_url
+from bot.pgstore.history import PgHistory
+from bot.pgstore.inbox import PgInbox, PgOutbox
+from bot.pgstore.leader import PgLeadership
+from bot.pgstore.memory import PgMemory
+from bot.pgstore.records import PgTurnRecords
+from bot.pgstore.schema import SCHEMA_VERSION, schema_version
+from bot.pgstore.usage import PgUsage
+
+__all__ = ["SCHEMA_VERSION", "PgStore", "open_pg_store", "shown_url"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PgStore:
+    """The open store; each attribute implements one port of `bot.ports`."""
+
+    db: PgDatabase
+    history: PgHistory
+    memory: PgMemory
+    records: PgTurnRecords
+    buffer: PgChatBuffer
+    inbox: PgInbox
+    outbox: PgOutbox
+    leadership: PgLeadership
+    usage: PgUsage
+
+    @property
+    def where(self) -> str:
+        return self.db.where
+
+    async def cron_runs(self, *, read_only: bool = False) -> PgCronRuns:
+        """Run records in the same database (they share the store's pool)."""
+        return PgCronRuns(self.db)
+
+    async def schema_version(self) -> int:
+        return await self.db.session(schema_version)
+
+    async def aclose(self) -> None:
+        await self.db.aclose()
+
+
+async def open_pg_store(
+    url: str,
+    settings: StoreSettings,
+    memory: MemorySettings,
+    *,
+    buffer_size: int = 50,
+    clock: Callable[[], float] = time.time,
+) -> PgStore:
+    """Connect to `url` (creating and migrating the schema as needed)."""
+    db = await PgDatabase.open(url)
+    history = PgHistory(db, settings, clock)
+    records = PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
+    return PgStore(
+        db=db,
+        history=history,
+        memory=PgMemory(db, memory, clock),
+        records=records,
+        buffer=PgChatBuffer(db, clock, size=buffer_size),
+        inbox=PgInbox(db, clock),
+        outbox=PgOutbox(db, history, records, clock),
+        leadership=PgLeadership(url),
+        usage=PgUsage(db, clock),
+    )

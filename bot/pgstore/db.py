@@ -1,0 +1,141 @@
+"""The PostgreSQL handle: a connection pool, write transactions that commit or roll back whole.
+
+Every write runs in one transaction on one pooled connection (`PgDatabase.write`) and is shielded
+from cancellation like the SQLite store's, so a cancelled turn never leaves half a transaction
+behind. A write that loses a deadlock or a serialization conflict with another replica is run
+again from the start (it is one transaction, so nothing of the lost attempt remains). Reads take
+any pooled connection and see committed data only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import structlog
+
+from bot.pgstore.schema import migrate
+from bot.store.errors import StoreClosedError, StoreOpenError
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+Write = Callable[[Any], Awaitable[T]]
+
+POOL_SIZE = 10
+CONNECT_TIMEOUT = 10.0
+_RETRIES = 5
+_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+# What connecting can raise besides the server's own errors (refused, unknown host, timeout).
+CONNECT_ERRORS = (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+def shown_url(url: str) -> str:
+    """The URL as it may be printed or logged: never with a password, even a misplaced one."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PgDatabase:
+    """The open database. Create it with `await PgDatabase.open(url)`."""
+
+    def __init__(self, pool: Any, where: str) -> None:
+        self.where = where
+        self._pool = pool
+        self._running: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = POOL_SIZE) -> PgDatabase:
+        where = shown_url(url)
+        try:
+            pool = await asyncpg.create_pool(
+                url, min_size=1, max_size=pool_size, timeout=CONNECT_TIMEOUT
+            )
+        except CONNECT_ERRORS as exc:
+            raise StoreOpenError(
+                f"{where}: cannot connect to PostgreSQL ({_reason(exc)}). Fix: check that the "
+                "server runs and store.url names its host, port, user and database; put the "
+                "password in PGPASSWORD (or .pgpass), never in the URL."
+            ) from None
+        try:
+            async with pool.acquire() as conn:
+                await migrate(conn, where)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, where)
+
+    async def write(self, op: Write[T]) -> T:
+        """Run `op(connection)` in one transaction; commit when it returns, roll back on raise."""
+        self._check_open()
+        task = asyncio.ensure_future(self._transaction(op))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        task.add_done_callback(_log_unretrieved)
+        return await asyncio.shield(task)
+
+    async def _transaction(self, op: Write[T]) -> T:
+        for attempt in range(1, _RETRIES + 1):
+            try:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    return await op(conn)
+            except _RETRYABLE as exc:
+                if attempt == _RETRIES:
+                    raise
+                log.info("store_write_retried", error=type(exc).__name__, attempt=attempt)
+                await asyncio.sleep(0.01 * attempt)
+        raise AssertionError("unreachable")
+
+    async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        self._check_open()
+        return list(await self._pool.fetch(sql, *params))
+
+    async def fetch_one(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        self._check_open()
+        return await self._pool.fetchrow(sql, *params)
+
+    async def fetch_value(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        self._check_open()
+        return await self._pool.fetchval(sql, *params)
+
+    async def session(self, op: Write[T]) -> T:
+        """Run `op` on one connection of its own, outside any transaction (advisory locks)."""
+        self._check_open()
+        async with self._pool.acquire() as conn:
+            return await op(conn)
+
+    async def aclose(self) -> None:
+        """Let started writes finish, then close the pool. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        await self._pool.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"{self.where}: the store is closed. Fix: open it again with open_store()."
+            )
+
+
+def _log_unretrieved(task: asyncio.Task[Any]) -> None:
+    # A shielded write whose caller was cancelled has nobody to raise to; retrieve its exception
+    # so asyncio does not report it as never retrieved, and log it instead.
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("store_write_failed", error=type(task.exception()).__name__)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"no answer within {CONNECT_TIMEOUT:.0f} s"
+    return str(exc) or type(exc).__name__

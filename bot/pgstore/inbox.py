@@ -1,0 +1,258 @@
+"""The durable inbox, its dedupe marks and the outbox on PostgreSQL (ports: `bot.inbox`), with
+the SQLite store's semantics (`bot.store.inbox`).
+
+`accept` is one transaction: INSERT ... ON CONFLICT DO NOTHING of every mark (so deliveries racing
+on any number of replicas get exactly one item between them) and the item itself. `publish` is
+one transaction too: the turn's history, its answer's parts, its item's terminal state and its
+turn record. Marks, finished items and settled parts are bounded like SQLite's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.pgstore.db import PgDatabase
+from bot.pgstore.history import PgHistory
+from bot.pgstore.records import PgTurnRecords
+from bot.store.inbox import _PRUNE_EVERY, DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, SETTLED_MAX_AGE_DAYS
+from bot.store.request_codec import (
+    UnreadableRequest,
+    decode_request,
+    decode_route,
+    encode_request,
+    encode_route,
+)
+from bot.turns import TurnRequest
+
+log = structlog.get_logger(__name__)
+
+_DAY = 86_400.0
+
+
+class PgInbox:
+    """The Inbox port: accepted events and their dedupe marks."""
+
+    def __init__(
+        self,
+        db: PgDatabase,
+        clock: Callable[[], float],
+        *,
+        keep: int = DEFAULT_KEEP,
+        max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+    ):
+        self._db = db
+        self._clock = clock
+        self._keep = keep
+        self._max_age = max_age_days * _DAY
+        self._since_prune = 0
+
+    async def accept(
+        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+    ) -> InboxItem | None:
+        body = encode_request(request)
+        prune = self._prune_due()
+
+        async def accept(conn: Any) -> InboxItem | None:
+            item = None
+            if await self._mark(conn, source, marks):
+                item_id = await conn.fetchval(
+                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request)
+                       VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                    request.turn_id,
+                    request.conversation_key,
+                    source,
+                    self._clock(),
+                    body,
+                )
+                item = InboxItem(int(item_id), request)
+            if prune:
+                await self._prune(conn)
+            return item
+
+        return await self._db.write(accept)
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        prune = self._prune_due()
+
+        async def note(conn: Any) -> bool:
+            new = await self._mark(conn, source, marks)
+            if prune:
+                await self._prune(conn)
+            return new
+
+        return await self._db.write(note)
+
+    async def claim(self, item_id: int) -> int:
+        async def claim(conn: Any) -> int:
+            found = await conn.fetchval(
+                "UPDATE inbox SET attempts = attempts + 1 WHERE id = $1 RETURNING attempts",
+                item_id,
+            )
+            return int(found or 0)
+
+        return await self._db.write(claim)
+
+    async def pending(self) -> list[InboxItem]:
+        rows = await self._db.fetch_all(
+            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' ORDER BY id"
+        )
+        items = []
+        for row in rows:
+            try:
+                request = decode_request(row["request"])
+            except UnreadableRequest as exc:
+                log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
+                continue
+            items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
+        return items
+
+    async def state(self, item_id: int) -> InboxState | None:
+        """The item's state (for tests and inspection); None when there is no such item."""
+        found = await self._db.fetch_value("SELECT state FROM inbox WHERE id = $1", (item_id,))
+        return InboxState(found) if found else None
+
+    async def prune(self) -> None:
+        await self._db.write(self._prune)
+
+    def _prune_due(self) -> bool:
+        self._since_prune += 1
+        if self._since_prune < _PRUNE_EVERY:
+            return False
+        self._since_prune = 0
+        return True
+
+    async def _mark(self, conn: Any, source: str, marks: Sequence[str]) -> bool:
+        new = True
+        for mark in marks:
+            status = await conn.execute(
+                "INSERT INTO events (source, event_id, seen_at) VALUES ($1, $2, $3) "
+                "ON CONFLICT DO NOTHING",
+                source,
+                mark,
+                self._clock(),
+            )
+            new = new and status == "INSERT 0 1"
+        return new
+
+    async def _prune(self, conn: Any) -> None:
+        now = self._clock()
+        await conn.execute("DELETE FROM events WHERE seen_at < $1", now - self._max_age)
+        await conn.execute(
+            """DELETE FROM events WHERE seen_at < (
+                   SELECT seen_at FROM events ORDER BY seen_at DESC LIMIT 1 OFFSET $1)""",
+            self._keep - 1,
+        )
+        settled = now - SETTLED_MAX_AGE_DAYS * _DAY
+        await conn.execute(
+            "DELETE FROM inbox WHERE state != 'pending' AND finished_at < $1", settled
+        )
+        await conn.execute(
+            "DELETE FROM outbox WHERE state != 'pending' AND settled_at < $1", settled
+        )
+
+
+class PgOutbox:
+    """The Outbox port: publications (history, parts, item state, record) and part delivery."""
+
+    def __init__(
+        self,
+        db: PgDatabase,
+        history: PgHistory,
+        records: PgTurnRecords,
+        clock: Callable[[], float],
+    ):
+        self._db = db
+        self._history = history
+        self._records = records
+        self._clock = clock
+
+    async def publish(self, publication: Publication) -> None:
+        key = publication.conversation_key
+        fresh = self._history.stage(publication.entries)
+        record = publication.record
+        document = self._records.stage(record) if record is not None else None
+        parts = [
+            (p.part_id, p.turn_id, p.conversation_key, p.index, encode_route(p.route), p.text)
+            for p in publication.parts
+        ]
+
+        async def publish(conn: Any) -> None:
+            if fresh or publication.replace:
+                await self._history.write_staged(conn, key, fresh, publication.replace)
+            now = self._clock()
+            await conn.executemany(
+                """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
+                       created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)""",
+                [(*part, now) for part in parts],
+            )
+            if publication.item_id is not None and publication.state is not None:
+                await conn.execute(
+                    "UPDATE inbox SET state = $1, finished_at = $2 WHERE id = $3",
+                    publication.state.value,
+                    now,
+                    publication.item_id,
+                )
+            if record is not None and document is not None:
+                await self._records.write_staged(conn, record, document)
+
+        await self._db.write(publish)
+        if fresh or publication.replace:
+            await self._history.prune_after(key)
+
+    async def delivered(self, part_id: str, platform_id: str) -> None:
+        await self._settle(part_id, "delivered", platform_id, None)
+
+    async def abandon(self, part_id: str, error: str) -> None:
+        await self._settle(part_id, "abandoned", None, error)
+
+    async def undelivered(self) -> list[OutboxPart]:
+        return await self._parts("WHERE state = 'pending' ORDER BY id", ())
+
+    async def parts(self, turn_id: str) -> list[OutboxPart]:
+        return await self._parts("WHERE turn_id = $1 ORDER BY idx", (turn_id,))
+
+    async def _parts(self, where: str, params: tuple[str, ...]) -> list[OutboxPart]:
+        rows = await self._db.fetch_all(
+            "SELECT part_id, turn_id, conversation_key, idx, route, text, platform_id "
+            f"FROM outbox {where}",
+            params,
+        )
+        parts = []
+        for row in rows:
+            try:
+                route = decode_route(row["route"])
+            except UnreadableRequest as exc:
+                log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
+                continue
+            parts.append(
+                OutboxPart(
+                    part_id=row["part_id"],
+                    turn_id=row["turn_id"],
+                    conversation_key=row["conversation_key"],
+                    index=int(row["idx"]),
+                    route=route,
+                    text=row["text"],
+                    platform_id=row["platform_id"],
+                )
+            )
+        return parts
+
+    async def _settle(
+        self, part_id: str, state: str, platform_id: str | None, error: str | None
+    ) -> None:
+        async def settle(conn: Any) -> None:
+            await conn.execute(
+                """UPDATE outbox SET state = $1, platform_id = $2, error = $3, settled_at = $4
+                   WHERE part_id = $5""",
+                state,
+                platform_id,
+                error,
+                self._clock(),
+                part_id,
+            )
+
+        await self._db.write(settle)

@@ -1,0 +1,28 @@
+"""Three replicas (whole Apps: store, host, Telegram channel in webhook mode) on one PostgreSQL
+database, behind a balancer that sends each chat to one replica: every update answered once, and
+each chat's answers in order."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from benchmarks.replicas import scenario
+from tests.engines import Engine
+
+pytestmark = pytest.mark.postgres_only
+
+
+async def test_three_replicas_answer_every_update_once_in_order(
+    engine: Engine, tmp_path: Path
+) -> None:
+    args = argparse.Namespace(chats=6, rounds=2, warmup=1)
+
+    figures = await scenario("3 replicas", 3, str(engine.location), args, tmp_path)
+
+    assert figures.lost == 0
+    assert figures.duplicated == 0
+    assert figures.in_order
+    assert len(figures.latencies) == 6 * 2
