@@ -73,7 +73,7 @@ from bot.turns import (
 log = structlog.get_logger(__name__)
 
 CONTINUITY_MAX_BYTES = 48 * 1024
-MAX_ATTEMPTS = 5  # starts of one inbox item before it is given up as crashed
+MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
 
@@ -107,6 +107,7 @@ class _Job:
     request: TurnRequest | None
     item_id: int | None = None
     leftovers: tuple[OutboxPart, ...] = ()
+    resumed: bool = False  # found pending at start: it may have run (and stopped) before
 
     @property
     def turn_id(self) -> str:
@@ -235,16 +236,16 @@ class Host:
         for part in await self._outbox.undelivered():
             leftovers.setdefault(part.conversation_key, []).append(part)
         found = await self._inbox.pending()
-        attempts = {item.item_id: await self._inbox.claim(item.item_id) for item in found}
         # From here to the end nothing awaits, so no accepted item can slip between the two.
         for key, parts in leftovers.items():
             self._lanes.put(key, _Job(None, leftovers=tuple(parts)), bounded=False)
-        held = [item for item in self._held if item.item_id not in attempts]
-        for item in [*found, *held]:
-            job = _Job(item.request, item.item_id)
-            if attempts.get(item.item_id, 1) > MAX_ATTEMPTS:
-                self._in_background(self._give_up(job))
-            else:
+        known = {item.item_id for item in found}
+        for item in found:
+            job = _Job(item.request, item.item_id, resumed=True)
+            self._lanes.put(item.request.conversation_key, job, bounded=False)
+        for item in self._held:
+            if item.item_id not in known:
+                job = _Job(item.request, item.item_id)
                 self._lanes.put(item.request.conversation_key, job, bounded=False)
         self._held = []
         self._resumed = True
@@ -280,6 +281,8 @@ class Host:
         with structlog.contextvars.bound_contextvars(
             turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
         ):
+            if job.resumed and job.item_id is not None and await self._gave_up(job):
+                return TurnResult(job.turn_id, "crashed", error="interrupted too often")
             return await self._turn(job, job.request)
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
@@ -511,11 +514,17 @@ class Host:
             job, record, InboxState.CRASHED, say=FAILED_REPLY, entries=account
         )
 
-    async def _give_up(self, job: _Job) -> None:
-        """An item that was running each time the process stopped, MAX_ATTEMPTS times over."""
+    async def _gave_up(self, job: _Job) -> bool:
+        """Count one more start of an item an earlier process left pending; past MAX_ATTEMPTS
+        (it was running each time a process stopped: maybe it is what stops them), give it up
+        as crashed instead of running it again."""
         assert job.request is not None
-        log.error("turn_given_up", turn_id=job.turn_id, attempts=MAX_ATTEMPTS)
+        assert job.item_id is not None
+        if await self._inbox.claim(job.item_id) <= MAX_ATTEMPTS:
+            return False
+        log.error("turn_given_up", attempts=MAX_ATTEMPTS)
         await self._crashed(job, job.request, datetime.now(UTC), "interrupted too often")
+        return True
 
     async def _cancelled(
         self, request: TurnRequest, user_entry: HistoryEntry, started: datetime

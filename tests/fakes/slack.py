@@ -330,6 +330,10 @@ class FakeSlack:
             again = _Envelope(str(uuid.uuid4()), envelope.body, envelope.retry_attempt + 1)
             await self._send(again)
 
+    async def connection(self, within: float = 10.0) -> None:
+        """Wait until an app holds a Socket Mode connection."""
+        await asyncio.wait_for(self._connected.wait(), timeout=within)
+
     async def acked(self, envelope_id: str, within: float = 10.0) -> float:
         await self.wait_for(lambda: envelope_id in self.acks, within)
         return self.acks[envelope_id]
