@@ -21,6 +21,7 @@ from bot.pgstore.history import PgHistory
 from bot.pgstore.inbox import PgInbox, PgOutbox
 from bot.pgstore.leader import PgLeadership
 from bot.pgstore.memory import PgMemory
+from bot.pgstore.owners import duty, hold, new_owner
 from bot.pgstore.records import PgTurnRecords
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
 from bot.pgstore.usage import PgUsage
@@ -41,6 +42,7 @@ class PgStore:
     outbox: PgOutbox
     leadership: PgLeadership
     usage: PgUsage
+    owner: str  # this replica, in the inbox and outbox (see bot.pgstore.owners)
 
     @property
     def where(self) -> str:
@@ -55,6 +57,7 @@ class PgStore:
 
     async def aclose(self) -> None:
         await self.db.aclose()
+        await self.leadership.release(duty(self.owner))
 
 
 async def open_pg_store(
@@ -67,6 +70,13 @@ async def open_pg_store(
 ) -> PgStore:
     """Connect to `url` (creating and migrating the schema as needed)."""
     db = await PgDatabase.open(url)
+    owner = new_owner()
+    leadership = PgLeadership(url)
+    try:
+        await hold(leadership, owner)
+    except BaseException:
+        await db.aclose()
+        raise
     history = PgHistory(db, settings, clock)
     records = PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     return PgStore(
@@ -75,8 +85,9 @@ async def open_pg_store(
         memory=PgMemory(db, memory, clock),
         records=records,
         buffer=PgChatBuffer(db, clock, size=buffer_size),
-        inbox=PgInbox(db, clock),
-        outbox=PgOutbox(db, history, records, clock),
-        leadership=PgLeadership(url),
+        inbox=PgInbox(db, clock, owner=owner),
+        outbox=PgOutbox(db, history, records, clock, owner=owner),
+        leadership=leadership,
         usage=PgUsage(db, clock),
+        owner=owner,
     )

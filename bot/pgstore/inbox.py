@@ -17,6 +17,7 @@ import structlog
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.history import PgHistory
+from bot.pgstore.owners import take_over
 from bot.pgstore.records import PgTurnRecords
 from bot.store.inbox import _PRUNE_EVERY, DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, SETTLED_MAX_AGE_DAYS
 from bot.store.request_codec import (
@@ -43,9 +44,11 @@ class PgInbox:
         *,
         keep: int = DEFAULT_KEEP,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+        owner: str = "",
     ):
         self._db = db
         self._clock = clock
+        self._owner = owner
         self._keep = keep
         self._max_age = max_age_days * _DAY
         self._since_prune = 0
@@ -60,13 +63,15 @@ class PgInbox:
             item = None
             if await self._mark(conn, source, marks):
                 item_id = await conn.fetchval(
-                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request)
-                       VALUES ($1, $2, $3, $4, $5) RETURNING id""",
+                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request,
+                                         owner)
+                       VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
                     request.turn_id,
                     request.conversation_key,
                     source,
                     self._clock(),
                     body,
+                    self._owner,
                 )
                 item = InboxItem(int(item_id), request)
             if prune:
@@ -97,8 +102,13 @@ class PgInbox:
         return await self._db.write(claim)
 
     async def pending(self) -> list[InboxItem]:
+        """This replica's unfinished items, after taking over those of replicas that are gone
+        (never those of a live one: it is running them)."""
+        await take_over(self._db, "inbox", self._owner)
         rows = await self._db.fetch_all(
-            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' ORDER BY id"
+            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' AND owner = $1 "
+            "ORDER BY id",
+            (self._owner,),
         )
         items = []
         for row in rows:
@@ -164,11 +174,14 @@ class PgOutbox:
         history: PgHistory,
         records: PgTurnRecords,
         clock: Callable[[], float],
+        *,
+        owner: str = "",
     ):
         self._db = db
         self._history = history
         self._records = records
         self._clock = clock
+        self._owner = owner
 
     async def publish(self, publication: Publication) -> None:
         key = publication.conversation_key
@@ -186,8 +199,8 @@ class PgOutbox:
             now = self._clock()
             await conn.executemany(
                 """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
-                       created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)""",
-                [(*part, now) for part in parts],
+                       created_at, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+                [(*part, now, self._owner) for part in parts],
             )
             if publication.item_id is not None and publication.state is not None:
                 await conn.execute(
@@ -210,7 +223,11 @@ class PgOutbox:
         await self._settle(part_id, "abandoned", None, error)
 
     async def undelivered(self) -> list[OutboxPart]:
-        return await self._parts("WHERE state = 'pending' ORDER BY id", ())
+        """This replica's unposted parts, after taking over those of replicas that are gone."""
+        await take_over(self._db, "outbox", self._owner)
+        return await self._parts(
+            "WHERE state = 'pending' AND owner = $1 ORDER BY id", (self._owner,)
+        )
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         return await self._parts("WHERE turn_id = $1 ORDER BY idx", (turn_id,))

@@ -127,7 +127,9 @@ _V1_INBOX_OUTBOX = (
         attempts INTEGER NOT NULL DEFAULT 0,
         accepted_at DOUBLE PRECISION NOT NULL,
         finished_at DOUBLE PRECISION,
-        request TEXT NOT NULL
+        request TEXT NOT NULL,
+        -- the replica that runs it (see bot.pgstore.owners)
+        owner TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX inbox_pending ON inbox (id) WHERE state = 'pending'",
     "CREATE INDEX inbox_finished ON inbox (finished_at) WHERE state != 'pending'",
@@ -143,7 +145,8 @@ _V1_INBOX_OUTBOX = (
         platform_id TEXT,
         error TEXT,
         created_at DOUBLE PRECISION NOT NULL,
-        settled_at DOUBLE PRECISION
+        settled_at DOUBLE PRECISION,
+        owner TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX outbox_pending ON outbox (id) WHERE state = 'pending'",
     "CREATE INDEX outbox_by_turn ON outbox (turn_id, idx)",

@@ -4,11 +4,14 @@ that read a store (`bot history`, `bot doctor`) then work on PostgreSQL through 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import structlog
 
 from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
@@ -21,6 +24,15 @@ from tests.store.helpers import turn
 pytestmark = pytest.mark.postgres_only
 AT = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 KEY = "slack:T1:C1:1.0"
+
+
+@pytest.fixture(autouse=True)
+def default_logging() -> Iterator[None]:
+    """`bot.cli.main` points logging at this test's captured output; leave the defaults after."""
+    yield
+    structlog.reset_defaults()
+    for handler in logging.getLogger().handlers[:]:
+        logging.getLogger().removeHandler(handler)
 
 
 async def seed(path: Path) -> str:
