@@ -38,10 +38,10 @@ class _Table(BaseModel):
 class BudgetLimits(_Table):
     """Daily limits; a limit left unset does not apply."""
 
-    daily_tokens: Annotated[int, Field(ge=1)] | None = None
-    daily_usd: Annotated[float, Field(gt=0)] | None = None
-    person_daily_tokens: Annotated[int, Field(ge=1)] | None = None
-    person_daily_usd: Annotated[float, Field(gt=0)] | None = None
+    daily_tokens: Annotated[int, Field(ge=1, le=10**12)] | None = None
+    daily_usd: Annotated[float, Field(gt=0, le=10**7)] | None = None
+    person_daily_tokens: Annotated[int, Field(ge=1, le=10**12)] | None = None
+    person_daily_usd: Annotated[float, Field(gt=0, le=10**7)] | None = None
 
     @property
     def uses_money(self) -> bool:
@@ -51,11 +51,11 @@ class BudgetLimits(_Table):
 class ModelPrice(_Table):
     """US dollars per million tokens. Cache prices default to Anthropic's multiples of input."""
 
-    input: Annotated[float, Field(ge=0)]
-    output: Annotated[float, Field(ge=0)]
-    cache_read: Annotated[float, Field(ge=0)] | None = None
-    cache_write_5m: Annotated[float, Field(ge=0)] | None = None
-    cache_write_1h: Annotated[float, Field(ge=0)] | None = None
+    input: Annotated[float, Field(ge=0, le=10_000)]
+    output: Annotated[float, Field(ge=0, le=10_000)]
+    cache_read: Annotated[float, Field(ge=0, le=10_000)] | None = None
+    cache_write_5m: Annotated[float, Field(ge=0, le=10_000)] | None = None
+    cache_write_1h: Annotated[float, Field(ge=0, le=10_000)] | None = None
 
 
 # List prices (USD per million tokens) by model-name prefix; `budget.prices` adds or overrides.

@@ -6,6 +6,7 @@ Secrets never come from the file: they are read from the environment (and a `.en
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -28,6 +29,13 @@ ENV_PREFIX = "BOT_"
 # Context windows of the models people use; anything else falls back to the common 200k.
 CONTEXT_WINDOWS = {"claude-opus-4": 200_000, "claude-sonnet-4": 200_000, "claude-haiku-4": 200_000}
 DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+# Upper bounds: every number a person can set has one (a huge value must fail validation with
+# the key's name, not crash `bot run` later).
+_MiB = 1024 * 1024
+_TiB = 1024 * _MiB * 1024
+_DAY = 86_400
 
 
 class ConfigError(Exception):
@@ -61,7 +69,7 @@ class ModelSettings(_Section):
     name: str = "claude-sonnet-4-6"
     base_url: str | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
-    context_window: Annotated[int, Field(ge=1024)] | None = None
+    context_window: Annotated[int, Field(ge=1024, le=10_000_000)] | None = None
     max_turns: Annotated[int, Field(ge=0, le=100)] = 24
     timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 4
@@ -84,13 +92,13 @@ class StoreSettings(_Section):
     # The password comes from the environment (PGPASSWORD) or a .pgpass file, never this URL.
     url: str | None = None
     history_messages: Annotated[int, Field(ge=2, le=10_000)] = 64
-    message_max_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
-    max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
-    max_conversations: Annotated[int, Field(ge=1)] = 10_000
-    idle_days: Annotated[int, Field(ge=1)] = 365
-    turn_records_keep: Annotated[int, Field(ge=0)] = 10_000
+    message_max_bytes: Annotated[int, Field(ge=1024, le=64 * _MiB)] = 64 * 1024
+    max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
+    max_conversations: Annotated[int, Field(ge=1, le=100_000_000)] = 10_000
+    idle_days: Annotated[int, Field(ge=1, le=36_500)] = 365
+    turn_records_keep: Annotated[int, Field(ge=0, le=100_000_000)] = 10_000
     # Requests can be large (a full history): the records are bounded in bytes too.
-    turn_records_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 256 * 1024 * 1024
+    turn_records_max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
 
     @field_validator("url")
     @classmethod
@@ -125,7 +133,7 @@ class MemorySettings(_Section):
     recall_hits: Annotated[int, Field(ge=0, le=50)] = 5
     recall_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 8 * 1024
     # Memories kept in all; past it the oldest go first (checked every RETENTION_EVERY captures).
-    max_entries: Annotated[int, Field(ge=100)] = 1_000_000
+    max_entries: Annotated[int, Field(ge=100, le=1_000_000_000)] = 1_000_000
     # Console and request-driven turns recall only their own conversation's memories unless
     # this widens them to everything (a single-operator deployment may want that).
     wide_console_recall: bool = False
@@ -142,7 +150,7 @@ class SlackSettings(_Section):
     allowed_user_ids: list[str] = []
     resolve_channel_names: bool = True
     ignore_other_bots: bool = True
-    user_cache_seconds: Annotated[int, Field(ge=0)] = 3600
+    user_cache_seconds: Annotated[int, Field(ge=0, le=7 * _DAY)] = 3600
     # The emoji (without colons) put on the triggering message while its turn runs.
     progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
         "hourglass_flowing_sand"
@@ -213,7 +221,7 @@ class CronJob(_Section):
 
 
 class CronSettings(_Section):
-    misfire_grace: Annotated[float, Field(ge=0)] = 300.0
+    misfire_grace: Annotated[float, Field(ge=0, le=7 * _DAY)] = 300.0
     # A failed run is tried again up to `retries` times: after `retry_delay` seconds, then four
     # times longer each time, never past the job's next slot.
     retries: Annotated[int, Field(ge=0, le=10)] = 2
@@ -231,8 +239,8 @@ class WebhookSettings(_Section):
 
 class HostSettings(_Section):
     queue_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 8
-    turns_per_person_per_minute: Annotated[int, Field(ge=0)] = 12  # 0 = no limit
-    shutdown_grace: Annotated[float, Field(ge=0)] = 30.0
+    turns_per_person_per_minute: Annotated[int, Field(ge=0, le=10_000)] = 12  # 0 = no limit
+    shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = 30.0
     max_concurrent_turns: Annotated[int, Field(ge=1, le=1000)] = 16
 
 
@@ -283,6 +291,23 @@ class Secrets:
     def get(self, name: str) -> str | None:
         return self.values.get(name) or None
 
+    def problem(self, name: str) -> str | None:
+        """What is wrong with the shape of secret `name` (stray whitespace, characters no HTTP
+        header can carry), as an operator message with the fix; None when it looks usable."""
+        value = self.values.get(name) or ""
+        if value != value.strip():
+            return (
+                f"{name} has stray whitespace around it (a trailing newline or space from "
+                f"copying it). Fix: set {name} to the value alone, e.g. in .env without quotes "
+                "or spaces."
+            )
+        if not (value.isascii() and value.isprintable() and " " not in value):
+            return (
+                f"{name} holds characters no credential has (spaces, line breaks or non-ASCII "
+                f"letters). Fix: copy the {name} value again from where it was issued."
+            )
+        return None
+
     def __repr__(self) -> str:
         return f"Secrets(set={sorted(k for k, v in self.values.items() if v)})"
 
@@ -296,6 +321,7 @@ class Config:
     settings: Settings
     secrets: Secrets
     source: Path | None  # the TOML file, when one was read
+    warnings: tuple[str, ...] = ()  # things that are not errors but likely mistakes (stray BOT_)
 
 
 def load_config(
@@ -317,15 +343,21 @@ def load_config(
             f"config file {path} not found. Fix: pass the right --config PATH, "
             f"or run `bot init {path.parent}` to write a starter config there."
         )
-    _apply_env(raw, env)
+    from_env = _apply_env(raw, env)
+    if source is None and "agent" not in raw:
+        raise ConfigError(
+            f"no config file at {path} (looked from {Path.cwd()}). Fix: run `bot init` to write "
+            "a starter config folder there, or pass --config PATH to an existing bot.toml."
+        )
     if env.get("ANTHROPIC_BASE_URL") and "base_url" not in raw.get("model", {}):
         raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
     _resolve_paths(raw, path.parent if source else Path.cwd())
-    settings = _validate(raw, source)
+    settings = _validate(raw, source, from_env)
     if verify_files:
         check_files(settings)
     webhook_envs = tuple(w.token_env for w in settings.webhooks)
-    return Config(settings, Secrets.from_env(env, webhook_envs), source)
+    warnings = tuple(_stray_env_warnings(env))
+    return Config(settings, Secrets.from_env(env, webhook_envs), source, warnings)
 
 
 def _read_dotenv(config_path: Path) -> None:
@@ -350,7 +382,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 _ENV_KEY = re.compile(rf"^{ENV_PREFIX}([A-Z]+)__([A-Z0-9_]+)$")
 
 
-def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, str], str]:
+    """Apply the BOT_ overrides to `raw`; returns which variable set each (section, key)."""
+    applied: dict[tuple[str, str], str] = {}
     for name, value in env.items():
         match = _ENV_KEY.match(name)
         if not match:
@@ -363,6 +397,31 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
                 f"Fix: use one of {', '.join(_sections())} or unset it."
             )
         raw.setdefault(section, {})[key] = _env_value(value, _field_type(section, key))
+        applied[(section, key)] = name
+    return applied
+
+
+def _stray_env_warnings(env: Mapping[str, str]) -> list[str]:
+    """BOT_ variables that set nothing (BOT_MODEL_NAME for BOT_MODEL__NAME): likely typos."""
+    found = []
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and not _ENV_KEY.match(name):
+            guess = _env_guess(name)
+            found.append(
+                f"environment variable {name} sets nothing: settings are "
+                f"{ENV_PREFIX}<SECTION>__<KEY> (two underscores)"
+                + (f"; did you mean {guess}?" if guess else ".")
+            )
+    return found
+
+
+def _env_guess(name: str) -> str | None:
+    rest = name.removeprefix(ENV_PREFIX).lower()
+    for section in _sections():
+        if rest.startswith(section + "_"):
+            key = rest.removeprefix(section + "_").lstrip("_")
+            return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    return None
 
 
 def _sections() -> list[str]:
@@ -413,13 +472,24 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
                 rule["instructions_path"] = base / rule["instructions_path"]
 
 
-def _validate(raw: dict[str, Any], source: Path | None) -> Settings:
+def _validate(
+    raw: dict[str, Any], source: Path | None, from_env: Mapping[tuple[str, str], str]
+) -> Settings:
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        where = f"{source}: " if source else ""
-        lines = [f"{where}{_explain(error)}" for error in exc.errors()]
+        lines = [_where(error, source, from_env) + _explain(error) for error in exc.errors()]
         raise ConfigError("\n".join(lines)) from None
+
+
+def _where(
+    error: Mapping[str, Any], source: Path | None, from_env: Mapping[tuple[str, str], str]
+) -> str:
+    """Who set the bad value: the environment variable when one did, else the file."""
+    loc = tuple(str(part) for part in error["loc"][:2])
+    if len(loc) == 2 and loc in from_env:
+        return f"environment variable {from_env[(loc[0], loc[1])]}: "
+    return f"{source}: " if source else ""
 
 
 def _explain(error: Mapping[str, Any]) -> str:
@@ -430,14 +500,17 @@ def _explain(error: Mapping[str, Any]) -> str:
     # A URL refused for holding a password must not print it back.
     shown = "(not shown)" if loc == ["store", "url"] else _shown(value)
     if kind == "extra_forbidden":
-        if re.search(r"token|secret|api_key|password", loc[-1]):
+        if loc[-1].lower() in _SECRET_KEYS:
             return (
                 f"{key}: secrets are never read from the config file. Fix: remove it and set "
                 f"the environment variable instead ({', '.join(Secrets.NAMES)}), e.g. in .env."
             )
         known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
         return (
-            f"{key}: unknown key. Fix: remove it or correct the spelling"
+            f"{key}: unknown key"
+            + (f" (did you mean {close[0]}?)" if close else "")
+            + ". Fix: remove it or correct the spelling"
             + (f" (known keys here: {', '.join(known)})" if known else "")
             + "."
         )
@@ -445,6 +518,19 @@ def _explain(error: Mapping[str, Any]) -> str:
         return f"{key}: required but not set. Fix: add `{loc[-1]} = ...` under its section."
     message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
     return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
+
+
+# Keys that can only be an attempt to put a credential in the file (`bot_token`, `api_key`...).
+_SECRET_KEYS = {name.lower() for name in Secrets.NAMES} | {
+    "token",
+    "secret",
+    "password",
+    "api_key",
+    "bot_token",
+    "app_token",
+    "signing_secret",
+    "webhook_secret",
+}
 
 
 def _dotted(loc: list[str]) -> str:

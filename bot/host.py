@@ -55,11 +55,12 @@ from bot.prompt import (
     SurfacePrompt,
     UnknownSkill,
     WindowExceeded,
+    host_command,
     speaker_label,
 )
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.replies import budget_reached
+from bot.replies import budget_reached, greeting, help_text
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import (
     Attached,
@@ -74,7 +75,6 @@ from bot.turns import (
 log = structlog.get_logger(__name__)
 
 CONTINUITY_MAX_BYTES = 48 * 1024
-COMPACT_COMMAND = "/compact"
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
@@ -309,9 +309,16 @@ class Host:
         if refused is not None:
             return refused
         surface = surface_prompt(policy)
-        if text.strip().lower().startswith(COMPACT_COMMAND):
+        command = host_command(text)
+        if command == "compact":
             async with self._working(request.route):
                 return await self._compact(job, request, started)
+        if command is not None:  # /start, /help: answered by the host, no model call
+            agent = self._assembler.agent
+            listed = [(skill.name, skill.description) for skill in agent.skills]
+            say = greeting(agent.identity) if command == "start" else help_text(listed)
+            record = self._record(request, started, "command")
+            return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
             skills, text = self._assembler.split_skill_command(text)
         except UnknownSkill as exc:

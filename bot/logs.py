@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from collections.abc import Iterable, MutableMapping
+from types import TracebackType
 from typing import Any, TextIO
 
 import structlog
@@ -29,8 +31,21 @@ SECRET_PATTERNS = re.compile(
 )
 
 
+# Every configured secret value this process has seen (longest first, so a secret that contains
+# another is replaced whole): logs, turn records and tracebacks redact them by value, whatever
+# their shape (a webhook token or signing secret looks like any other string).
+_known: tuple[str, ...] = ()
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Redact these values everywhere in this process from now on."""
+    global _known
+    found = {*_known, *(value for value in values if value and len(value) >= 6)}
+    _known = tuple(sorted(found, key=len, reverse=True))
+
+
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    for value in secrets:
+    for value in (*secrets, *_known):
         if value and len(value) >= 6:
             text = text.replace(value, REDACTED)
     return SECRET_PATTERNS.sub(REDACTED, text)
@@ -85,23 +100,39 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
-    # The SDKs log through the standard library (PTB puts the bot token in URLs): keep them
-    # quiet, on the same stream, and through the same redaction.
-    logging.basicConfig(level=max(level, logging.WARNING), stream=stream, force=True)
-    redacting = _RedactingFilter(secrets.values.values() if secrets else ())
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(redacting)
+    remember_secrets(secrets.values.values() if secrets else ())
+    _route_stdlib_logging(max(level, logging.WARNING))
 
 
-class _RedactingFilter(logging.Filter):
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        self.secrets = tuple(s for s in secrets if s)
+def _route_stdlib_logging(level: int) -> None:
+    """The SDKs (bolt, PTB, httpx, asyncio) log through the standard library: send their records
+    through the same structlog pipeline (JSON lines, redaction), never as raw text beside it;
+    uncaught exceptions and warnings too."""
+    root = logging.getLogger()
+    root.handlers = [_ToStructlog()]
+    root.setLevel(level)
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_text(record.getMessage(), self.secrets)
-        record.args = None
-        if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
-        return True
+
+class _ToStructlog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            structlog.get_logger(record.name).log(
+                record.levelno,
+                record.getMessage(),
+                logger=record.name,
+                exc_info=record.exc_info if record.exc_info and record.exc_info[0] else None,
+            )
+        except Exception:
+            self.handleError(record)
+
+
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    structlog.get_logger("bot").critical("uncaught_exception", exc_info=(kind, exc, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is not None:
+        _log_uncaught(args.exc_type, args.exc_value, args.exc_traceback)

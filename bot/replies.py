@@ -9,6 +9,8 @@ one-line description people see.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import datetime
 
 # Chat commands the host answers itself, never the model: (command, description).
@@ -50,6 +52,33 @@ def budget_reached(scope: str, resets_at: datetime) -> str:
         f"I've reached {what}, so I'll stay quiet here until it resets at {when} {zone}. "
         "Messages sent before then won't get an answer."
     )
+
+
+# The agent's name, when its identity file introduces it the usual way ("You are Quill, ...").
+_NAME = re.compile(r"\bYou are ([A-Z][\w'’-]{0,39})\b")
+
+# Commands the host answers itself, with the line /help shows for each.
+COMMAND_HELP: Sequence[tuple[str, str]] = (
+    ("help", "list these commands"),
+    ("compact", "summarize the older part of this conversation to make room"),
+)
+
+
+def greeting(identity: str) -> str:
+    """The answer to `/start`: a short hello built from the identity, and where to go next."""
+    found = _NAME.search(identity)
+    hello = f"Hi, I'm {found.group(1)}." if found else "Hi!"
+    return f"{hello} Ask me anything, or send /help to see the commands."
+
+
+def help_text(skills: Sequence[tuple[str, str]]) -> str:
+    """The answer to `/help`: the host's commands, then one line per skill (name, description)."""
+    lines = ["Commands:"]
+    lines += [f"/{name} - {what}" for name, what in (*COMMAND_HELP, *CHAT_COMMANDS)]
+    if skills:
+        lines += ["", "Skills (start a message with one to use it for that message):"]
+        lines += [f"/{name} - {description}" for name, description in skills]
+    return "\n".join(lines)
 
 
 # --- attachments: why a file was not read ------------------------------------------------------

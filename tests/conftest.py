@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
+import sys
 import textwrap
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from tests.engines import clock, db_path, engine, parametrize_engines, pg_server, skipped_reason
 from tests.fakes.anthropic import FakeAnthropic
@@ -97,6 +101,22 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded(connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def _default_logging() -> Iterator[None]:
+    """`bot.cli.main` and `configure_logging` set up logging for the whole process (structlog,
+    the root handler, the exception hooks) onto a stream pytest closes after the test: leave
+    every test as the next one expects."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    hooks = sys.excepthook, threading.excepthook
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    sys.excepthook, threading.excepthook = hooks
+    logging.captureWarnings(False)
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

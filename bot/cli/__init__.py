@@ -39,25 +39,63 @@ class CommandModule(Protocol):
     def run(self, args: argparse.Namespace, config: object) -> int: ...
 
 
+_CONFIG_HELP = "path to bot.toml (default: config/bot.toml); accepted before or after any command"
+
+
 def _parser(chosen: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bot", description="Host an AI agent on Slack, Telegram, cron and the terminal."
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="path to bot.toml (default: config/bot.toml)",
-    )
+    parser.add_argument("--version", action="version", version=f"bot {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            sub.add_argument(
-                "--config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS
-            )
             _module(module_name).add_arguments(sub)
+    _add_config_everywhere(parser)
     return parser
+
+
+def _add_config_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`--config` in every parser's --help, at every depth. `main` takes it out of the command
+    line before parsing, wherever it stands, so these entries only document it."""
+    parser.add_argument("--config", type=Path, metavar="PATH", help=_CONFIG_HELP)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_config_everywhere(sub)
+
+
+def _take_config(argv: list[str]) -> tuple[Path | None, list[str]]:
+    """The `--config PATH` (or `--config=PATH`) anywhere in `argv`, and the rest; the last wins.
+    Nothing after a bare `--` is looked at."""
+    found: Path | None = None
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            rest += [arg, *args]
+            break
+        if arg == "--config":
+            value = next(args, None)
+            if value is None:
+                rest.append(arg)  # argparse says the value is missing
+                continue
+            found = Path(value)
+        elif arg.startswith("--config="):
+            found = Path(arg.removeprefix("--config="))
+        else:
+            rest.append(arg)
+    return found, rest
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bot-host")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _module(name: str) -> CommandModule:
@@ -65,14 +103,7 @@ def _module(name: str) -> CommandModule:
 
 
 def _chosen(argv: list[str]) -> str | None:
-    skip = False
     for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg == "--config":
-            skip = True
-            continue
         if not arg.startswith("-"):
             return arg if arg in COMMANDS else None
     return None
@@ -80,8 +111,9 @@ def _chosen(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    chosen = _chosen(argv)
-    args = _parser(chosen).parse_args(argv)
+    config_path, argv = _take_config(argv)
+    args = _parser(_chosen(argv)).parse_args(argv)
+    args.config = config_path
     if args.command is None:
         _parser(None).print_help()
         return 0
@@ -93,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in NO_CONFIG:
             return module.run(args, None)
         config = load_config(args.config)
+        for warning in config.warnings:
+            print(f"bot: warning: {warning}", file=sys.stderr)
         configure_logging(config.settings.logging, secrets=config.secrets)
         return module.run(args, config)
     except ConfigError as exc:

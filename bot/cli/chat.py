@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import signal
+from pathlib import Path
 
 from bot.config import Config, LoggingSettings
 from bot.logs import configure_logging
@@ -28,15 +31,52 @@ async def _chat(name: str | None, config: Config) -> int:
     from channels.console import ConsoleChannel, conversation_key
 
     require_api_key(config)
-    # The terminal is the conversation: only warnings and errors go to stderr.
-    level = config.settings.logging.level
-    quiet = LoggingSettings(level=level if level in {"warning", "error"} else "warning")
-    configure_logging(quiet, secrets=config.secrets)
     channel = ConsoleChannel(conversation_key(name))
-    async with App(config, channels=False, http=False) as app:
+    log_file = _quiet_logging(config, to_file=channel.interactive)
+    # check_model: a refused key is the operator's configuration error (exit 2, with the fix),
+    # not an apology to the person typing.
+    async with App(config, channels=False, http=False, check_model=True) as app:
         app.host.attach(channel.name, channel.deliverer)
-        if channel.interactive:
-            print(f"Conversation {channel.conversation}. Type /quit or Ctrl-D to leave.")
-        await channel.start(app.host)
-        await app.host.idle()
+
+        closing: set[asyncio.Task[None]] = set()
+
+        def on_interrupt() -> None:
+            if channel.interrupt():  # a second Ctrl-C during a turn: cancel it cleanly
+                task = asyncio.ensure_future(app.host.close(grace=0))
+                closing.add(task)
+                task.add_done_callback(closing.discard)
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            if channel.interactive:
+                print(f"Conversation {channel.conversation}. Type /quit or Ctrl-D to leave.")
+                if log_file is not None:
+                    print(f"(warnings and errors go to {log_file})")
+            await channel.start(app.host)
+            await app.host.idle()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+    if channel.interrupted:
+        print()
+        return 130
     return 0
+
+
+def _quiet_logging(config: Config, *, to_file: bool) -> Path | None:
+    """The terminal is the conversation: only warnings and errors are logged, and on a terminal
+    they go to a file beside the database (a retry warning would land mid-answer otherwise)."""
+    level = config.settings.logging.level
+    quiet = LoggingSettings(
+        level=level if level in {"warning", "error"} else "warning",
+        format="json" if to_file else config.settings.logging.format,
+    )
+    if not to_file:
+        configure_logging(quiet, secrets=config.secrets)
+        return None
+    path = config.settings.store.path.parent / "chat.log"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stream = path.open("a", encoding="utf-8")
+    atexit.register(stream.close)
+    configure_logging(quiet, secrets=config.secrets, stream=stream)
+    return path

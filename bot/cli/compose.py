@@ -23,10 +23,13 @@ from bot.cli.stored import open_configured
 from bot.config import Config, ConfigError
 from bot.departures import MemoryDepartures
 from bot.host import Host
+from bot.httpguard import guard
+from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
 from bot.ports import AttachmentStore, Channel, ModelRuntime, Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.prompt.assembler import FLOOR_SHARE
 from bot.recall import RecallCache
 from bot.stores import OpenStore
 from bot.tools import LoadSkillTool, tool_specs
@@ -45,29 +48,49 @@ def require_api_key(config: Config) -> str:
             "ANTHROPIC_API_KEY is not set. Fix: export ANTHROPIC_API_KEY=... or put it in a .env "
             "file next to where you run `bot` (it is read from the environment only)."
         )
+    problem = config.secrets.problem("ANTHROPIC_API_KEY")
+    if problem is not None:
+        raise ConfigError(problem)
     return key
 
 
 def build_assembler(
     config: Config, agent: AgentTexts, counter: TokenCounter, policy: Policy | None = None
 ) -> Assembler:
+    """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
+    (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
     settings = config.settings
     policy = policy or load_policy(settings, agent)
-    return Assembler(
-        agent,
-        model=settings.model.name,
-        max_tokens=settings.model.max_tokens,
-        context_window=settings.model.window,
-        timezone=settings.agent.timezone,
-        counter=counter,
-        tools=tool_specs(
-            agent, memory=settings.memory.enabled, attachments=settings.attachments.enabled
-        ),
-        memory_enabled=settings.memory.enabled,
-        skill_max_bytes=settings.agent.skill_max_bytes,
-        session_template=policy.session_template,
-        turn_template=policy.turn_template,
-    )
+    try:
+        assembler = Assembler(
+            agent,
+            model=settings.model.name,
+            max_tokens=settings.model.max_tokens,
+            context_window=settings.model.window,
+            timezone=settings.agent.timezone,
+            counter=counter,
+            tools=tool_specs(
+                agent,
+                memory=settings.memory.enabled,
+                attachments=settings.attachments.enabled,
+            ),
+            memory_enabled=settings.memory.enabled,
+            skill_max_bytes=settings.agent.skill_max_bytes,
+            session_template=policy.session_template,
+            turn_template=policy.turn_template,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if assembler.fixed_tokens > FLOOR_SHARE * assembler.input_budget:
+        raise ConfigError(
+            f"model.context_window ({settings.model.window}) leaves {assembler.input_budget} "
+            f"tokens for input after model.max_tokens ({settings.model.max_tokens}), but the "
+            f"agent-wide part (guardrails, identity, skills, tool definitions) alone takes about "
+            f"{assembler.fixed_tokens}, leaving no room for the conversation. Fix: raise "
+            "model.context_window, lower model.max_tokens, or shorten the identity and "
+            "agent.selected_skills."
+        )
+    return assembler
 
 
 class App:
@@ -85,6 +108,7 @@ class App:
         check_model: bool = False,
     ) -> None:
         self.config = config
+        remember_secrets(config.secrets.values.values())  # turn records and logs redact them
         self._model_override = model
         self._want_channels = channels
         self._want_http = http
@@ -98,7 +122,7 @@ class App:
         self.cron_jobs: list[JobPlan] = []
         self.webhooks: WebhookEndpoint | None = None
         self.channels: list[Channel] = []
-        self.web = web.Application()
+        self.web = web.Application(middlewares=[guard])
         self._runner: web.AppRunner | None = None
         self._store: OpenStore | None = None
         self._host: Host | None = None

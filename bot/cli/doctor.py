@@ -52,6 +52,8 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     checks.append(_files(config))
     if checks[-1].ok:
         checks.append(_policy(config))
+    if checks[-1].ok:
+        checks.append(_window(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     if not offline:
@@ -70,6 +72,21 @@ def _files(config: Config) -> Check:
     except ConfigError as exc:
         return Check("agent files", False, str(exc))
     return Check("agent files", True, f"identity and {len(agent.skills)} skill(s) read")
+
+
+def _window(config: Config) -> Check:
+    """Whether the model's window can fund the prompt's floors (as `bot run` checks it)."""
+    from bot.agentfiles import load_agent
+    from bot.cli.compose import build_assembler
+    from bot.prompt import TokenCounter
+
+    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    try:
+        assembler = build_assembler(config, load_agent(config.settings.agent), counter)
+    except ConfigError as exc:
+        return Check("context window", False, str(exc))
+    detail = f"{assembler.input_budget} tokens for input, {assembler.fixed_tokens} agent-wide"
+    return Check("context window", True, detail)
 
 
 def _policy(config: Config) -> Check:
@@ -131,7 +148,9 @@ def _tokens(config: Config) -> list[Check]:
     needed.extend((hook.token_env, f"webhook {hook.name!r}") for hook in settings.webhooks)
     checks = []
     for name, purpose in needed:
-        if secrets.get(name):
+        if secrets.get(name) and (problem := secrets.problem(name)) is not None:
+            checks.append(Check(name, False, problem))
+        elif secrets.get(name):
             checks.append(Check(name, True, f"set (for {purpose})"))
         else:
             checks.append(
@@ -150,7 +169,7 @@ Probe = Callable[[], Awaitable[str]]
 def _services(config: Config) -> list[tuple[str, Probe]]:
     settings, secrets = config.settings, config.secrets
     services: list[tuple[str, Probe]] = []
-    if secrets.get("ANTHROPIC_API_KEY"):
+    if secrets.get("ANTHROPIC_API_KEY") and secrets.problem("ANTHROPIC_API_KEY") is None:
         services.append(("model", lambda: _ping_model(config)))
     if settings.slack.enabled and secrets.get("SLACK_BOT_TOKEN"):
         from channels.slack import check_slack

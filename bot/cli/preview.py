@@ -49,8 +49,18 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except OSError as exc:
         print(f"bot preview: cannot read {args.event}: {exc.strerror}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:
+        print(
+            f"bot preview: {args.event} is not UTF-8 text (byte {exc.start} is "
+            f"0x{exc.object[exc.start]:02x}). Fix: save the event file as UTF-8.",
+            file=sys.stderr,
+        )
+        return 2
     except json.JSONDecodeError as exc:
         print(f"bot preview: {args.event} is not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting past the limit
+        print(f"bot preview: {args.event} is not usable JSON: {exc}", file=sys.stderr)
         return 2
     except EventError as exc:
         print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
@@ -144,7 +154,7 @@ def parse_event(raw: Any) -> TurnRequest:
     if speaker_raw is not None:
         speaker = Speaker(speaker_raw.text("name", required=True) or "", speaker_raw.text("handle"))
         user_id = speaker_raw.text("id")
-        person = f"{channel}:{user_id}" if user_id else None
+        person = _channel_person(channel, conversation, speaker_raw)(user_id) if user_id else None
     route_raw = raw.get("route")
     if route_raw is not None and not isinstance(route_raw, dict):
         raise EventError("route must be an object of host-side values.")
@@ -203,6 +213,22 @@ def _time(value: str) -> datetime:
     except ValueError:
         raise EventError(f"{value!r} is not an ISO 8601 timestamp.") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _channel_person(channel: str, conversation: str, speaker: _Reader) -> Callable[[str], str]:
+    """The channel's own person id (what memory is attributed to), so recall in the preview
+    matches the live channel's. Slack's includes the team: `speaker.team`, else the key's."""
+    if channel == "slack":
+        from channels.slack.events import person_id as slack_person
+
+        parts = conversation.split(":")
+        team = speaker.text("team") or (parts[1] if len(parts) > 1 else "")
+        return lambda user: slack_person(team, user)
+    if channel == "telegram":
+        from channels.telegram.mapping import person_id as telegram_person
+
+        return telegram_person
+    return lambda user: f"{channel}:{user}"
 
 
 def _channel_surface(channel: str) -> Callable[[SurfaceKind, str, str | None], Surface]:

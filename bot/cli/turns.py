@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.cli.stored import on_store
 from bot.config import Config
+from bot.logs import redact_value
 from bot.store import RecordSummary
 from bot.stores import OpenStore
 
@@ -33,10 +34,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 async def _run(args: argparse.Namespace, store: OpenStore) -> int:
     if args.action == "show":
-        record = await store.records.show(args.turn_id)
-        if record is None:
+        stored = await store.records.show(args.turn_id)
+        if stored is None:
             print(f"bot turns show: no record of turn {args.turn_id!r}", file=sys.stderr)
             return 1
+        # Redacted again with today's configured secrets: a record written before a secret was
+        # configured (or by an older version) still never shows it.
+        record = redact_value(stored, ())
         print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else _text(record))
         return 0
     summaries = await store.records.recent(args.conversation, limit=max(1, args.limit))

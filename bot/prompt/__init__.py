@@ -3,7 +3,8 @@
 No I/O happens here (the agent's files are read by `bot.agentfiles`). The public surface:
 `Assembler` (the whole request, with a `SurfacePrompt` from the surface's rule), the session and
 turn-context `Template`s with their slots, `TokenCounter` (offline token estimates),
-`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, and the errors
+`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, `host_command` (the
+host's own `/compact`, `/start`, `/help`), and the errors
 `UnknownSkill` (a `/name` that names no skill), `WindowExceeded` (a request that cannot fit the
 model's window) and `TemplateError` (a template that cannot be used).
 """
@@ -11,7 +12,7 @@ model's window) and `TemplateError` (a template that cannot be used).
 from bot.prompt.assembler import Assembler, SurfacePrompt, WindowExceeded
 from bot.prompt.message import speaker_label
 from bot.prompt.session import SILENT_TOKEN
-from bot.prompt.skills import AgentTexts, Skill, UnknownSkill
+from bot.prompt.skills import AgentTexts, Skill, UnknownSkill, host_command
 from bot.prompt.template import (
     SESSION_SLOTS,
     TURN_SLOTS,
@@ -33,5 +34,6 @@ __all__ = [
     "TokenCounter",
     "UnknownSkill",
     "WindowExceeded",
+    "host_command",
     "speaker_label",
 ]

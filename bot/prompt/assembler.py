@@ -152,6 +152,20 @@ class Assembler:
 
     # --- per turn -------------------------------------------------------------------------------
 
+    @property
+    def agent(self) -> AgentTexts:
+        return self._agent
+
+    @property
+    def fixed_tokens(self) -> int:
+        """Estimated tokens of the agent-wide part (and tool definitions): on every request."""
+        return self._fixed_tokens
+
+    @property
+    def input_budget(self) -> int:
+        """The context window minus the default answer's max_tokens (a surface may set its own)."""
+        return self._window - self._max_tokens
+
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
 

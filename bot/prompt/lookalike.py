@@ -31,12 +31,16 @@ _DROPPED = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Mn}\p{Me}]")
 _ANGLE_NAME = re.compile(r"\bLESS-THAN\b|\bLEFT\b.*\bANGLE\b")
 
 
+_TABLE_MAX = 65_536
+
+
 class _FoldTable(dict[int, str]):
     """`str.translate` table that folds each code point on first sight and remembers it."""
 
     def __missing__(self, code: int) -> str:
         folded = fold_char(chr(code))
-        self[code] = folded
+        if len(self) < _TABLE_MAX:  # bounded: text can hold any of 1.1 million code points
+            self[code] = folded
         return folded
 
 

@@ -20,7 +20,8 @@ LOAD_SKILL_TOOL = "load_skill"
 # such as Telegram's `/name@bot`, are the channel's to translate before the text gets here.)
 _COMMAND = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?=\s|$)")
 # Commands the host handles itself, before skills are considered.
-HOST_COMMANDS = frozenset({"compact"})
+# Commands the host answers itself; a message starting with one (as a whole word) is not a skill.
+HOST_COMMANDS = frozenset({"compact", "start", "help"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,16 @@ def find_skill(skills: Sequence[Skill], name: str) -> Skill | None:
         if skill.name.lower() == lowered:
             return skill
     return None
+
+
+def host_command(text: str) -> str | None:
+    """The host command `text` starts with as a whole word (`/compact`, `/help`), else None:
+    `/compactify the report` is not `/compact`."""
+    match = _COMMAND.match(text.strip())
+    if match is None:
+        return None
+    name = match.group(1).lower()
+    return name if name in HOST_COMMANDS else None
 
 
 def split_skill_command(skills: Sequence[Skill], text: str) -> tuple[tuple[Skill, ...], str]:

@@ -2,12 +2,20 @@
 
 Interactive on a terminal (a prompt, answers streamed as they arrive); with piped standard input it
 reads one message per line and prints one answer per message, so it can be scripted.
+
+On a terminal, lines are read with GNU readline (editing, history, and no 4,096-byte cut that the
+terminal's own line mode makes to a long paste), a progress sign shows while a turn has produced
+nothing yet, and `interrupt()` (Ctrl-C, wired by `bot chat`) leaves at once at the prompt; during
+a turn the first one says the answer is being finished, the second cancels it. Input is read on a
+daemon thread, so leaving never waits for a line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,6 +28,10 @@ from bot.turns import ConversationKind, ReplyRoute, TurnRequest
 PLATFORM = "console"
 PROMPT = "you> "
 QUIT = {"/quit", "/exit"}
+PROGRESS = "(thinking…)"
+FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
+CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
+_ERASE_LINE = "\r\x1b[K"
 
 
 def conversation_key(name: str | None) -> str:
@@ -30,16 +42,20 @@ def conversation_key(name: str | None) -> str:
 class ConsoleDeliverer:
     """Writes answers to the terminal; streamed deltas are shown as they arrive."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, *, progress: bool = False) -> None:
         self._out = out
         self._streamed: set[str] = set()
+        self._progress = progress  # a terminal: show a sign while nothing has arrived yet
+        self._sign_shown = False
 
     async def stream(self, route: ReplyRoute, delta: str) -> None:
+        self._erase_sign()
         self._streamed.add(str(route.values.get("turn_id")))
         self._out.write(delta)
         self._out.flush()
 
     async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
+        self._erase_sign()
         turn_id = str(route.values.get("turn_id"))
         if turn_id in self._streamed:
             self._streamed.discard(turn_id)
@@ -51,7 +67,20 @@ class ConsoleDeliverer:
 
     @asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
-        yield
+        if self._progress:
+            self._out.write(PROGRESS)
+            self._out.flush()
+            self._sign_shown = True
+        try:
+            yield
+        finally:
+            self._erase_sign()
+
+    def _erase_sign(self) -> None:
+        if self._sign_shown:
+            self._sign_shown = False
+            self._out.write(_ERASE_LINE)
+            self._out.flush()
 
     def route_to(self, destination: str) -> ReplyRoute:
         return ReplyRoute(PLATFORM, {"turn_id": destination})
@@ -74,8 +103,12 @@ class ConsoleChannel:
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self._clock = clock
-        self.deliverer = ConsoleDeliverer(self._out)
         self.interactive = self._in.isatty()
+        self.deliverer = ConsoleDeliverer(self._out, progress=self._out.isatty())
+        self.interrupted = False
+        self._leaving = asyncio.Event()
+        self._turn: asyncio.Task[TurnResult] | None = None
+        self._finishing = False
 
     def request(self, text: str) -> TurnRequest:
         turn_id = uuid.uuid4().hex
@@ -90,29 +123,84 @@ class ConsoleChannel:
         )
 
     async def start(self, sink: TurnSink) -> None:
-        """Run the conversation until end of input (or /quit)."""
-        async for line in self._lines():
+        """Run the conversation until end of input, /quit or an interrupt at the prompt."""
+        lines = self._read_lines()
+        while (line := await self._next(lines)) is not None:
             text = line.strip()
             if not text:
                 continue
             if text in QUIT:
                 break
-            result = await sink.run(self.request(text))
+            self._turn = asyncio.ensure_future(sink.run(self.request(text)))
+            self._finishing = False
+            try:
+                result = await asyncio.shield(self._turn)
+            finally:
+                self._turn = None
             self._explain(result)
+            if self.interrupted:
+                break
 
     async def stop(self) -> None:
         return None
 
-    async def _lines(self) -> AsyncIterator[str]:
+    def interrupt(self) -> bool:
+        """Ctrl-C. At the prompt: leave now. During a turn: the first says the answer is being
+        finished, the second returns True (the caller cancels the turn) and leaves after it."""
+        if self._turn is None:
+            self.interrupted = True
+            self._leaving.set()
+            return False
+        if not self._finishing:
+            self._finishing = True
+            self._say(FINISHING)
+            return False
+        self.interrupted = True
+        self._say(CANCELLING)
+        return True
+
+    def _say(self, note: str) -> None:
+        self.deliverer._erase_sign()
+        self._out.write("\n" + note + "\n")
+        self._out.flush()
+
+    async def _next(self, lines: asyncio.Queue[str | None]) -> str | None:
+        """The next line, or None at end of input or when leaving (whichever comes first)."""
+        if self._leaving.is_set():
+            return None
+        reading = asyncio.ensure_future(lines.get())
+        leaving = asyncio.ensure_future(self._leaving.wait())
+        await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        leaving.cancel()
+        if not reading.done():
+            reading.cancel()
+            return None
+        return reading.result()
+
+    def _read_lines(self) -> asyncio.Queue[str | None]:
+        """Lines from standard input, read on a daemon thread (None at end of input)."""
         loop = asyncio.get_running_loop()
-        while True:
-            if self.interactive:
-                self._out.write(PROMPT)
-                self._out.flush()
-            line = await loop.run_in_executor(None, self._in.readline)
-            if not line:
-                return
-            yield line
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def read() -> None:
+            while True:
+                line = self._read_one()
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+                if line is None:
+                    return
+
+        threading.Thread(target=read, name="console-input", daemon=True).start()
+        return queue
+
+    def _read_one(self) -> str | None:
+        if not self.interactive:
+            return self._in.readline() or None
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (input() then edits lines and takes long pastes)
+        try:
+            return input(PROMPT) + "\n"
+        except (EOFError, KeyboardInterrupt):
+            return None
 
     def _explain(self, result: TurnResult) -> None:
         if result.outcome in {Admission.BUSY.value, Admission.RATE_LIMITED.value}:

@@ -15,6 +15,7 @@ Instants come out strictly increasing and timezone-aware in UTC.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -155,6 +156,15 @@ def _check_shape(text: str) -> None:
             f"{_ALIASES[text.lower()]!r}."
         )
     count = len(text.split())
+    if any(
+        part.upper() == "R" or part.upper().startswith("R(") for part in re.split(r"[\s,]", text)
+    ):
+        # croniter draws a new random value on every read: `bot cron list` would show a
+        # different next time each call, and a restart would move the job.
+        raise ScheduleError(
+            f"{text!r} uses R (a random value), which would move on every read and restart. "
+            f"Fix: write the value you want, e.g. {EXAMPLE!r}."
+        )
     if count != 5:
         raise ScheduleError(
             f"{text!r} has {count} field{'s' if count != 1 else ''}; a schedule has exactly five: "

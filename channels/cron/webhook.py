@@ -113,18 +113,16 @@ def _authorized(request: web.Request, token: str) -> bool:
 
 
 async def _read_bounded(request: web.Request, limit: int) -> bytes | None:
-    """The body, or None when it is larger than `limit` (read no further than one byte past)."""
+    """The body, or None when it is larger than `limit`.
+
+    The HTTP port's intake guard has already read it (bounded by the application's
+    client_max_size), so this reads aiohttp's copy.
+    """
     declared = request.content_length
     if declared is not None and declared > limit:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await request.content.read(min(64 * 1024, limit + 1 - size)):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return None
-    return b"".join(chunks)
+    body = await request.read()
+    return body if len(body) <= limit else None
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:

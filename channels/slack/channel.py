@@ -245,12 +245,13 @@ class SlackChannel:
     async def _request(
         self, message: SlackMessage, bot: BotIdentity, received_at: datetime
     ) -> TurnRequest:
-        speaker, text, info, preceding = await asyncio.gather(
-            self._speaker(message),
-            self._directory.plain(message.text, strip_user=bot.user_id),
-            self._directory.conversation(message.channel),
-            self._directory.preceding(message, bot),
-        )
+        with self._directory.one_message():
+            speaker, text, info, preceding = await asyncio.gather(
+                self._speaker(message),
+                self._directory.plain(message.text, strip_user=bot.user_id),
+                self._directory.conversation(message.channel),
+                self._directory.preceding(message, bot),
+            )
         kind = events.surface_kind(info, message.channel_type, message.channel)
         return events.build_request(
             message,

@@ -1,17 +1,23 @@
 """The Slack lookups behind a turn: who spoke (users.info), where (conversations.info) and what
 others said before (conversations.replies / conversations.history).
 
-Users and conversations are cached for `slack.user_cache_seconds` in bounded caches. Every lookup
-degrades instead of failing the turn: an unknown person is "someone", a channel the app may not
-read (missing_scope) is named by kind and id, unreadable history means no preceding messages.
+Users and conversations are cached for `slack.user_cache_seconds` in bounded caches, failed
+lookups too (an unknown user id is not asked about again on every message that names it). Every
+lookup degrades instead of failing the turn: an unknown person is "someone", a channel the app
+may not read (missing_scope) is named by kind and id, unreadable history means no preceding
+messages. One message triggers at most `MAX_LOOKUPS_PER_MESSAGE` users.info / conversations.info
+calls (inside `one_message()`): a message naming fifty people, or a channel where fifty people
+spoke, must not cost fifty calls before its turn; past the budget, names degrade the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -30,6 +36,8 @@ HISTORY_PAGE = 200  # messages per conversations.* page
 # Slack pages a thread from its start only; past this many pages its newest messages are out of
 # reach, and the oldest ones would be the wrong context, so such a thread gives none.
 THREAD_PAGES = 5
+
+MAX_LOOKUPS_PER_MESSAGE = 8
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -70,6 +78,26 @@ class TtlCache(Generic[K, V]):
         return len(self._items)
 
 
+class _Budget:
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.reported = False
+
+    def spend(self) -> bool:
+        if self.left > 0:
+            self.left -= 1
+            return True
+        if not self.reported:
+            self.reported = True
+            log.info("slack_lookups_capped", limit=MAX_LOOKUPS_PER_MESSAGE)
+        return False
+
+
+# The budget of the message being read; tasks that asyncio.gather starts share it (a copied
+# context holds the same object).
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("budget", default=None)
+
+
 class SlackDirectory:
     """Names and context for a turn, read through the Web API."""
 
@@ -87,18 +115,39 @@ class SlackDirectory:
         self._channels: TtlCache[str, Mapping[str, Any] | None] = TtlCache(
             cache_seconds, clock=clock
         )
+        self._pending_users: dict[str, asyncio.Future[Mapping[str, Any] | None]] = {}
+
+    @contextlib.contextmanager
+    def one_message(self) -> Iterator[None]:
+        """Lookups inside share one message's budget of `MAX_LOOKUPS_PER_MESSAGE` calls."""
+        token = _budget.set(_Budget(MAX_LOOKUPS_PER_MESSAGE))
+        try:
+            yield
+        finally:
+            _budget.reset(token)
 
     async def user(self, user_id: str) -> Mapping[str, Any] | None:
         hit, cached = self._users.get(user_id)
         if hit:
             return cached
+        pending = self._pending_users.get(user_id)
+        if pending is None:
+            if not _spend():
+                return None
+            pending = asyncio.ensure_future(self._fetch_user(user_id))
+            self._pending_users[user_id] = pending
+            pending.add_done_callback(lambda _: self._pending_users.pop(user_id, None))
+        return await asyncio.shield(pending)
+
+    async def _fetch_user(self, user_id: str) -> Mapping[str, Any] | None:
         try:
             response = await self._client.users_info(user=user_id)
         except CALL_ERRORS as exc:
             _log_failure("users.info", exc)
-            return None
-        user = response.get("user")
-        found = user if isinstance(user, Mapping) else None
+            found = None  # remembered like an answer: no call again on the next message
+        else:
+            user = response.get("user")
+            found = user if isinstance(user, Mapping) else None
         self._users.put(user_id, found)
         return found
 
@@ -126,6 +175,8 @@ class SlackDirectory:
         hit, cached = self._channels.get(channel_id)
         if hit:
             return cached
+        if not _spend():
+            return None
         try:
             response = await self._client.conversations_info(channel=channel_id)
         except SlackApiError as exc:
@@ -188,6 +239,11 @@ class SlackDirectory:
 
 def _messages(value: Any) -> list[Mapping[str, Any]]:
     return [item for item in value or () if isinstance(item, Mapping)]
+
+
+def _spend() -> bool:
+    budget = _budget.get()
+    return budget is None or budget.spend()
 
 
 def _log_failure(method: str, exc: BaseException) -> None:

@@ -100,6 +100,10 @@ def read_event(
     return Skip("channel message without a mention")
 
 
+# Slackbot's own messages carry this user id and no bot_id.
+SLACKBOT = "USLACKBOT"
+
+
 def read_departure(body: Mapping[str, Any], received_at: datetime) -> Departure | Skip:
     """A `member_left_channel` event as the person who left and the channel they left, as of
     `received_at` (the host's clock, which memory's times follow too, not Slack's)."""
@@ -111,7 +115,7 @@ def read_departure(body: Mapping[str, Any], received_at: datetime) -> Departure 
     user = _str_or_none(event.get("user"))
     if channel is None or team is None or user is None:
         return Skip("malformed: member_left_channel without channel, team or user")
-    return Departure(PLATFORM, channel, f"{PLATFORM}:{team}:{user}", received_at)
+    return Departure(PLATFORM, channel, person_id(team, user), received_at)
 
 
 def _not_a_trigger(
@@ -126,6 +130,8 @@ def _not_a_trigger(
         return "not a new message: edited"
     if _is_own(event, bot):
         return "own message"
+    if event.get("user") == SLACKBOT:  # reminders, join notices: never a person asking
+        return "Slackbot"
     if ignore_other_bots and _other_bot_name(event) is not None:
         return "another bot"
     return None
@@ -212,7 +218,13 @@ def route_for(message: SlackMessage) -> ReplyRoute:
 
 
 def person_for(message: SlackMessage) -> str:
-    return f"{PLATFORM}:{message.team}:{message.user}"
+    return person_id(message.team, message.user)
+
+
+def person_id(team: str, user: str) -> str:
+    """Who a person is across conversations (memory attribution, rates): team and user id.
+    `bot preview` builds it with this function too."""
+    return f"{PLATFORM}:{team}:{user}"
 
 
 def build_request(

@@ -343,7 +343,7 @@ class TelegramChannel:
         assert self._webhook_secret is not None
         if not hmac.compare_digest(secret.encode(), self._webhook_secret.encode()):
             log.warning("telegram_webhook_forbidden", remote=request.remote)
-            return web.Response(status=403, text="wrong or missing secret token\n")
+            return web.Response(status=401, text="wrong or missing secret token\n")
         if not self._app.running:
             return web.Response(status=503, text="not started\n")
         try:

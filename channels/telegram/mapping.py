@@ -300,7 +300,7 @@ def _request(
         surface=surface(kind, surface_id, _surface_name(chat)),
         attachments=tuple(attachment for _, attachment in files),
         route=ReplyRoute(platform=PLATFORM, values=values),
-        person=f"{PLATFORM}:{sender['id']}" if isinstance(sender, Mapping) else None,
+        person=person_id(sender["id"]) if isinstance(sender, Mapping) else None,
     )
 
 
@@ -346,3 +346,9 @@ def surface(kind: SurfaceKind, surface_id: str, name: str | None) -> Surface:
         message_budget=TELEGRAM_MESSAGE_LIMIT,
         platform="Telegram",
     )
+
+
+def person_id(user_id: object) -> str:
+    """Who a person is across conversations (memory attribution, rates): the Telegram user id.
+    `bot preview` builds it with this function too."""
+    return f"{PLATFORM}:{user_id}"

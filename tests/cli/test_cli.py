@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import COMMANDS, main
 from tests.conftest import subprocess_env, write_config
 
 HERE = Path(__file__).parent
@@ -164,3 +165,89 @@ def test_doctor_names_every_token_an_enabled_channel_needs(tmp_path: Path) -> No
     for name in ("ANTHROPIC_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TELEGRAM_BOT_TOKEN"):
         assert name in failed
     assert result.returncode == 1
+
+
+# --config after any command, at any depth, and in every --help ---------------------------------
+
+_NESTED = [
+    ["cron", "list"],
+    ["history", "show", "--list"],
+    ["turns", "list"],
+    ["memory", "search", "deploy"],
+]
+
+
+@pytest.mark.parametrize("command", _NESTED, ids=" ".join)
+@pytest.mark.parametrize("form", ["after", "equals", "before"])
+def test_config_is_taken_after_any_subcommand(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str], command: list[str], form: str
+) -> None:
+    path = str(agent_dir / "bot.toml")
+    argv = {
+        "after": [*command, "--config", path],
+        "equals": [*command, f"--config={path}"],
+        "before": ["--config", path, *command],
+    }[form]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert "usage:" not in err
+    # Either it ran, or it said what is missing under the agent folder the config names.
+    assert code == 0 or str(agent_dir) in err, err
+
+
+def _help_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_every_help_shows_config(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = [[], *([name] for name in COMMANDS), *_NESTED]
+    commands += [["history", "reset"], ["turns", "show"], ["memory", "forget"], ["cron", "run"]]
+    for argv in commands:
+        assert "--config PATH" in _help_of([a for a in argv if not a.startswith("-")], capsys), argv
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("bot ")
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"channel": "slack", "text": "caf\xe9"}'.encode("latin-1"), "is not UTF-8 text"),
+        (b"\xff\xfe{\x00}\x00", "is not UTF-8 text"),
+        (b'{"text": ' + b"9" * 5000 + b"}", "is not usable JSON"),
+        (b"[" * 100_000, "is not usable JSON"),
+    ],
+)
+def test_preview_of_an_unreadable_file_says_so_in_one_line(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_bytes(content)
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_preview_builds_the_person_id_the_live_channel_does() -> None:
+    from bot.cli.preview import parse_event
+    from channels.slack.events import person_id as slack_person
+    from channels.telegram.mapping import person_id as telegram_person
+
+    slack = parse_event(
+        {"channel": "slack", "conversation": "slack:T1:C1:1.0", "text": "x",
+         "speaker": {"name": "Alice", "id": "U1"}}
+    )  # fmt: skip
+    telegram = parse_event(
+        {"channel": "telegram", "conversation": "telegram:42", "text": "x",
+         "speaker": {"name": "Bob", "id": "42"}}
+    )  # fmt: skip
+    assert slack.person == slack_person("T1", "U1") == "slack:T1:U1"
+    assert telegram.person == telegram_person("42")

@@ -82,3 +82,23 @@ async def test_doctor_says_which_key_the_model_refused(tmp_path: Path) -> None:
     assert len(failed) == 1
     assert "ANTHROPIC_API_KEY" in failed[0]
     assert "sk-ant-wrong-0123456789" not in "\n".join(lines)
+
+
+async def test_chat_with_a_refused_key_exits_with_the_operators_message(agent_dir: Path) -> None:
+    async with FakeAnthropic(api_key="the-right-key") as model:
+        env = subprocess_env(
+            ANTHROPIC_API_KEY="sk-ant-wrong-0123456789", ANTHROPIC_BASE_URL=model.base_url
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "chat", "--config", str(agent_dir / "bot.toml"),
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(b"hello\n"), 60)
+    assert process.returncode == 2
+    assert "refused the key" in err.decode()
+    assert "ANTHROPIC_API_KEY" in err.decode()
+    assert "Sorry" not in out.decode()  # not the end user's apology
+    assert "sk-ant-wrong-0123456789" not in out.decode() + err.decode()

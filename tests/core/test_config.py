@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from bot.config import ConfigError, _env_value, load_config
+from bot.agentfiles import load_agent
+from bot.cli.compose import build_assembler, require_api_key
+from bot.cli.doctor import diagnose
+from bot.config import ConfigError, Settings, _env_value, load_config
+from bot.prompt import TokenCounter
 from tests.conftest import write_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,3 +138,133 @@ _ITEM = st.text(alphabet=st.characters(exclude_characters=",[", exclude_categori
 @given(st.lists(_ITEM.map(str.strip).filter(bool), max_size=8))
 def test_comma_separated_env_lists_round_trip(items: list[str]) -> None:
     assert _env_value(",".join(items), list[str]) == items
+
+
+# --- numeric bounds and the context window ------------------------------------------------------
+
+
+def _numeric_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, list[Any]]]:
+    """(dotted name, constraints) of every int or float setting, through nested tables, lists
+    and dicts of tables, and `Annotated[...] | None`."""
+    found: list[tuple[str, list[Any]]] = []
+    for name, field in model.model_fields.items():
+        constraints = list(field.metadata)
+        kinds: list[Any] = []
+        pending = [field.annotation]
+        while pending:
+            kind = pending.pop()
+            if typing.get_origin(kind) is typing.Annotated:
+                base, *extra = typing.get_args(kind)
+                constraints += [c for info in extra for c in getattr(info, "metadata", [info])]
+                pending.append(base)
+            elif typing.get_origin(kind) in (list, dict):
+                for arg in typing.get_args(kind):
+                    if isinstance(arg, type) and issubclass(arg, BaseModel):
+                        found += _numeric_fields(arg, f"{prefix}{name}.")
+            elif typing.get_args(kind):
+                pending += typing.get_args(kind)
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                found += _numeric_fields(kind, f"{prefix}{name}.")
+            else:
+                kinds.append(kind)
+        if any(kind in (int, float) for kind in kinds):
+            found.append((prefix + name, constraints))
+    return found
+
+
+def test_every_numeric_setting_has_an_upper_bound() -> None:
+    fields = _numeric_fields(Settings)
+    assert len(fields) > 20
+    unbounded = [
+        name
+        for name, constraints in fields
+        if not any(getattr(c, "le", None) is not None or getattr(c, "lt", None) is not None
+                   for c in constraints)
+    ]  # fmt: skip
+    assert unbounded == []
+
+
+@given(st.integers(10**9, 10**30))
+def test_a_huge_number_is_refused_with_its_key(value: int) -> None:
+    for key, section in [("misfire_grace", "cron"), ("shutdown_grace", "host")]:
+        with pytest.raises(ConfigError, match=rf"{section}\.{key}"):
+            load_config(
+                None, env={f"BOT_{section.upper()}__{key.upper()}": str(value)}, verify_files=False
+            )
+
+
+def test_a_window_too_small_for_the_floors_is_a_config_error_for_run_and_doctor(
+    agent_dir: Path,
+) -> None:
+    big_identity = "You are Testbot.\n" + "Remember every rule of the house. " * 600
+    (agent_dir / "IDENTITY.md").write_text(big_identity, encoding="utf-8")
+    write_config(agent_dir, "[model]\ncontext_window = 6000\nmax_tokens = 1024\n")
+    config = load_config(agent_dir / "bot.toml", env={})
+    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    with pytest.raises(ConfigError, match=r"model\.context_window \(6000\).*Fix:"):
+        build_assembler(config, load_agent(config.settings.agent), counter)
+    checks = asyncio.run(diagnose(agent_dir / "bot.toml", offline=True))
+    [window] = [check for check in checks if check.name == "context window"]
+    assert not window.ok
+    assert "model.context_window" in window.detail
+
+
+# --- errors that point at the real fix ----------------------------------------------------------
+
+
+def test_no_config_at_the_default_path_suggests_bot_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"no config file at config/bot\.toml.*`bot init`") as e:
+        load_config(None, env={})
+    assert "required but not set" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "unknown", "guess"),
+    [
+        ("[model]\nmax_token = 5\n", "model.max_token", "max_tokens"),
+        ("[telegram]\npoll_tokens = 3\n", "telegram.poll_tokens", None),
+        ("[slack]\ntoken_cache = 1\n", "slack.token_cache", None),
+    ],
+)
+def test_an_unknown_key_is_called_unknown_even_with_token_in_its_name(
+    agent_dir: Path, extra: str, unknown: str, guess: str | None
+) -> None:
+    write_config(agent_dir, extra)
+    with pytest.raises(ConfigError) as e:
+        load_config(agent_dir / "bot.toml", env={})
+    assert f"{unknown}: unknown key" in str(e.value)
+    assert "secrets are never read" not in str(e.value)
+    if guess:
+        assert f"did you mean {guess}?" in str(e.value)
+
+
+def test_a_bad_environment_override_names_the_variable_not_the_file(agent_dir: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(agent_dir / "bot.toml", env={"BOT_MODEL__MAX_TOKENS": "lots"})
+    assert str(e.value).startswith("environment variable BOT_MODEL__MAX_TOKENS: model.max_tokens")
+    assert str(agent_dir) not in str(e.value)
+
+
+def test_a_misspelled_bot_variable_is_warned_about(agent_dir: Path) -> None:
+    config = load_config(agent_dir / "bot.toml", env={"BOT_MODEL_NAME": "claude-opus-4"})
+    [warning] = config.warnings
+    assert "BOT_MODEL_NAME sets nothing" in warning
+    assert "did you mean BOT_MODEL__NAME?" in warning
+
+
+@pytest.mark.parametrize("key", ["sk-ant-api03-abc\n", " sk-ant-api03-abc", "sk-ant api03"])
+def test_an_api_key_with_stray_characters_is_named_as_a_key_problem(
+    agent_dir: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    config = load_config(agent_dir / "bot.toml")
+    with pytest.raises(ConfigError, match=r"ANTHROPIC_API_KEY (has|holds) .*Fix:"):
+        require_api_key(config)
+    checks = asyncio.run(diagnose(agent_dir / "bot.toml", offline=True))
+    [check] = [c for c in checks if c.name == "ANTHROPIC_API_KEY"]
+    assert not check.ok
+    assert check.detail.startswith("ANTHROPIC_API_KEY h")  # has stray whitespace / holds ...
+    assert key.strip() not in check.detail

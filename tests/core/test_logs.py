@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 
 import structlog
 from hypothesis import given
@@ -67,3 +68,22 @@ _TOKENS = st.sampled_from([SLACK_BOT, SLACK_APP, TELEGRAM, ANTHROPIC])
 @given(st.text(max_size=40), _TOKENS, st.text(max_size=40))
 def test_any_text_around_a_token_loses_the_token(before: str, token: str, after: str) -> None:
     assert token not in redact_text(f"{before} {token} {after}")
+
+
+def test_third_party_lines_and_uncaught_errors_are_json_and_redacted_by_value() -> None:
+    stream = io.StringIO()
+    _configure(stream)
+    logging.getLogger("httpx").warning("HTTP Request: POST /hooks/deploy?t=%s", CUSTOM)
+    try:
+        raise ValueError(f"could not verify {CUSTOM}")
+    except ValueError:
+        logging.getLogger("slack_bolt.App").exception("Failed to run a middleware")
+        sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
+    lines = stream.getvalue().strip().splitlines()
+    events = [json.loads(line) for line in lines]  # every line is one JSON document
+    assert len(events) == 3
+    assert events[0]["logger"] == "httpx"
+    assert "Traceback" in events[1]["exception"]
+    assert events[2]["event"] == "uncaught_exception"
+    assert CUSTOM not in stream.getvalue()
+    assert "could not verify [redacted]" in stream.getvalue()

@@ -272,3 +272,17 @@ def test_fires_near_a_clock_change_are_exactly_the_brute_force_ones(
     # Starting again from any fire finds the same continuation.
     for earlier, later in pairwise(got):
         assert schedule.next_after(earlier) == later
+
+
+@pytest.mark.parametrize(
+    "expression", ["R 9 * * *", "0 R * * *", "R(0-10) 9 * * 1-5", "5,r 9 * * *"]
+)
+def test_a_random_field_is_refused_so_next_times_stay_put(expression: str) -> None:
+    with pytest.raises(ScheduleError, match=r"R \(a random value\).*Fix:"):
+        Schedule.parse(expression, "Europe/Berlin")
+
+
+def test_month_and_day_names_with_r_are_not_random() -> None:
+    schedule = Schedule.parse("0 9 * MAR FRI", "Europe/Berlin")
+    after = datetime(2026, 1, 1, tzinfo=UTC)
+    assert schedule.next_after(after) == schedule.next_after(after)

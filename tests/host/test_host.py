@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from bot.cli.compose import App
 from bot.config import Config
-from bot.ports import Admission
-from bot.turns import TextBlock
+from bot.ports import Admission, TurnResult
+from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply
 from tests.host.conftest import console
 
@@ -222,19 +222,54 @@ async def test_overflow_compacts_and_the_next_request_starts_with_the_summary(
     assert len(history) < 10
 
 
+async def _after_three_facts(
+    make_config: MakeConfig, text: str
+) -> tuple[TurnResult, list[HistoryEntry], str]:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        for n in range(3):
+            await app.host.run(channel.request(f"fact {n}"))
+        result = await app.host.run(channel.request(text))
+        history = await app.store.history.load(channel.conversation)
+    return result, history, out.getvalue()
+
+
 async def test_compact_command_replaces_history_with_a_summary(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
-        for n in range(3):
-            await app.host.run(channel.request(f"fact {n}"))
-        fake.script("Summary of facts 0 to 2.")
-        result = await app.host.run(channel.request("/compact"))
-        history = await app.store.history.load(channel.conversation)
+    fake.script("noted 0", "noted 1", "noted 2", "Summary of facts 0 to 2.")
+    result, history, _ = await _after_three_facts(make_config, "/compact")
     assert result.outcome == "ok"
     assert history[0].summary
     assert isinstance(history[0].blocks[0], TextBlock)
+
+
+async def test_compact_is_a_command_only_as_a_whole_word(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    result, history, out = await _after_three_facts(make_config, "/compactify the report")
+    assert not any(entry.summary for entry in history)
+    assert len(fake.requests) == 3  # no summary request was made
+    assert result.outcome == "refused"  # a /word that names no skill, said so
+    assert "compactify" in out
+
+
+async def test_start_greets_from_the_identity_and_help_lists_the_commands(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    async with App(make_config(), channels=False, http=False) as app:
+        channel, out = console(app)
+        start = await app.host.run(channel.request("/start"))
+        greeting = out.getvalue()
+        helped = await app.host.run(channel.request("/help"))
+        listing = out.getvalue()[len(greeting) :]
+    assert (start.outcome, helped.outcome) == ("command", "command")
+    assert "Testbot" in greeting
+    assert "/help" in greeting
+    assert "no skill" not in greeting
+    for command in ("/help", "/compact", "/summarize"):
+        assert command in listing
+    assert fake.requests == []
 
 
 async def test_memory_captured_in_one_conversation_is_recalled_in_the_same_scope(

@@ -110,3 +110,31 @@ def test_a_missing_database_is_reported_not_created(
 
     assert "no database here yet" in capsys.readouterr().err
     assert not (config_path.parent / "data").exists()
+
+
+def test_turns_show_redacts_configured_secrets_of_any_shape(
+    config_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signing = "plain-looking-signing-value-5Kq2"  # no credential shape: only its value says
+    webhook = "webhook-secret-value-8Zr4"
+
+    async def seed() -> None:
+        store = await open_store(
+            StoreSettings(path=config_path.parent / "data" / "bot.sqlite3"), MemorySettings()
+        )
+        try:
+            content = f"the secret is {signing} and {webhook}"
+            request = {"messages": [{"role": "user", "content": content}]}
+            await store.records.save(TurnRecord("turn-9", KEY, "slack", AT, AT, "ok", request))
+        finally:
+            await store.aclose()
+
+    asyncio.run(seed())
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", signing)
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", webhook)
+    for extra in ((), ("--json",)):
+        assert bot(config_path, "turns", "show", "turn-9", *extra) == 0
+        shown = capsys.readouterr().out
+        assert "the secret is" in shown
+        assert signing not in shown
+        assert webhook not in shown

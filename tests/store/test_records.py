@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.logs import remember_secrets
 from bot.ports import TurnRecord, Usage
 from bot.stores import OpenStore
 from tests.engines import Engine
@@ -103,3 +105,13 @@ async def test_no_credential_reaches_the_stored_record(
 
     assert token not in raw
     assert "[redacted]" in raw
+
+
+async def test_configured_secret_values_never_reach_a_stored_record(store: OpenStore) -> None:
+    token = "hook-token-without-any-shape-77"
+    remember_secrets([token])
+    await store.records.save(record(77, text=f"x {token} y"))
+    stored = await store.records.show("turn-77")
+    assert stored is not None
+    assert token not in json.dumps(stored)
+    assert "x [redacted] y" in json.dumps(stored)

@@ -19,7 +19,7 @@ from bot.config import Secrets, SlackSettings
 from bot.turns import SurfaceKind, TurnRequest
 from channels.slack import SlackChannel, SlackSetupError
 from channels.slack.channel import EVENTS_PATH
-from channels.slack.directory import HISTORY_PAGE, THREAD_PAGES
+from channels.slack.directory import HISTORY_PAGE, MAX_LOOKUPS_PER_MESSAGE, THREAD_PAGES
 from tests.channels.slack.conftest import (
     ALICE,
     BOB,
@@ -245,6 +245,31 @@ async def test_users_info_is_cached(slack: FakeSlack, start: Start, sink: Record
     await deliver(slack, channel, slack.dm(DM, ALICE, "two"))
     assert len(sink.requests) == 2
     assert len([call for call in slack.calls if call.method == "users.info"]) == 1
+
+
+async def test_a_failed_users_info_is_cached_too(
+    slack: FakeSlack, start: Start, sink: RecordingSink
+) -> None:
+    channel = await start()
+    ghost = "U0GHOST01"  # users.info answers user_not_found
+    await deliver(slack, channel, slack.dm(DM, ALICE, f"ask <@{ghost}>"))
+    await deliver(slack, channel, slack.dm(DM, ALICE, f"ask <@{ghost}> again"))
+    assert len(sink.requests) == 2
+    asked = [call for call in slack.calls if call.method == "users.info"]
+    assert [call.params.get("user") for call in asked].count(ghost) == 1
+
+
+async def test_one_message_makes_a_bounded_number_of_lookups(
+    slack: FakeSlack, start: Start, sink: RecordingSink
+) -> None:
+    channel = await start()
+    crowd = " ".join(f"<@U0CROWD{n:03d}>" for n in range(40))
+    await deliver(slack, channel, slack.mention(GENERAL, ALICE, f"ping {crowd}"))
+    [request] = sink.requests
+    assert request.speaker is not None
+    assert request.speaker.handle == "alice"  # the speaker is looked up first
+    lookups = [c for c in slack.calls if c.method in {"users.info", "conversations.info"}]
+    assert len(lookups) <= MAX_LOOKUPS_PER_MESSAGE
 
 
 async def test_allowlists_refuse_and_log(

@@ -71,6 +71,7 @@ def test_a_dm_thread_is_its_own_conversation() -> None:
         ("channel_join", "not a new message: subtype 'channel_join'"),
         ("own_message_im", "own message"),
         ("bot_message_im", "another bot"),
+        ("slackbot_reminder_im", "Slackbot"),
     ],
 )
 def test_events_that_start_no_turn(name: str, reason: str) -> None:
@@ -81,6 +82,10 @@ def test_other_bots_may_be_let_in() -> None:
     found = read("bot_message_im", ignore_other_bots=False)
     assert isinstance(found, SlackMessage)
     assert found.bot_name == "Deploy Bot"
+
+
+def test_slackbot_starts_nothing_even_when_other_bots_are_let_in() -> None:
+    assert read("slackbot_reminder_im", ignore_other_bots=False) == Skip("Slackbot")
 
 
 def test_the_own_bot_is_never_let_in() -> None:

@@ -281,8 +281,8 @@ async def test_webhook_with_a_wrong_secret_is_refused_and_starts_nothing(
         await tg.push(tg.message(chat, alice, "genuine"))
         [answer] = await tg.wait_sent(1)
         await app.host.idle()
-    assert tg.webhook_statuses == [403, 200]
-    assert missing == 403
+    assert tg.webhook_statuses == [401, 200]
+    assert missing == 401
     assert answer.plain == "via webhook"
     assert len(claude.requests) == 1
     assert "genuine" in last_user_message(claude.requests[0])
