@@ -14,7 +14,7 @@ more a fleet of machines could do.
 
 Each round is one message in every chat at once. Latency: update queued in the fake to last part
 accepted by the fake. Printed per setup: p50, p99, turns/s, lost and duplicated replies, per-chat
-order. `--postgres` is an admin URL (default: $BOT_TEST_POSTGRES, else the local server); a
+order. `--postgres` is an admin URL (default: $TEST_POSTGRES_URL, else the local server); a
 throwaway database is created there (a schema in it for each setup) and dropped after. Figures
 are printed, never asserted.
 """
@@ -192,7 +192,7 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--rounds", type=int, default=10, help="measured rounds")
     parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds first")
     parser.add_argument(
-        "--postgres", default=os.environ.get("BOT_TEST_POSTGRES") or DEFAULT_POSTGRES
+        "--postgres", default=os.environ.get("TEST_POSTGRES_URL") or DEFAULT_POSTGRES
     )
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))

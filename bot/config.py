@@ -198,8 +198,8 @@ class AttachmentSettings(_Section):
     max_per_message: Annotated[int, Field(ge=1, le=20)] = 10
     # The attachment store (content-addressed, shared by conversations): total bytes and the
     # days an attachment is kept after it was last replayed.
-    store_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = 512 * 1024 * 1024
-    store_idle_days: Annotated[int, Field(ge=1)] = 30
+    store_max_bytes: Annotated[int, Field(ge=1024 * 1024, le=1024**4)] = 512 * 1024 * 1024
+    store_idle_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
 
 class HttpSettings(_Section):

@@ -1,7 +1,7 @@
 """The tests' PostgreSQL: one throwaway database per test session on the machine's server, and a
 fresh schema in it for each test that asks, so parallel runs and tests never see each other.
 
-`BOT_TEST_POSTGRES` names the server (an admin URL, e.g. postgresql://postgres@127.0.0.1:5432/
+`TEST_POSTGRES_URL` names the server (an admin URL, e.g. postgresql://postgres@127.0.0.1:5432/
 postgres). When it is set, an unreachable server fails the tests that need it (CI sets it); when
 it is not, the default local server is tried and, if it does not answer, those tests are skipped
 with one line saying why.
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-ENV = "BOT_TEST_POSTGRES"
+ENV = "TEST_POSTGRES_URL"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CONNECT_TIMEOUT = 3.0
 T = TypeVar("T")
