@@ -21,11 +21,10 @@ from bot.pgstore.owners import take_over
 from bot.pgstore.records import PgTurnRecords
 from bot.store.inbox import _PRUNE_EVERY, DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, SETTLED_MAX_AGE_DAYS
 from bot.store.request_codec import (
-    UnreadableRequest,
-    decode_request,
-    decode_route,
     encode_request,
     encode_route,
+    inbox_items,
+    outbox_parts,
 )
 from bot.turns import TurnRequest
 
@@ -110,15 +109,7 @@ class PgInbox:
             "ORDER BY id",
             (self._owner,),
         )
-        items = []
-        for row in rows:
-            try:
-                request = decode_request(row["request"])
-            except UnreadableRequest as exc:
-                log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
-                continue
-            items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
-        return items
+        return inbox_items(rows)
 
     async def state(self, item_id: int) -> InboxState | None:
         """The item's state (for tests and inspection); None when there is no such item."""
@@ -238,25 +229,7 @@ class PgOutbox:
             f"FROM outbox {where}",
             params,
         )
-        parts = []
-        for row in rows:
-            try:
-                route = decode_route(row["route"])
-            except UnreadableRequest as exc:
-                log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
-                continue
-            parts.append(
-                OutboxPart(
-                    part_id=row["part_id"],
-                    turn_id=row["turn_id"],
-                    conversation_key=row["conversation_key"],
-                    index=int(row["idx"]),
-                    route=route,
-                    text=row["text"],
-                    platform_id=row["platform_id"],
-                )
-            )
-        return parts
+        return outbox_parts(rows)
 
     async def _settle(
         self, part_id: str, state: str, platform_id: str | None, error: str | None

@@ -19,11 +19,10 @@ from bot.store.db import Database
 from bot.store.history import SqliteHistory
 from bot.store.records import SqliteTurnRecords
 from bot.store.request_codec import (
-    UnreadableRequest,
-    decode_request,
-    decode_route,
     encode_request,
     encode_route,
+    inbox_items,
+    outbox_parts,
 )
 from bot.turns import TurnRequest
 
@@ -101,15 +100,7 @@ class SqliteInbox:
         rows = await self._db.fetch_all(
             "SELECT id, attempts, request FROM inbox WHERE state = 'pending' ORDER BY id"
         )
-        items = []
-        for row in rows:
-            try:
-                request = decode_request(row["request"])
-            except UnreadableRequest as exc:
-                log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
-                continue
-            items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
-        return items
+        return inbox_items(rows)
 
     async def state(self, item_id: int) -> InboxState | None:
         """The item's state (for tests and inspection); None when there is no such item."""
@@ -218,25 +209,7 @@ class SqliteOutbox:
             f"FROM outbox {where}",
             params,
         )
-        parts = []
-        for row in rows:
-            try:
-                route = decode_route(row["route"])
-            except UnreadableRequest as exc:
-                log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
-                continue
-            parts.append(
-                OutboxPart(
-                    part_id=row["part_id"],
-                    turn_id=row["turn_id"],
-                    conversation_key=row["conversation_key"],
-                    index=int(row["idx"]),
-                    route=route,
-                    text=row["text"],
-                    platform_id=row["platform_id"],
-                )
-            )
-        return parts
+        return outbox_parts(rows)
 
     async def _settle(
         self, part_id: str, state: str, platform_id: str | None, error: str | None

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
+import structlog
+
+from bot.inbox import InboxItem, OutboxPart
 from bot.turns import (
     Attachment,
     ConversationKind,
@@ -26,9 +29,48 @@ from bot.turns import (
     TurnRequest,
 )
 
+log = structlog.get_logger(__name__)
+
 
 class UnreadableRequest(ValueError):
     """A stored request or route is not one this program can read."""
+
+
+def inbox_items(rows: Iterable[Any]) -> list[InboxItem]:
+    """Inbox rows (`id`, `attempts`, `request`) as items; an unreadable one is logged and
+    skipped. Rows of either engine (they are read by column name)."""
+    items = []
+    for row in rows:
+        try:
+            request = decode_request(row["request"])
+        except UnreadableRequest as exc:
+            log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
+            continue
+        items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
+    return items
+
+
+def outbox_parts(rows: Iterable[Any]) -> list[OutboxPart]:
+    """Outbox rows as parts; an unreadable route is logged and its part skipped."""
+    parts = []
+    for row in rows:
+        try:
+            route = decode_route(row["route"])
+        except UnreadableRequest as exc:
+            log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
+            continue
+        parts.append(
+            OutboxPart(
+                part_id=row["part_id"],
+                turn_id=row["turn_id"],
+                conversation_key=row["conversation_key"],
+                index=int(row["idx"]),
+                route=route,
+                text=row["text"],
+                platform_id=row["platform_id"],
+            )
+        )
+    return parts
 
 
 def encode_request(request: TurnRequest) -> str:
