@@ -50,7 +50,7 @@ from typing import Any
 import structlog
 
 from bot.cli.compose import App
-from bot.config import load_config
+from bot.cli.settings import load_config
 from bot.ports import MemoryCapture
 from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
 from tests.fakes.telegram import FakeTelegram

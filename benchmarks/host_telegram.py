@@ -34,7 +34,7 @@ import structlog
 
 from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
 from bot.cli.compose import App
-from bot.config import load_config
+from bot.cli.settings import load_config
 from bot.ports import ModelRuntime
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

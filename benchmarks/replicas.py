@@ -41,7 +41,7 @@ from aiohttp import web
 from benchmarks.host_telegram import in_order, run_round
 from benchmarks.overhead import Figures, InstantModel, measure
 from bot.cli.compose import App
-from bot.config import load_config
+from bot.cli.settings import load_config
 from tests.fakes.telegram import FakeTelegram
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"

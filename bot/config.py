@@ -1,4 +1,5 @@
-"""Configuration: the settings model, loading (defaults < TOML file < environment) and validation.
+"""Configuration: the core's sections, and loading (defaults < TOML file < environment) and
+validation against the composition root's model, which adds each part's own section.
 
 Secrets never come from the file: they are read from the environment (and a `.env` file) into
 `Secrets`. Every validation failure becomes one `ConfigError` naming the key, the value and the fix.
@@ -15,7 +16,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -42,11 +43,17 @@ class ConfigError(Exception):
     """The configuration cannot be used. The message says what, where, and how to fix it."""
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """One `[section]` of the file. Each part declares its own; the core composes them."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def check(self) -> None:
+        """Checks beyond the values' shapes (files on disk, unique names), run by
+        `check_files`; raises ConfigError. None by default."""
 
-def _check_timezone(value: str) -> str:
+
+def check_timezone(value: str) -> str:
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -54,7 +61,7 @@ def _check_timezone(value: str) -> str:
     return value
 
 
-class AgentSettings(_Section):
+class AgentSettings(Section):
     identity_path: Path
     soul_path: Path | None = None
     skills_root: Path | None = None
@@ -62,10 +69,40 @@ class AgentSettings(_Section):
     skill_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 48_000
     timezone: str = "UTC"
 
-    _tz = field_validator("timezone")(_check_timezone)
+    _tz = field_validator("timezone")(check_timezone)
+
+    def check(self) -> None:
+        if not self.identity_path.is_file():
+            raise ConfigError(
+                f"agent.identity_path = '{self.identity_path}': file not found. The identity "
+                "file says who the agent is and is required. Fix: create it, or point "
+                "agent.identity_path at it (`bot init` writes a starter one)."
+            )
+        if self.soul_path is not None and not self.soul_path.is_file():
+            raise ConfigError(
+                f"agent.soul_path = '{self.soul_path}': file not found. Fix: create it, or "
+                "remove agent.soul_path to use the built-in guardrails."
+            )
+        if self.selected_skills:
+            self._check_skills()
+
+    def _check_skills(self) -> None:
+        root = self.skills_root
+        if root is None:
+            raise ConfigError(
+                f"agent.selected_skills = {self.selected_skills!r} but agent.skills_root is not "
+                "set. Fix: set agent.skills_root to the folder holding <name>/SKILL.md."
+            )
+        for name in self.selected_skills:
+            if not (root / name / "SKILL.md").is_file():
+                raise ConfigError(
+                    f"agent.selected_skills: skill {name!r} not found at "
+                    f"{root / name / 'SKILL.md'}. Fix: create it or remove it from "
+                    "agent.selected_skills."
+                )
 
 
-class ModelSettings(_Section):
+class ModelSettings(Section):
     name: str = "claude-sonnet-4-6"
     base_url: str | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
@@ -86,7 +123,7 @@ class ModelSettings(_Section):
         return DEFAULT_CONTEXT_WINDOW
 
 
-class StoreSettings(_Section):
+class StoreSettings(Section):
     path: Path = Path("data/bot.sqlite3")
     # A PostgreSQL server instead of the SQLite file at `path` (needed for several replicas).
     # The password comes from the environment (PGPASSWORD) or a .pgpass file, never this URL.
@@ -128,7 +165,7 @@ def check_store_url(url: str) -> str:
     return url
 
 
-class MemorySettings(_Section):
+class MemorySettings(Section):
     enabled: bool = True
     recall_hits: Annotated[int, Field(ge=0, le=50)] = 5
     recall_max_bytes: Annotated[int, Field(ge=256, le=1_000_000)] = 8 * 1024
@@ -142,55 +179,7 @@ class MemorySettings(_Section):
     participation_window_hours: Annotated[float, Field(gt=0, le=8760)] = 168
 
 
-class SlackSettings(_Section):
-    enabled: bool = False
-    mode: Literal["socket", "http"] = "socket"
-    api_url: str = "https://slack.com/api/"
-    allowed_channel_ids: list[str] = []
-    allowed_user_ids: list[str] = []
-    resolve_channel_names: bool = True
-    ignore_other_bots: bool = True
-    user_cache_seconds: Annotated[int, Field(ge=0, le=7 * _DAY)] = 3600
-    # The emoji (without colons) put on the triggering message while its turn runs.
-    progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
-        "hourglass_flowing_sand"
-    )
-    # Shared files are downloaded only from URLs under this origin (Slack's `url_private`).
-    files_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+/$")] = "https://files.slack.com/"
-
-
-class TelegramSettings(_Section):
-    enabled: bool = False
-    mode: Literal["polling", "webhook"] = "polling"
-    api_url: str = "https://api.telegram.org/bot"
-    webhook_url: str | None = None
-    allowed_chat_ids: list[int] = []
-    allowed_user_ids: list[int] = []
-    group_buffer: Annotated[int, Field(ge=1, le=1000)] = 50
-    # Webhook mode: the route on the [http] port that Telegram posts updates to.
-    webhook_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/telegram/webhook"
-    # Polling mode: how long one getUpdates long poll may wait for news (Telegram allows 0-50 s).
-    poll_timeout: Annotated[int, Field(ge=0, le=50)] = 30
-    # Where files are downloaded from (`<file_url><token>/<file_path>`); by default the Bot API
-    # server's own `/file/bot` next to api_url.
-    file_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?/file/bot$")] | None = None
-
-    @property
-    def files_base(self) -> str:
-        return self.file_url or self.api_url.removesuffix("/bot") + "/file/bot"
-
-    @field_validator("api_url")
-    @classmethod
-    def _bot_api_base(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+(/\S*)?/bot$", value):
-            raise ValueError(
-                "must be an http(s) URL ending in /bot (python-telegram-bot appends "
-                "<token>/<method>), e.g. 'https://api.telegram.org/bot'"
-            )
-        return value
-
-
-class AttachmentSettings(_Section):
+class AttachmentSettings(Section):
     enabled: bool = True
     # Files larger than this are not downloaded (checked against the declared size first, then
     # counted while downloading).
@@ -202,75 +191,52 @@ class AttachmentSettings(_Section):
     store_idle_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
 
-class HttpSettings(_Section):
+class HttpSettings(Section):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
 
 
-class CronJob(_Section):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-    schedule: str
-    prompt: str
-    timezone: str = "UTC"
-    conversation_id: str | None = None
-    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
-    enabled: bool = True
-
-    _tz = field_validator("timezone")(_check_timezone)
-
-
-class CronSettings(_Section):
-    misfire_grace: Annotated[float, Field(ge=0, le=7 * _DAY)] = 300.0
-    # A failed run is tried again up to `retries` times: after `retry_delay` seconds, then four
-    # times longer each time, never past the job's next slot.
-    retries: Annotated[int, Field(ge=0, le=10)] = 2
-    retry_delay: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    jobs: list[CronJob] = []
-
-
-class WebhookSettings(_Section):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-    token_env: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
-    prompt_template: str
-    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
-    conversation_id: str | None = None
-
-
-class HostSettings(_Section):
+class HostSettings(Section):
     queue_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 8
     turns_per_person_per_minute: Annotated[int, Field(ge=0, le=10_000)] = 12  # 0 = no limit
     shutdown_grace: Annotated[float, Field(ge=0, le=3600)] = 30.0
     max_concurrent_turns: Annotated[int, Field(ge=1, le=1000)] = 16
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = "auto"
 
 
-class PromptSettings(_Section):
+class PromptSettings(Section):
     # Template files with named slots (see README: prompt templates); the built-in ones without.
     session_template: Path | None = None
     turn_template: Path | None = None
 
 
-class Settings(_Section):
+class CoreSettings(Section):
+    """The sections the core reads. The composition root's model adds each part's own section
+    (a channel's settings live with the channel) and the part's secret names to `SECRETS`."""
+
+    # Environment variables that hold credentials, in the order error messages list them.
+    SECRETS: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+
     agent: AgentSettings
     model: ModelSettings = ModelSettings()
     store: StoreSettings = StoreSettings()
     memory: MemorySettings = MemorySettings()
-    slack: SlackSettings = SlackSettings()
-    telegram: TelegramSettings = TelegramSettings()
     http: HttpSettings = HttpSettings()
     attachments: AttachmentSettings = AttachmentSettings()
-    cron: CronSettings = CronSettings()
-    webhooks: list[WebhookSettings] = []
     host: HostSettings = HostSettings()
     logging: LoggingSettings = LoggingSettings()
     prompt: PromptSettings = PromptSettings()
     surfaces: list[SurfaceRule] = []
     budget: BudgetSettings = BudgetSettings()
+
+    def secret_names(self) -> tuple[str, ...]:
+        """The environment variables this configuration reads credentials from."""
+        return self.SECRETS
 
 
 @dataclass(frozen=True)
@@ -278,15 +244,6 @@ class Secrets:
     """Credentials, from the environment only. `repr` never shows a value."""
 
     values: Mapping[str, str]
-
-    NAMES = (
-        "ANTHROPIC_API_KEY",
-        "SLACK_BOT_TOKEN",
-        "SLACK_APP_TOKEN",
-        "SLACK_SIGNING_SECRET",
-        "TELEGRAM_BOT_TOKEN",
-        "TELEGRAM_WEBHOOK_SECRET",
-    )
 
     def get(self, name: str) -> str | None:
         return self.values.get(name) or None
@@ -312,22 +269,30 @@ class Secrets:
         return f"Secrets(set={sorted(k for k, v in self.values.items() if v)})"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], extra: tuple[str, ...] = ()) -> Secrets:
-        return cls({name: env[name] for name in (*cls.NAMES, *extra) if env.get(name)})
+    def from_env(cls, env: Mapping[str, str], names: tuple[str, ...]) -> Secrets:
+        return cls({name: env[name] for name in names if env.get(name)})
+
+
+S = TypeVar("S", bound=CoreSettings)
 
 
 @dataclass(frozen=True)
-class Config:
-    settings: Settings
+class Config(Generic[S]):
+    settings: S
     secrets: Secrets
     source: Path | None  # the TOML file, when one was read
     warnings: tuple[str, ...] = ()  # things that are not errors but likely mistakes (stray BOT_)
 
 
 def load_config(
-    path: Path | None = None, env: Mapping[str, str] | None = None, *, verify_files: bool = True
-) -> Config:
-    """Read the TOML file (or the default one when present), apply env overrides, validate."""
+    model: type[S],
+    path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    verify_files: bool = True,
+) -> Config[S]:
+    """Read the TOML file (or the default one when present), apply env overrides, and validate
+    against `model` (the composition root's, which names every part's section)."""
     explicit = path is not None
     path = path or DEFAULT_CONFIG
     if env is None:
@@ -343,7 +308,7 @@ def load_config(
             f"config file {path} not found. Fix: pass the right --config PATH, "
             f"or run `bot init {path.parent}` to write a starter config there."
         )
-    from_env = _apply_env(raw, env)
+    from_env = _apply_env(model, raw, env)
     if source is None and "agent" not in raw:
         raise ConfigError(
             f"no config file at {path} (looked from {Path.cwd()}). Fix: run `bot init` to write "
@@ -352,12 +317,11 @@ def load_config(
     if env.get("ANTHROPIC_BASE_URL") and "base_url" not in raw.get("model", {}):
         raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
     _resolve_paths(raw, path.parent if source else Path.cwd())
-    settings = _validate(raw, source, from_env)
+    settings = _validate(model, raw, source, from_env)
     if verify_files:
         check_files(settings)
-    webhook_envs = tuple(w.token_env for w in settings.webhooks)
-    warnings = tuple(_stray_env_warnings(env))
-    return Config(settings, Secrets.from_env(env, webhook_envs), source, warnings)
+    warnings = tuple(_stray_env_warnings(model, env))
+    return Config(settings, Secrets.from_env(env, settings.secret_names()), source, warnings)
 
 
 def _read_dotenv(config_path: Path) -> None:
@@ -382,7 +346,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 _ENV_KEY = re.compile(rf"^{ENV_PREFIX}([A-Z]+)__([A-Z0-9_]+)$")
 
 
-def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, str], str]:
+def _apply_env(
+    model: type[CoreSettings], raw: dict[str, Any], env: Mapping[str, str]
+) -> dict[tuple[str, str], str]:
     """Apply the BOT_ overrides to `raw`; returns which variable set each (section, key)."""
     applied: dict[tuple[str, str], str] = {}
     for name, value in env.items():
@@ -390,23 +356,23 @@ def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, s
         if not match:
             continue
         section, key = match.group(1).lower(), match.group(2).lower()
-        field = Settings.model_fields.get(section)
+        field = model.model_fields.get(section)
         if field is None or not _is_model(field.annotation):
             raise ConfigError(
                 f"environment variable {name}: there is no [{section}] section. "
-                f"Fix: use one of {', '.join(_sections())} or unset it."
+                f"Fix: use one of {', '.join(_sections(model))} or unset it."
             )
-        raw.setdefault(section, {})[key] = _env_value(value, _field_type(section, key))
+        raw.setdefault(section, {})[key] = _env_value(value, _field_type(model, section, key))
         applied[(section, key)] = name
     return applied
 
 
-def _stray_env_warnings(env: Mapping[str, str]) -> list[str]:
+def _stray_env_warnings(model: type[CoreSettings], env: Mapping[str, str]) -> list[str]:
     """BOT_ variables that set nothing (BOT_MODEL_NAME for BOT_MODEL__NAME): likely typos."""
     found = []
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and not _ENV_KEY.match(name):
-            guess = _env_guess(name)
+            guess = _env_guess(model, name)
             found.append(
                 f"environment variable {name} sets nothing: settings are "
                 f"{ENV_PREFIX}<SECTION>__<KEY> (two underscores)"
@@ -415,29 +381,29 @@ def _stray_env_warnings(env: Mapping[str, str]) -> list[str]:
     return found
 
 
-def _env_guess(name: str) -> str | None:
+def _env_guess(model: type[CoreSettings], name: str) -> str | None:
     rest = name.removeprefix(ENV_PREFIX).lower()
-    for section in _sections():
+    for section in _sections(model):
         if rest.startswith(section + "_"):
             key = rest.removeprefix(section + "_").lstrip("_")
             return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
     return None
 
 
-def _sections() -> list[str]:
-    return [n for n, f in Settings.model_fields.items() if _is_model(f.annotation)]
+def _sections(model: type[CoreSettings]) -> list[str]:
+    return [n for n, f in model.model_fields.items() if _is_model(f.annotation)]
 
 
 def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def _field_type(section: str, key: str) -> Any:
-    model = Settings.model_fields[section].annotation
-    if not _is_model(model):
+def _field_type(model: type[CoreSettings], section: str, key: str) -> Any:
+    part = model.model_fields[section].annotation
+    if not _is_model(part):
         return None
-    assert isinstance(model, type)
-    field = model.model_fields.get(key)
+    assert isinstance(part, type)
+    field = part.model_fields.get(key)
     return field.annotation if field else None
 
 
@@ -473,12 +439,15 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
 
 
 def _validate(
-    raw: dict[str, Any], source: Path | None, from_env: Mapping[tuple[str, str], str]
-) -> Settings:
+    model: type[S],
+    raw: dict[str, Any],
+    source: Path | None,
+    from_env: Mapping[tuple[str, str], str],
+) -> S:
     try:
-        return Settings.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
-        lines = [_where(error, source, from_env) + _explain(error) for error in exc.errors()]
+        lines = [_where(error, source, from_env) + _explain(model, error) for error in exc.errors()]
         raise ConfigError("\n".join(lines)) from None
 
 
@@ -492,7 +461,7 @@ def _where(
     return f"{source}: " if source else ""
 
 
-def _explain(error: Mapping[str, Any]) -> str:
+def _explain(model: type[CoreSettings], error: Mapping[str, Any]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = _dotted(loc)
     kind = error["type"]
@@ -500,12 +469,12 @@ def _explain(error: Mapping[str, Any]) -> str:
     # A URL refused for holding a password must not print it back.
     shown = "(not shown)" if loc == ["store", "url"] else _shown(value)
     if kind == "extra_forbidden":
-        if loc[-1].lower() in _SECRET_KEYS:
+        if loc[-1].lower() in _secret_keys(model):
             return (
                 f"{key}: secrets are never read from the config file. Fix: remove it and set "
-                f"the environment variable instead ({', '.join(Secrets.NAMES)}), e.g. in .env."
+                f"the environment variable instead ({', '.join(model.SECRETS)}), e.g. in .env."
             )
-        known = _known_keys(loc[:-1])
+        known = _known_keys(model, loc[:-1])
         close = difflib.get_close_matches(loc[-1], known, n=1)
         return (
             f"{key}: unknown key"
@@ -520,8 +489,12 @@ def _explain(error: Mapping[str, Any]) -> str:
     return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
 
 
+def _secret_keys(model: type[CoreSettings]) -> set[str]:
+    return {name.lower() for name in model.SECRETS} | _SECRET_KEYS
+
+
 # Keys that can only be an attempt to put a credential in the file (`bot_token`, `api_key`...).
-_SECRET_KEYS = {name.lower() for name in Secrets.NAMES} | {
+_SECRET_KEYS = {
     "token",
     "secret",
     "password",
@@ -548,8 +521,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _known_keys(loc: list[str]) -> list[str]:
-    model: Any = Settings
+def _known_keys(root: type[CoreSettings], loc: list[str]) -> list[str]:
+    model: Any = root
     for part in loc:
         if part.isdigit():
             continue
@@ -592,37 +565,10 @@ def _type_name(kind: str) -> str:
     return kind
 
 
-def check_files(settings: Settings) -> None:
-    agent = settings.agent
-    if not agent.identity_path.is_file():
-        raise ConfigError(
-            f"agent.identity_path = '{agent.identity_path}': file not found. The identity file "
-            "says who the agent is and is required. Fix: create it, or point "
-            "agent.identity_path at it (`bot init` writes a starter one)."
-        )
-    if agent.soul_path is not None and not agent.soul_path.is_file():
-        raise ConfigError(
-            f"agent.soul_path = '{agent.soul_path}': file not found. Fix: create it, or remove "
-            "agent.soul_path to use the built-in guardrails."
-        )
-    if agent.selected_skills:
-        root = agent.skills_root
-        if root is None:
-            raise ConfigError(
-                f"agent.selected_skills = {agent.selected_skills!r} but agent.skills_root is not "
-                "set. Fix: set agent.skills_root to the folder holding <name>/SKILL.md."
-            )
-        for name in agent.selected_skills:
-            if not (root / name / "SKILL.md").is_file():
-                raise ConfigError(
-                    f"agent.selected_skills: skill {name!r} not found at "
-                    f"{root / name / 'SKILL.md'}. Fix: create it or remove it from "
-                    "agent.selected_skills."
-                )
-    names = [job.name for job in settings.cron.jobs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(
-            f"cron.jobs: job name {duplicates[0]!r} is used more than once. Fix: give each job "
-            "a unique name."
-        )
+def check_files(settings: CoreSettings) -> None:
+    """Each section's checks that need more than its values (files on disk, unique names), in
+    the order the sections are declared; raises ConfigError on the first problem."""
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, Section):
+            value.check()

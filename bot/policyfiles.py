@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bot.agentfiles import missing_skill
 from bot.budget import price_for
-from bot.config import ConfigError, Settings
+from bot.config import ConfigError, CoreSettings
 from bot.prompt import SESSION_SLOTS, TURN_SLOTS, AgentTexts, Template, TemplateError
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, DEFAULT_TURN_TEMPLATE, Slots
 from bot.surfaces import Policies, PolicyError, load_policies
@@ -28,7 +28,7 @@ class Policy:
     turn_template: Template
 
 
-def load_policy(settings: Settings, agent: AgentTexts) -> Policy:
+def load_policy(settings: CoreSettings, agent: AgentTexts) -> Policy:
     rules = settings.surfaces
     try:
         policies = load_policies(rules)
@@ -67,7 +67,7 @@ def _template(path: Path | None, name: str, slots: Slots, optional: list[str]) -
         raise ConfigError(str(exc)) from None
 
 
-def _check_rules(settings: Settings, agent: AgentTexts) -> None:
+def _check_rules(settings: CoreSettings, agent: AgentTexts) -> None:
     known = {skill.name for skill in agent.skills}
     window = settings.model.window
     for index, rule in enumerate(settings.surfaces):
@@ -83,7 +83,7 @@ def _check_rules(settings: Settings, agent: AgentTexts) -> None:
     _check_prices(settings)
 
 
-def _check_prices(settings: Settings) -> None:
+def _check_prices(settings: CoreSettings) -> None:
     budget = settings.budget
     money = budget.uses_money or any(r.budget and r.budget.uses_money for r in settings.surfaces)
     if not money:

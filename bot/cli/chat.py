@@ -8,7 +8,8 @@ import atexit
 import signal
 from pathlib import Path
 
-from bot.config import Config, LoggingSettings
+from bot.cli.settings import Config
+from bot.config import LoggingSettings
 from bot.logs import configure_logging
 
 HELP = "talk to the agent in this terminal"

@@ -19,8 +19,9 @@ from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
+from bot.cli.settings import Config
 from bot.cli.stored import open_configured
-from bot.config import Config, ConfigError
+from bot.config import ConfigError
 from bot.departures import MemoryDepartures
 from bot.host import Host
 from bot.httpguard import guard
@@ -36,7 +37,10 @@ from bot.tools import LoadSkillTool, tool_specs
 from bot.turns import TurnRequest
 
 if TYPE_CHECKING:
-    from channels.cron import CronRunner, CronScheduler, JobPlan, WebhookEndpoint
+    from channels.cron.plan import JobPlan
+    from channels.cron.runner import CronRunner
+    from channels.cron.scheduler import CronScheduler
+    from channels.cron.webhook import WebhookEndpoint
 
 log = structlog.get_logger(__name__)
 
@@ -260,11 +264,20 @@ class App:
     async def _prepare_cron(self, store: OpenStore) -> None:
         """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
         add the webhook route, before the HTTP server freezes its router."""
-        from channels.cron import CronRunner, WebhookEndpoint, plan_hooks, plan_jobs
+        from channels.cron.plan import plan_hooks, plan_jobs
+        from channels.cron.runner import CronRunner
+        from channels.cron.webhook import WebhookEndpoint
 
         settings = self.config.settings
-        jobs = plan_jobs(settings)
-        hooks = plan_hooks(settings, self.config.secrets) if self._want_http else []
+        platforms = settings.platforms()
+        jobs = plan_jobs(settings.cron, platforms)
+        hooks = (
+            plan_hooks(
+                settings.webhooks, self.config.secrets, platforms, http=settings.http.enabled
+            )
+            if self._want_http
+            else []
+        )
         if not jobs and not hooks:
             return
         runs = await store.cron_runs()
@@ -275,7 +288,7 @@ class App:
             self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
             self.webhooks.install(self.web)
         if jobs and self._want_cron:
-            from channels.cron import CronScheduler
+            from channels.cron.scheduler import CronScheduler
 
             self.cron = CronScheduler(
                 jobs,
@@ -322,11 +335,11 @@ class App:
         channels: list[Channel] = []
         departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         if settings.slack.enabled:
-            from channels.slack import SlackChannel
+            from channels.slack.channel import SlackChannel
 
             channels.append(SlackChannel(settings.slack, secrets, http, departures=departures))
         if settings.telegram.enabled:
-            from channels.telegram import TelegramChannel
+            from channels.telegram.channel import TelegramChannel
 
             channels.append(
                 TelegramChannel(

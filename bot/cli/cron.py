@@ -7,7 +7,8 @@ import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 
-from bot.config import Config, ConfigError, LoggingSettings
+from bot.cli.settings import Config
+from bot.config import ConfigError, LoggingSettings
 from bot.logs import configure_logging
 from bot.ports import CronRun, CronRunStatus, CronTrigger
 
@@ -33,10 +34,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _list(config: Config, now: datetime) -> int:
-    from channels.cron import plan_jobs
+    from channels.cron.plan import plan_jobs
 
     settings = config.settings
-    jobs = plan_jobs(settings)
+    jobs = plan_jobs(settings.cron, settings.platforms())
     hooks = [hook.name for hook in settings.webhooks]
     if not jobs and not hooks:
         print("No jobs: add [[cron.jobs]] entries to the config (see README, Scheduled posts).")
@@ -90,7 +91,7 @@ def _until(delta: timedelta) -> str:
 def _outcome(record: CronRun | None, timezone: str) -> str:
     from zoneinfo import ZoneInfo
 
-    from channels.cron import describe
+    from channels.cron.runs import describe
 
     if record is None:
         return "never run"
@@ -104,7 +105,7 @@ def _outcome(record: CronRun | None, timezone: str) -> str:
 
 async def _run_now(config: Config, name: str) -> int:
     from bot.cli.compose import App
-    from channels.cron import describe
+    from channels.cron.runs import describe
 
     # No scheduler and no HTTP port: this process runs one job and leaves; a running `bot run`
     # keeps its own schedule.

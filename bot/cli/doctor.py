@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config, ConfigError, StoreSettings, load_config
+from bot.cli.settings import Config, load_config
+from bot.config import ConfigError, StoreSettings
 
 HELP = "check config, files, tokens and services"
 
@@ -172,11 +173,11 @@ def _services(config: Config) -> list[tuple[str, Probe]]:
     if secrets.get("ANTHROPIC_API_KEY") and secrets.problem("ANTHROPIC_API_KEY") is None:
         services.append(("model", lambda: _ping_model(config)))
     if settings.slack.enabled and secrets.get("SLACK_BOT_TOKEN"):
-        from channels.slack import check_slack
+        from channels.slack.doctor import check_slack
 
         services.append(("slack", lambda: check_slack(settings.slack, secrets)))
     if settings.telegram.enabled and secrets.get("TELEGRAM_BOT_TOKEN"):
-        from channels.telegram import check_token
+        from channels.telegram.channel import check_token
 
         services.append(("telegram", lambda: check_token(settings.telegram, secrets)))
     return services

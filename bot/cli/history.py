@@ -7,8 +7,8 @@ import json
 import sys
 from datetime import UTC, datetime
 
+from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.config import Config
 from bot.prompt.attachments import marker as attachment_marker
 from bot.store import ConversationInfo
 from bot.store.codec import encode_entry

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.config import Config
 from bot.store import StoredMemory
 from bot.stores import OpenStore
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config import Config
+from bot.cli.settings import Config
 from bot.turns import (
     ConversationKind,
     HistoryEntry,

@@ -9,7 +9,7 @@ import signal
 
 import structlog
 
-from bot.config import Config
+from bot.cli.settings import Config
 
 HELP = "run the host: every enabled channel, cron and the HTTP port"
 log = structlog.get_logger(__name__)

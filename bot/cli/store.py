@@ -14,7 +14,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bot.config import Config, check_store_url
+from bot.cli.settings import Config
+from bot.config import check_store_url
 
 HELP = "copy the SQLite store into PostgreSQL (bot store migrate --to URL)"
 

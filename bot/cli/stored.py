@@ -13,7 +13,8 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.config import AttachmentSettings, Config, MemorySettings, StoreSettings
+from bot.cli.settings import Config
+from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.store import StoreError, existing_database
 from bot.stores import OpenStore
 

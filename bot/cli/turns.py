@@ -8,8 +8,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.config import Config
 from bot.logs import redact_value
 from bot.store import RecordSummary
 from bot.stores import OpenStore

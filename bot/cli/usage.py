@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.config import Config
 from bot.ports import Usage, UsageEntry
 from bot.stores import OpenStore
 

@@ -8,14 +8,15 @@ token. Every problem is a `ConfigError` that names the entry, the value and the 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from bot.config import ConfigError, CronJob, Secrets, Settings, WebhookSettings
+from bot.config import ConfigError, Secrets
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
 from channels.cron.schedule import Schedule, ScheduleError
+from channels.cron.settings import CronJob, CronSettings, WebhookSettings
 
 Platform = Literal["slack", "telegram"]
 WEBHOOK_RECORD_PREFIX = "webhook:"
@@ -96,28 +97,34 @@ class HookPlan:
         return self.prompt_template.replace(BODY_PLACEHOLDER, body)
 
 
-def plan_jobs(settings: Settings) -> list[JobPlan]:
-    """Every `[[cron.jobs]]` entry, checked; raises ConfigError on the first problem."""
-    plans = [_plan_job(index, job, settings) for index, job in enumerate(settings.cron.jobs)]
+def plan_jobs(cron: CronSettings, platforms: Collection[str]) -> list[JobPlan]:
+    """Every `[[cron.jobs]]` entry, checked against the platforms this host runs; raises
+    ConfigError on the first problem."""
+    plans = [_plan_job(index, job, platforms) for index, job in enumerate(cron.jobs)]
     _check_unique([p.name for p in plans], "cron.jobs", "job")
     return plans
 
 
-def plan_hooks(settings: Settings, secrets: Secrets, *, http: bool = True) -> list[HookPlan]:
-    """Every `[[webhooks]]` entry, checked; raises ConfigError on the first problem."""
-    if settings.webhooks and not (http and settings.http.enabled):
+def plan_hooks(
+    webhooks: Sequence[WebhookSettings],
+    secrets: Secrets,
+    platforms: Collection[str],
+    *,
+    http: bool,
+) -> list[HookPlan]:
+    """Every `[[webhooks]]` entry, checked (`http`: whether the HTTP port serves them); raises
+    ConfigError on the first problem."""
+    if webhooks and not http:
         raise ConfigError(
             "webhooks: webhooks are configured but the HTTP port is off (http.enabled = false). "
             "Fix: set http.enabled = true, or remove the [[webhooks]] entries."
         )
-    plans = [
-        _plan_hook(index, hook, settings, secrets) for index, hook in enumerate(settings.webhooks)
-    ]
+    plans = [_plan_hook(index, hook, secrets, platforms) for index, hook in enumerate(webhooks)]
     _check_unique([p.name for p in plans], "webhooks", "webhook")
     return plans
 
 
-def parse_destination(text: str, where: str, settings: Settings) -> Destination:
+def parse_destination(text: str, where: str, platforms: Collection[str]) -> Destination:
     """`slack:<channel id>` or `telegram:<chat id>`, on a channel this host runs."""
     platform, _, ident = text.partition(":")
     if platform not in _DESTINATION_ID:
@@ -131,8 +138,7 @@ def parse_destination(text: str, where: str, settings: Settings) -> Destination:
             f"{where}.notify = {text!r}: {ident!r} is not a {name} destination id. Fix: write it "
             f"like {_DESTINATION_EXAMPLE[name]!r}."
         )
-    enabled = settings.slack.enabled if name == "slack" else settings.telegram.enabled
-    if not enabled:
+    if name not in platforms:
         raise ConfigError(
             f"{where}.notify = {text!r}: the {name} channel is not enabled, so nothing could be "
             f"posted there. Fix: set [{name}] enabled = true (with its tokens), or change or "
@@ -141,21 +147,23 @@ def parse_destination(text: str, where: str, settings: Settings) -> Destination:
     return Destination(name, ident)
 
 
-def _plan_job(index: int, job: CronJob, settings: Settings) -> JobPlan:
+def _plan_job(index: int, job: CronJob, platforms: Collection[str]) -> JobPlan:
     where = f"cron.jobs[{index}] (job {job.name!r})"
     try:
         schedule = Schedule.parse(job.schedule, job.timezone)
     except ScheduleError as exc:
         raise ConfigError(f"{where}.schedule: {exc}") from None
     _check_text(job.prompt, f"{where}.prompt", "the instruction the agent runs on each tick")
-    notify = parse_destination(job.notify, where, settings) if job.notify else None
+    notify = parse_destination(job.notify, where, platforms) if job.notify else None
     key = _conversation_key(job.conversation_id, f"cron:{job.name}", where)
     return JobPlan(
         job.name, schedule, job.prompt, job.enabled, RunPlan(job.name, "cron", key, notify)
     )
 
 
-def _plan_hook(index: int, hook: WebhookSettings, settings: Settings, secrets: Secrets) -> HookPlan:
+def _plan_hook(
+    index: int, hook: WebhookSettings, secrets: Secrets, platforms: Collection[str]
+) -> HookPlan:
     where = f"webhooks[{index}] (webhook {hook.name!r})"
     _check_text(hook.prompt_template, f"{where}.prompt_template", "the prompt, with {body}")
     token = secrets.get(hook.token_env)
@@ -165,7 +173,7 @@ def _plan_hook(index: int, hook: WebhookSettings, settings: Settings, secrets: S
             f"no caller could authenticate. Fix: export {hook.token_env}=<a long random token> "
             "(or put it in .env)."
         )
-    notify = parse_destination(hook.notify, where, settings) if hook.notify else None
+    notify = parse_destination(hook.notify, where, platforms) if hook.notify else None
     key = _conversation_key(hook.conversation_id, f"webhook:{hook.name}", where)
     record = f"{WEBHOOK_RECORD_PREFIX}{hook.name}"
     return HookPlan(hook.name, hook.prompt_template, token, RunPlan(record, "webhook", key, notify))

@@ -31,7 +31,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import ConfigError, Secrets, SlackSettings
+from bot.config import ConfigError, Secrets
 from bot.ports import Departures, TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
@@ -40,6 +40,7 @@ from channels.slack.deliver import SlackDeliverer
 from channels.slack.directory import SlackDirectory
 from channels.slack.events import BotIdentity, Skip, SlackMessage
 from channels.slack.files import SlackFiles
+from channels.slack.settings import SlackSettings
 
 log = structlog.get_logger(__name__)
 

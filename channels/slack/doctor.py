@@ -9,8 +9,9 @@ from __future__ import annotations
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import Secrets, SlackSettings
+from bot.config import Secrets
 from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.settings import SlackSettings
 
 # Without these the channel cannot work: hear mentions and DMs, answer, show progress, name people.
 REQUIRED_SCOPES = frozenset(

@@ -32,7 +32,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
 
-from bot.config import ConfigError, Secrets, TelegramSettings
+from bot.config import ConfigError, Secrets
 from bot.ports import (
     Admission,
     ChatBuffer,
@@ -54,6 +54,7 @@ from channels.telegram.mapping import (
     StartTurn,
     decide,
 )
+from channels.telegram.settings import TelegramSettings
 
 log = structlog.get_logger(__name__)
 

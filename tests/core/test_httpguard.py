@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from bot.cli.compose import App
-from bot.config import load_config
+from bot.cli.settings import load_config
 from bot.httpguard import MAX_DEPTH, BadInput, parse_json
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic

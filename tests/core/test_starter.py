@@ -8,8 +8,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bot.config import CronJob, Settings, WebhookSettings, load_config
+from bot.cli.settings import Settings, load_config
 from bot.surfaces import SurfaceRule
+from channels.cron.settings import CronJob, WebhookSettings
 
 STARTER = resources.files("bot.starter")
 

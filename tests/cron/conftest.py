@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-from bot.config import Settings
-from channels.cron import CronRunner, CronRuns, CronScheduler, JobPlan, plan_jobs
+from bot.cli.settings import Settings
+from bot.config import Secrets
+from channels.cron.plan import HookPlan, JobPlan, plan_hooks, plan_jobs
+from channels.cron.runner import CronRunner
+from channels.cron.runs import CronRuns
+from channels.cron.scheduler import CronScheduler
 from tests.cron.doubles import ManualClock, MemoryRuns, RecordingDeliverer, ScriptedSink, utc
 
 # Monday 2024-06-03, 08:59 UTC.
@@ -21,6 +25,14 @@ def settings_with(jobs: list[dict[str, Any]], **sections: Any) -> Settings:
     raw["slack"] = {"enabled": True}
     raw.update(sections)
     return Settings.model_validate(raw)
+
+
+def planned_jobs(settings: Settings) -> list[JobPlan]:
+    return plan_jobs(settings.cron, settings.platforms())
+
+
+def planned_hooks(settings: Settings, secrets: Secrets) -> list[HookPlan]:
+    return plan_hooks(settings.webhooks, secrets, settings.platforms(), http=settings.http.enabled)
 
 
 def job(name: str = "digest", schedule: str = "0 * * * *", **extra: Any) -> dict[str, Any]:
@@ -65,7 +77,7 @@ async def make_rig() -> AsyncIterator[RigFactory]:
         sink = sink or ScriptedSink()
         deliverer = deliverer or RecordingDeliverer()
         runs = runs if runs is not None else MemoryRuns()
-        plans = plan_jobs(settings_with(list(jobs or [job()])))
+        plans = planned_jobs(settings_with(list(jobs or [job()])))
         runner = CronRunner(
             sink,
             lambda platform: deliverer if platform == deliverer.platform else None,

@@ -10,7 +10,8 @@ import pytest
 from croniter import croniter
 
 from bot.cli import cron as cron_cli
-from bot.config import MemorySettings, StoreSettings, load_config
+from bot.cli.settings import load_config
+from bot.config import MemorySettings, StoreSettings
 from bot.ports import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import open_cron_runs

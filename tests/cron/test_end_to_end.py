@@ -20,11 +20,12 @@ import pytest
 
 from bot.cli import cron as cron_cli
 from bot.cli.compose import App
-from bot.config import Config, ConfigError, load_config
+from bot.cli.settings import Config, load_config
+from bot.config import ConfigError
 from bot.ports import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs
-from channels.cron import CronScheduler
+from channels.cron.scheduler import CronScheduler
 from tests.conftest import write_config
 from tests.cron.doubles import ManualClock, utc
 from tests.fakes.anthropic import FakeAnthropic

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import ConfigError, Secrets, Settings
-from channels.cron import Destination, plan_hooks, plan_jobs
-from tests.cron.conftest import job, settings_with
+from bot.cli.settings import Settings
+from bot.config import ConfigError, Secrets
+from channels.cron.plan import Destination
+from tests.cron.conftest import job, planned_hooks, planned_jobs, settings_with
 
 TOKEN_ENV = "HOOK_DEPLOY_TOKEN"
 SECRETS = Secrets({TOKEN_ENV: "s3cret-token-value"})
@@ -30,7 +31,7 @@ def hooks_settings(*hooks: dict[str, Any], http: bool = True, **sections: Any) -
 
 
 def test_jobs_are_planned_with_their_destination_and_conversation() -> None:
-    (plan,) = plan_jobs(settings_with([job(notify="slack:C0123456789")]))
+    (plan,) = planned_jobs(settings_with([job(notify="slack:C0123456789")]))
     assert plan.run.notify == Destination("slack", "C0123456789")
     assert plan.run.conversation_key == "cron:digest"
     assert plan.run.channel == "cron"
@@ -40,7 +41,7 @@ def test_jobs_are_planned_with_their_destination_and_conversation() -> None:
 def test_a_notify_to_a_disabled_channel_is_refused() -> None:
     settings = settings_with([job(notify="telegram:-1001234567890")])  # telegram is off
     with pytest.raises(ConfigError) as caught:
-        plan_jobs(settings)
+        planned_jobs(settings)
     message = str(caught.value)
     assert "cron.jobs[0] (job 'digest').notify" in message
     assert "telegram channel is not enabled" in message
@@ -50,7 +51,7 @@ def test_a_notify_to_a_disabled_channel_is_refused() -> None:
 def test_a_notify_to_a_disabled_channel_is_refused_even_for_a_paused_job() -> None:
     # `bot cron run NAME` can run a paused job, so its destination must be usable too.
     with pytest.raises(ConfigError, match="not enabled"):
-        plan_jobs(settings_with([job(notify="telegram:42", enabled=False)]))
+        planned_jobs(settings_with([job(notify="telegram:42", enabled=False)]))
 
 
 @pytest.mark.parametrize(
@@ -64,7 +65,7 @@ def test_a_notify_to_a_disabled_channel_is_refused_even_for_a_paused_job() -> No
 def test_malformed_destinations_are_refused(notify: str, says: str) -> None:
     settings = settings_with([job(notify=notify)], telegram={"enabled": True})
     with pytest.raises(ConfigError, match=says):
-        plan_jobs(settings)
+        planned_jobs(settings)
 
 
 def test_telegram_destinations_accept_chat_ids_and_forum_topics() -> None:
@@ -72,7 +73,7 @@ def test_telegram_destinations_accept_chat_ids_and_forum_topics() -> None:
         [job("a", notify="telegram:-1001234567890"), job("b", notify="telegram:-1001234567890:7")],
         telegram={"enabled": True},
     )
-    assert [p.run.notify for p in plan_jobs(settings)] == [
+    assert [p.run.notify for p in planned_jobs(settings)] == [
         Destination("telegram", "-1001234567890"),
         Destination("telegram", "-1001234567890:7"),
     ]
@@ -80,7 +81,7 @@ def test_telegram_destinations_accept_chat_ids_and_forum_topics() -> None:
 
 def test_a_bad_schedule_names_the_job_and_the_fix() -> None:
     with pytest.raises(ConfigError) as caught:
-        plan_jobs(settings_with([job(), job("standup", "0 25 * * 1-5")]))
+        planned_jobs(settings_with([job(), job("standup", "0 25 * * 1-5")]))
     message = str(caught.value)
     assert message.startswith("cron.jobs[1] (job 'standup').schedule: '0 25 * * 1-5'")
     assert "Fix: write five fields" in message
@@ -88,16 +89,16 @@ def test_a_bad_schedule_names_the_job_and_the_fix() -> None:
 
 def test_a_bad_conversation_id_is_refused() -> None:
     with pytest.raises(ConfigError, match="conversation_id"):
-        plan_jobs(settings_with([job(conversation_id="two words")]))
+        planned_jobs(settings_with([job(conversation_id="two words")]))
 
 
 def test_an_empty_prompt_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"prompt is empty"):
-        plan_jobs(settings_with([job(prompt="   ")]))
+        planned_jobs(settings_with([job(prompt="   ")]))
 
 
 def test_webhooks_are_planned_with_their_token_kept_out_of_repr() -> None:
-    (plan,) = plan_hooks(hooks_settings(hook(notify="slack:C0123456789")), SECRETS)
+    (plan,) = planned_hooks(hooks_settings(hook(notify="slack:C0123456789")), SECRETS)
     assert plan.token == "s3cret-token-value"
     assert "s3cret" not in repr(plan)
     assert plan.run.record_key == "webhook:deploy"
@@ -107,24 +108,24 @@ def test_webhooks_are_planned_with_their_token_kept_out_of_repr() -> None:
 
 def test_a_webhook_whose_token_is_not_set_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
-        plan_hooks(hooks_settings(hook()), Secrets({}))
+        planned_hooks(hooks_settings(hook()), Secrets({}))
     assert f"export {TOKEN_ENV}=" in str(caught.value)
 
 
 def test_webhooks_need_the_http_port() -> None:
     with pytest.raises(ConfigError, match=r"http\.enabled"):
-        plan_hooks(hooks_settings(hook(), http=False), SECRETS)
+        planned_hooks(hooks_settings(hook(), http=False), SECRETS)
 
 
 def test_webhook_names_are_unique() -> None:
     with pytest.raises(ConfigError, match="used more than once"):
-        plan_hooks(hooks_settings(hook(), hook()), SECRETS)
+        planned_hooks(hooks_settings(hook(), hook()), SECRETS)
 
 
 def test_a_webhook_notify_to_a_disabled_channel_is_refused() -> None:
     settings = hooks_settings(hook(notify="slack:C0123456789"), slack={"enabled": False})
     with pytest.raises(ConfigError, match=r"webhooks\[0\] \(webhook 'deploy'\)\.notify"):
-        plan_hooks(settings, SECRETS)
+        planned_hooks(settings, SECRETS)
 
 
 TEMPLATE = "Event {0} {name} {{body}} {body} and {body} again"
@@ -132,7 +133,7 @@ TEMPLATE = "Event {0} {name} {{body}} {body} and {body} again"
 
 @given(body=st.text(max_size=300))
 def test_the_body_replaces_the_placeholder_verbatim_and_braces_stay_text(body: str) -> None:
-    (plan,) = plan_hooks(hooks_settings(hook(prompt_template=TEMPLATE)), SECRETS)
+    (plan,) = planned_hooks(hooks_settings(hook(prompt_template=TEMPLATE)), SECRETS)
     prompt = plan.prompt(body)
     assert prompt == TEMPLATE.replace("{body}", body)
     assert prompt.startswith("Event {0} {name} {")  # no str.format: other braces stay as written

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from bot.config import Secrets
 from bot.ports import CronRunStatus, CronTrigger
 from bot.turns import ConversationKind, ReplyRoute
-from channels.cron import CronRunner, WebhookEndpoint, plan_hooks
+from channels.cron.runner import CronRunner
+from channels.cron.webhook import WebhookEndpoint
+from tests.cron.conftest import planned_hooks
 from tests.cron.doubles import MemoryRuns, RecordingDeliverer, ScriptedSink, Step
 from tests.cron.test_plan import SECRETS, hook, hooks_settings
 
@@ -36,7 +38,7 @@ class Hooked:
 
 async def serve(secrets: Secrets = SECRETS, **hook_fields: object) -> Hooked:
     sink, runs, deliverer = ScriptedSink(), MemoryRuns(), RecordingDeliverer()
-    plans = plan_hooks(hooks_settings(hook(**hook_fields)), secrets)
+    plans = planned_hooks(hooks_settings(hook(**hook_fields)), secrets)
     runner = CronRunner(sink, lambda p: deliverer if p == "slack" else None, runs)
     endpoint = WebhookEndpoint(plans, runner, max_body_bytes=LIMIT, max_in_flight=2)
     app = web.Application()

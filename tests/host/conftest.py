@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.compose import App
-from bot.config import Config, load_config
+from bot.cli.settings import Config, load_config
 from channels.console import ConsoleChannel
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic

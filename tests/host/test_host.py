@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bot.cli.compose import App
-from bot.config import Config
+from bot.cli.settings import Config
 from bot.ports import Admission, TurnResult
 from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_config
+from bot.cli.settings import load_config
 from bot.store import open_store
 from bot.store.request_codec import decode_request
 from tests.conftest import subprocess_env, write_config

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from bot.cli.compose import App
-from bot.config import Config
+from bot.cli.settings import Config
 from bot.ports import MemoryCapture
 from bot.recall import RECALL_PLACEHOLDER
 from bot.turns import PrecedingMessage, ToolResultBlock

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.config import ConfigError, MemorySettings, StoreSettings, load_config
+from bot.cli.settings import load_config
+from bot.config import ConfigError, MemorySettings, StoreSettings
 from bot.inbox import Publication
 from bot.pgstore import SCHEMA_VERSION, open_pg_store
 from bot.pgstore.memory import tsquery_text

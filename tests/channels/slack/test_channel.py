@@ -15,11 +15,11 @@ import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from bot.config import Secrets, SlackSettings
+from bot.config import Secrets
 from bot.turns import SurfaceKind, TurnRequest
-from channels.slack import SlackChannel, SlackSetupError
-from channels.slack.channel import EVENTS_PATH
+from channels.slack.channel import EVENTS_PATH, SlackChannel, SlackSetupError
 from channels.slack.directory import HISTORY_PAGE, MAX_LOOKUPS_PER_MESSAGE, THREAD_PAGES
+from channels.slack.settings import SlackSettings
 from tests.channels.slack.conftest import (
     ALICE,
     BOB,

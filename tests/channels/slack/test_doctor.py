@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config import Secrets, SlackSettings
-from channels.slack import SlackCheckFailed, check_slack
+from bot.config import Secrets
+from channels.slack.doctor import SlackCheckFailed, check_slack
+from channels.slack.settings import SlackSettings
 from tests.fakes.slack import FakeSlack
 
 

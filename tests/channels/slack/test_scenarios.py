@@ -14,8 +14,7 @@ from typing import Any
 import aiohttp
 
 from bot.cli.compose import App
-from channels.slack import SlackChannel
-from channels.slack.channel import EVENTS_PATH
+from channels.slack.channel import EVENTS_PATH, SlackChannel
 from channels.slack.split import MESSAGE_BUDGET, is_fence
 from tests.channels.slack.conftest import (
     ALICE,

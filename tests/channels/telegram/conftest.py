@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from telegram import Bot
 
-from bot.config import Config, load_config
+from bot.cli.settings import Config, load_config
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

@@ -10,10 +10,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.config import MemorySettings, Secrets, StoreSettings, TelegramSettings
+from bot.config import MemorySettings, Secrets, StoreSettings
 from bot.ports import Admission
 from bot.store import Store, open_store
-from channels.telegram import TelegramChannel, TelegramConfigError, check_token
+from channels.telegram.channel import TelegramChannel, TelegramConfigError, check_token
+from channels.telegram.settings import TelegramSettings
 from tests.fakes.telegram import FakeTelegram
 from tests.sinks import RecordingSink as Sink
 

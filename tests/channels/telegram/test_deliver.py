@@ -7,8 +7,13 @@ import asyncio
 import pytest
 from telegram import Bot
 
-from channels.telegram import TelegramDeliverer, TelegramRouteError
-from channels.telegram.deliver import MAX_RATE_LIMIT_WAIT, Target, route_for
+from channels.telegram.deliver import (
+    MAX_RATE_LIMIT_WAIT,
+    Target,
+    TelegramDeliverer,
+    TelegramRouteError,
+    route_for,
+)
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, utf16_length
 from tests.fakes.telegram import FakeTelegram, parse_html
 

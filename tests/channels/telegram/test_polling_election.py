@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from bot.pgstore.leader import PgLeadership
-from channels.telegram import TelegramChannel
+from channels.telegram.channel import TelegramChannel
 from tests.channels.telegram.test_channel import Sink, secrets, settings
 from tests.engines import Engine
 from tests.fakes.telegram import FakeTelegram

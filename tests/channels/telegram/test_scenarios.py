@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from bot.cli.compose import App
-from channels.telegram import TelegramConfigError
+from channels.telegram.channel import TelegramConfigError
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, utf16_length
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.cli.settings import load_config
+from bot.config import ConfigError
 from tests.conftest import write_config
 
 

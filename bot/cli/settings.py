@@ -1,0 +1,46 @@
+"""The whole configuration: the core's sections composed with each part's own, and its loader."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from bot import config
+from bot.config import CoreSettings
+from channels.cron.settings import CronSettings, WebhookSettings
+from channels.slack import settings as slack
+from channels.slack.settings import SlackSettings
+from channels.telegram import settings as telegram
+from channels.telegram.settings import TelegramSettings
+
+
+class Settings(CoreSettings):
+    """Every section of the file (the core's, then each channel's)."""
+
+    SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
+
+    slack: SlackSettings = SlackSettings()
+    telegram: TelegramSettings = TelegramSettings()
+    cron: CronSettings = CronSettings()
+    webhooks: list[WebhookSettings] = Field(default_factory=list)
+
+    def platforms(self) -> frozenset[str]:
+        """The chat platforms this host runs (where cron and webhooks may post)."""
+        return frozenset(name for name in ("slack", "telegram") if getattr(self, name).enabled)
+
+    def secret_names(self) -> tuple[str, ...]:
+        # Each webhook names the variable holding its bearer token.
+        return (*self.SECRETS, *(hook.token_env for hook in self.webhooks))
+
+
+Config = config.Config[Settings]
+
+
+def load_config(
+    path: Path | None = None, env: Mapping[str, str] | None = None, *, verify_files: bool = True
+) -> Config:
+    """Read and validate the whole configuration (see `bot.config.load_config`)."""
+    return config.load_config(Settings, path, env, verify_files=verify_files)

@@ -1,0 +1,49 @@
+"""Cron's and webhooks' settings: the `[cron]` section and the `[[webhooks]]` entries."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from bot.config import ConfigError, Section, check_timezone
+
+DAY = 86_400
+
+
+class CronJob(Section):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    schedule: str
+    prompt: str
+    timezone: str = "UTC"
+    conversation_id: str | None = None
+    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
+    enabled: bool = True
+
+    _tz = field_validator("timezone")(check_timezone)
+
+
+class CronSettings(Section):
+    misfire_grace: Annotated[float, Field(ge=0, le=7 * DAY)] = 300.0
+    # A failed run is tried again up to `retries` times: after `retry_delay` seconds, then four
+    # times longer each time, never past the job's next slot.
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    retry_delay: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    jobs: list[CronJob] = Field(default_factory=list)
+
+    def check(self) -> None:
+        names = [job.name for job in self.jobs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(
+                f"cron.jobs: job name {duplicates[0]!r} is used more than once. Fix: give each "
+                "job a unique name."
+            )
+
+
+class WebhookSettings(Section):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    token_env: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
+    prompt_template: str
+    notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
+    conversation_id: str | None = None

@@ -1,0 +1,31 @@
+"""Slack's settings: the `[slack]` section and the secrets the Slack channel reads."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from bot.config import Section
+
+DAY = 86_400
+
+# Environment variables the Slack channel reads credentials from (never the file).
+SECRETS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
+
+
+class SlackSettings(Section):
+    enabled: bool = False
+    mode: Literal["socket", "http"] = "socket"
+    api_url: str = "https://slack.com/api/"
+    allowed_channel_ids: list[str] = Field(default_factory=list)
+    allowed_user_ids: list[str] = Field(default_factory=list)
+    resolve_channel_names: bool = True
+    ignore_other_bots: bool = True
+    user_cache_seconds: Annotated[int, Field(ge=0, le=7 * DAY)] = 3600
+    # The emoji (without colons) put on the triggering message while its turn runs.
+    progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
+        "hourglass_flowing_sand"
+    )
+    # Shared files are downloaded only from URLs under this origin (Slack's `url_private`).
+    files_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+/$")] = "https://files.slack.com/"
