@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from bot.ports import MemoryHit, ToolSpec
+from bot.ports.memory import MemoryHit
+from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, Skill, TokenCounter
 from bot.prompt.history import entry_tokens
 from bot.turns import (

@@ -51,7 +51,7 @@ import structlog
 
 from bot.cli.compose import App
 from bot.cli.settings import load_config
-from bot.ports import MemoryCapture
+from bot.ports.memory import MemoryCapture
 from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
 from tests.fakes.telegram import FakeTelegram
 

@@ -40,7 +40,7 @@ import structlog
 from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
 from bot.cli.compose import App
 from bot.cli.settings import load_config
-from bot.ports import ModelRuntime
+from bot.ports.model import ModelRuntime
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.ports import TurnOutcome, TurnPlan, Usage
+from bot.ports.model import TurnOutcome, TurnPlan
+from bot.ports.records import Usage
 from bot.turns import HistoryEntry, TextBlock
 
 ANSWER = textwrap.dedent(

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import MemoryCapture, MemoryScope
+from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.store import Store, open_store
 from bot.store.codec import encode_entry
 from bot.store.fts import STOPWORDS

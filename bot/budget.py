@@ -3,9 +3,10 @@
 Budgets are daily, in tokens or US dollars, at three levels: overall, per surface (each Slack
 channel, each Telegram group...; a `[[surfaces]]` rule sets its own) and per person (everywhere,
 or on one rule's surfaces). Usage is counted from what the API reported for each turn, kept in the
-store (`bot.ports.UsageLedger`), so budgets hold across restarts. A day starts at midnight in
-`budget.timezone`. "Tokens" are every token a turn processed: input, cache reads and writes, and
-output; money weighs them by the price table, cache reads and writes priced as Anthropic does.
+store (`bot.ports.records.UsageLedger`), so budgets hold across restarts. A day starts at
+midnight in `budget.timezone`. "Tokens" are every token a turn processed: input, cache reads
+and writes, and output; money weighs them by the price table, cache reads and writes priced as
+Anthropic does.
 
 When a budget is reached, the turn is refused before any model call, and the person gets one short
 notice with the reset time, once per budget and day (not per message). Operators are exempt.
@@ -21,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot.ports import Spent, TurnRecord, Usage, UsageEntry, UsageLedger
+from bot.ports.records import Spent, TurnRecord, Usage, UsageEntry, UsageLedger
 from bot.turns import TurnRequest
 
 PER_MILLION = 1_000_000

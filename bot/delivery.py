@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 import structlog
 
 from bot.inbox import Outbox, OutboxPart, PartDeliverer, PartFailed
-from bot.ports import Deliverer, DeliveryReport
+from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.turns import ReplyRoute
 
 log = structlog.get_logger(__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import structlog
 
-from bot.ports import Departure, MemoryStore
+from bot.ports.memory import Departure, MemoryStore
 
 log = structlog.get_logger(__name__)
 
@@ -23,7 +23,7 @@ def memory_surface(channel: str, surface_id: str) -> str:
 
 
 class MemoryDepartures:
-    """Implements `bot.ports.Departures` over the memory store (None: memory is off)."""
+    """Implements `bot.ports.memory.Departures` over the memory store (None: memory is off)."""
 
     def __init__(self, memory: MemoryStore | None) -> None:
         self._memory = memory

@@ -31,24 +31,14 @@ from bot.departures import memory_surface
 from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
 from bot.lanes import LaneFull, Lanes
 from bot.memory_commands import is_memory_command
-from bot.ports import (
-    Admission,
-    AssembledRequest,
-    AttachmentReader,
-    Deliverer,
-    HistoryStore,
-    IntakeUnavailable,
-    MemoryCapture,
-    MemoryScope,
-    MemoryStore,
-    ModelRuntime,
-    Tool,
-    TurnFailed,
-    TurnPlan,
-    TurnRecord,
-    TurnResult,
-    Usage,
-)
+from bot.ports.attachments import AttachmentReader
+from bot.ports.delivery import Deliverer
+from bot.ports.history import HistoryStore
+from bot.ports.intake import Admission, IntakeUnavailable, TurnResult
+from bot.ports.memory import MemoryCapture, MemoryScope, MemoryStore
+from bot.ports.model import AssembledRequest, ModelRuntime, TurnFailed, TurnPlan
+from bot.ports.records import TurnRecord, Usage
+from bot.ports.tools import Tool
 from bot.prompt import (
     SILENT_TOKEN,
     Assembler,
@@ -117,7 +107,7 @@ class _Job:
 
 
 class Host:
-    """Owns the lanes; implements `bot.ports.TurnSink` for the channels."""
+    """Owns the lanes; implements `bot.ports.intake.TurnSink` for the channels."""
 
     def __init__(
         self,

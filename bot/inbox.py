@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from bot.ports import TurnRecord
+from bot.ports.records import TurnRecord
 from bot.turns import HistoryEntry, ReplyRoute, TurnRequest
 
 

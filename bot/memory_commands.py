@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from bot import replies
-from bot.ports import MemoryScope, MemoryStore
+from bot.ports.memory import MemoryScope, MemoryStore
 
 SHOWN = 10  # entries a /memory answer lists; the rest are counted
 SAID_MAX_CHARS = 90

@@ -8,16 +8,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.inbox import Inbox, Outbox
-from bot.ports import (
-    ChatBuffer,
-    CronRun,
-    HistoryStore,
-    Leadership,
-    MemoryStore,
-    TurnRecords,
-    UsageEntry,
-    UsageLedger,
-)
+from bot.ports.cron import CronRun
+from bot.ports.history import ChatBuffer, HistoryStore
+from bot.ports.leadership import Leadership
+from bot.ports.memory import MemoryStore
+from bot.ports.records import TurnRecords, UsageEntry, UsageLedger
 from bot.store.history import ConversationInfo
 from bot.store.memory import StoredMemory
 from bot.store.records import RecordSummary
@@ -48,7 +43,7 @@ class OperatorUsage(UsageLedger, Protocol):
 
 
 class RunRecords(Protocol):
-    """`channels.cron.CronRuns` as a store hands it out, closable (the core names no channel)."""
+    """`bot.ports.cron.CronRuns` as a store hands it out, closable (the core names no channel)."""
 
     async def save(self, run: CronRun) -> None: ...
 

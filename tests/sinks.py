@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.ports import Admission, IntakeUnavailable, TurnResult
+from bot.ports.intake import Admission, IntakeUnavailable, TurnResult
 from bot.turns import TurnRequest
 
 

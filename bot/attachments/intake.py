@@ -21,7 +21,7 @@ import structlog
 from bot import replies
 from bot.attachments.read import Ready, Refused, read_file
 from bot.config import AttachmentSettings
-from bot.ports import AttachmentStore, FileRefused, FileSource
+from bot.ports.attachments import AttachmentStore, FileRefused, FileSource
 from bot.prompt.attachments import size_text
 from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnRequest
 

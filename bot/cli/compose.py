@@ -28,7 +28,10 @@ from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
-from bot.ports import AttachmentStore, Channel, ModelRuntime, Tool
+from bot.ports.attachments import AttachmentStore
+from bot.ports.intake import Channel
+from bot.ports.model import ModelRuntime
+from bot.ports.tools import Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.recall import RecallCache

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from bot.cli.settings import Config
 from bot.config import ConfigError, LoggingSettings
 from bot.logs import configure_logging
-from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
 
 HELP = "list scheduled jobs or run one now"
 WEBHOOK_PREFIX = "webhook:"

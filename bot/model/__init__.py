@@ -1,6 +1,6 @@
 """The model runtime: the only importer of `anthropic` (tool loop, retries, compaction).
 
-`AnthropicRuntime` implements `bot.ports.ModelRuntime`; `ping()` backs `bot doctor`.
+`AnthropicRuntime` implements `bot.ports.model.ModelRuntime`; `ping()` backs `bot doctor`.
 """
 
 from bot.model.runtime import AnthropicRuntime, ModelAuthError, ModelError

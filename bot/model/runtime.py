@@ -24,15 +24,9 @@ from bot.config import ModelSettings
 from bot.model import compaction, wire
 from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
-from bot.ports import (
-    AssembledRequest,
-    Tool,
-    ToolError,
-    TurnFailed,
-    TurnOutcome,
-    TurnPlan,
-    Usage,
-)
+from bot.ports.model import AssembledRequest, TurnFailed, TurnOutcome, TurnPlan
+from bot.ports.records import Usage
+from bot.ports.tools import Tool, ToolError
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from anthropic.types import ContentBlock
 
-from bot.ports import Usage
+from bot.ports.records import Usage
 from bot.prompt.history import tool_result_block
 from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 

@@ -1,4 +1,4 @@
-"""Cron and webhook run records (the `channels.cron.CronRuns` port) on PostgreSQL, bounded like
+"""Cron and webhook run records (the `bot.ports.cron.CronRuns` port) on PostgreSQL, bounded like
 the SQLite store's: the newest `keep_per_job` records of each job, none older than
 `max_age_days`."""
 
@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.pgstore.db import PgDatabase
-from bot.ports import CronRun, CronRunStatus
+from bot.ports.cron import CronRun, CronRunStatus
 from bot.store.cron_runs import (
     _COLUMNS,
     DEFAULT_KEEP_PER_JOB,

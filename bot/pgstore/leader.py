@@ -1,4 +1,4 @@
-"""Leadership among replicas (the `bot.ports.Leadership` port) with PostgreSQL advisory locks.
+"""Leadership among replicas (`bot.ports.leadership.Leadership`) with PostgreSQL advisory locks.
 
 A duty is held through a session-level advisory lock on a connection of its own: PostgreSQL
 releases it when that session ends, so a replica that is killed hands the duty over as soon as the

@@ -19,7 +19,7 @@ import structlog
 
 from bot.config import MemorySettings
 from bot.pgstore.db import PgDatabase
-from bot.ports import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
+from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
 from bot.store import rules
 from bot.store.fts import choose_terms, query_terms, words
 from bot.store.memory import (

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bot.pgstore.db import PgDatabase
-from bot.ports import TurnRecord
+from bot.ports.records import TurnRecord
 from bot.store.records import RecordSummary, _summary, record_document
 
 

@@ -1,5 +1,5 @@
-"""Per-turn usage and budget notices (the `bot.ports.UsageLedger` port) on PostgreSQL, as the
-SQLite store keeps them (`bot.store.usage`); a notice is marked once across replicas."""
+"""Per-turn usage and budget notices (the `bot.ports.records.UsageLedger` port) on PostgreSQL,
+as the SQLite store keeps them (`bot.store.usage`); a notice is marked once across replicas."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.pgstore.db import PgDatabase
-from bot.ports import Spent, UsageEntry
+from bot.ports.records import Spent, UsageEntry
 from bot.store.usage import _TOKENS, USAGE_KEEP_DAYS, _row
 
 

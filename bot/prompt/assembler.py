@@ -21,7 +21,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from bot.ports import AssembledRequest, MemoryHit, ToolSpec
+from bot.ports.memory import MemoryHit
+from bot.ports.model import AssembledRequest
+from bot.ports.tools import ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.attachments import attachment_tokens, content_blocks
 from bot.prompt.message import (

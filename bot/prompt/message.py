@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
-from bot.ports import MemoryHit
+from bot.ports.memory import MemoryHit
 from bot.prompt.attachments import markers
 from bot.prompt.fence import (
     ELLIPSIS,

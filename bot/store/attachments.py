@@ -15,7 +15,7 @@ import aiosqlite
 import structlog
 
 from bot.config import AttachmentSettings
-from bot.ports import StoredAttachment
+from bot.ports.attachments import StoredAttachment
 from bot.store.db import Database
 
 log = structlog.get_logger(__name__)

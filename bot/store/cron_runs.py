@@ -1,4 +1,4 @@
-"""Durable cron and webhook run records (the `channels.cron.CronRuns` port) in the store's file.
+"""Durable cron and webhook run records (the `bot.ports.cron.CronRuns` port) in the store's file.
 
 `SqliteCronRuns` works on one open aiosqlite connection in autocommit mode and creates its table
 when missing, so it needs no migration of the shared schema. `open_cron_runs(path)` gives it a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
 
 DEFAULT_KEEP_PER_JOB = 200
 DEFAULT_MAX_AGE_DAYS = 90.0

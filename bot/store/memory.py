@@ -28,7 +28,7 @@ import aiosqlite
 import structlog
 
 from bot.config import MemorySettings
-from bot.ports import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
+from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
 from bot.store import rules
 from bot.store.codec import shorten
 from bot.store.db import Database

@@ -17,7 +17,7 @@ from typing import Any
 import aiosqlite
 
 from bot.logs import redact_value
-from bot.ports import TurnRecord
+from bot.ports.records import TurnRecord
 from bot.prompt.attachments import strip_media
 from bot.store.db import Database
 

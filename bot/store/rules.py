@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from bot.ports import MemoryHit
+from bot.ports.memory import MemoryHit
 from bot.store.codec import shorten
 from bot.store.fts import words
 

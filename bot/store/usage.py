@@ -1,4 +1,4 @@
-"""Per-turn usage and budget notices (the `bot.ports.UsageLedger` port), in the store's file.
+"""Per-turn usage and budget notices in the store's file (`bot.ports.records.UsageLedger`).
 
 One small row per turn that used the model: when, where (channel, surface), who (host-side person
 id, never shown to the model), which model, the tokens the API reported and their price. Budgets
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
-from bot.ports import Spent, Usage, UsageEntry
+from bot.ports.records import Spent, Usage, UsageEntry
 from bot.store.db import Database
 
 USAGE_KEEP_DAYS = 400

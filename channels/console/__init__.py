@@ -22,7 +22,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
-from bot.ports import Admission, DeliveryReport, TurnResult, TurnSink
+from bot.ports.delivery import DeliveryReport
+from bot.ports.intake import Admission, TurnResult, TurnSink
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
 
 PLATFORM = "console"

@@ -15,18 +15,12 @@ from datetime import UTC, datetime
 
 import structlog
 
-from bot.ports import (
-    CronRun,
-    CronRunStatus,
-    CronTrigger,
-    Deliverer,
-    DeliveryReport,
-    TurnResult,
-    TurnSink,
-)
+from bot.ports.cron import CronRun, CronRuns, CronRunStatus, CronTrigger
+from bot.ports.delivery import Deliverer, DeliveryReport
+from bot.ports.intake import TurnResult, TurnSink
 from bot.turns import ReplyRoute
 from channels.cron.plan import RunPlan
-from channels.cron.runs import CronRuns, bounded_error
+from channels.cron.runs import bounded_error
 
 log = structlog.get_logger(__name__)
 

@@ -25,10 +25,9 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from bot.ports import CronRunStatus, CronTrigger
+from bot.ports.cron import CronRuns, CronRunStatus, CronTrigger
 from channels.cron.plan import JobPlan
 from channels.cron.runner import Clock, CronRunner, RunResult, utc_now
-from channels.cron.runs import CronRuns
 
 log = structlog.get_logger(__name__)
 

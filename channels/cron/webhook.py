@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import structlog
 from aiohttp import web
 
-from bot.ports import CronTrigger
+from bot.ports.cron import CronTrigger
 from channels.cron.plan import HookPlan
 from channels.cron.runner import CronRunner
 

@@ -32,7 +32,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ConfigError, Secrets
-from bot.ports import Departures, TurnSink
+from bot.ports.intake import TurnSink
+from bot.ports.memory import Departures
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
@@ -54,7 +55,7 @@ class SlackSetupError(ConfigError):
 
 
 class SlackChannel:
-    """The Slack implementation of `bot.ports.Channel`."""
+    """The Slack implementation of `bot.ports.intake.Channel`."""
 
     name = events.PLATFORM
 

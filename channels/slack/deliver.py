@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.inbox import OutboxPart, PartFailed
-from bot.ports import DeliveryReport
+from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.events import PLATFORM
@@ -50,7 +50,7 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class SlackDeliverer:
-    """The Slack implementation of `bot.ports.Deliverer`."""
+    """The Slack implementation of `bot.ports.delivery.Deliverer`."""
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.ports import Departure
+from bot.ports.memory import Departure
 from bot.turns import (
     ConversationKind,
     PrecedingMessage,

@@ -33,15 +33,10 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
 
 from bot.config import ConfigError, Secrets
-from bot.ports import (
-    Admission,
-    ChatBuffer,
-    Departure,
-    Departures,
-    IntakeUnavailable,
-    Leadership,
-    TurnSink,
-)
+from bot.ports.history import ChatBuffer
+from bot.ports.intake import Admission, IntakeUnavailable, TurnSink
+from bot.ports.leadership import Leadership
+from bot.ports.memory import Departure, Departures
 from bot.replies import CHAT_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.files import TelegramFiles

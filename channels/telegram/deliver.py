@@ -40,7 +40,7 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.inbox import OutboxPart, PartFailed
-from bot.ports import DeliveryReport
+from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
 from channels.telegram.mapping import PLATFORM

@@ -17,7 +17,7 @@ import structlog
 from bot.cli import main
 from bot.cli.usage import parse_since
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import Usage, UsageEntry
+from bot.ports.records import Usage, UsageEntry
 from bot.store import open_store
 from tests.cli.test_cli import HERE, bot
 from tests.conftest import write_config

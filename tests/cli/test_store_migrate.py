@@ -15,7 +15,8 @@ import structlog
 
 from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import MemoryCapture, MemoryScope, TurnRecord
+from bot.ports.memory import MemoryCapture, MemoryScope
+from bot.ports.records import TurnRecord
 from bot.store import open_store
 from bot.turns import PrecedingMessage
 from tests.engines import Engine

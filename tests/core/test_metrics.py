@@ -11,7 +11,7 @@ import pytest
 
 from bot.budget import Budgets, BudgetSettings
 from bot.metrics import Metrics
-from bot.ports import Spent, TurnRecord, Usage, UsageEntry
+from bot.ports.records import Spent, TurnRecord, Usage, UsageEntry
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 AT = datetime(2026, 12, 1, 9, tzinfo=UTC)

@@ -10,9 +10,9 @@ import pytest
 
 from bot.cli.settings import Settings
 from bot.config import Secrets
+from bot.ports.cron import CronRuns
 from channels.cron.plan import HookPlan, JobPlan, plan_hooks, plan_jobs
 from channels.cron.runner import CronRunner
-from channels.cron.runs import CronRuns
 from channels.cron.scheduler import CronScheduler
 from tests.cron.doubles import ManualClock, MemoryRuns, RecordingDeliverer, ScriptedSink, utc
 

@@ -17,7 +17,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from bot.ports import Admission, CronRun, CronRunStatus, DeliveryReport, TurnResult
+from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.delivery import DeliveryReport
+from bot.ports.intake import Admission, TurnResult
 from bot.turns import ReplyRoute, TurnRequest
 
 

@@ -12,7 +12,7 @@ from croniter import croniter
 from bot.cli import cron as cron_cli
 from bot.cli.settings import load_config
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import open_cron_runs
 from tests.conftest import write_config

@@ -13,7 +13,7 @@ import aiosqlite
 import pytest
 
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.stores import RunRecords

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from bot.ports import CronRunStatus, CronTrigger, DeliveryReport
+from bot.ports.cron import CronRunStatus, CronTrigger
+from bot.ports.delivery import DeliveryReport
 from bot.turns import ConversationKind, ReplyRoute
 from tests.cron.conftest import RigFactory, job
 from tests.cron.doubles import Step, settle, utc

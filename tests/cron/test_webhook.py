@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.config import Secrets
-from bot.ports import CronRunStatus, CronTrigger
+from bot.ports.cron import CronRunStatus, CronTrigger
 from bot.turns import ConversationKind, ReplyRoute
 from channels.cron.runner import CronRunner
 from channels.cron.webhook import WebhookEndpoint

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from bot.cli.compose import App
 from bot.cli.settings import Config
-from bot.ports import Admission, TurnResult
+from bot.ports.intake import Admission, TurnResult
 from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply
 from tests.host.conftest import console

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from bot.cli.compose import App
 from bot.cli.settings import Config
-from bot.ports import MemoryCapture
+from bot.ports.memory import MemoryCapture
 from bot.recall import RECALL_PLACEHOLDER
 from bot.turns import PrecedingMessage, ToolResultBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall

@@ -15,7 +15,8 @@ import pytest
 
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
-from bot.ports import AssembledRequest, Tool, ToolSpec, TurnPlan
+from bot.ports.model import AssembledRequest, TurnPlan
+from bot.ports.tools import Tool, ToolSpec
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic, count_request
 

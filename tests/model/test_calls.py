@@ -10,7 +10,8 @@ import pytest
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime, ModelAuthError, ModelError
 from bot.model.runtime import RESTART_NOTE
-from bot.ports import AssembledRequest, TurnFailed, Usage
+from bot.ports.model import AssembledRequest, TurnFailed
+from bot.ports.records import Usage
 from bot.prompt.tokens import TokenCounter
 from bot.turns import HistoryEntry
 from tests.fakes.anthropic import FakeAnthropic, Reply

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from bot.model import AnthropicRuntime
 from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_body, transcript
-from bot.ports import TurnFailed
+from bot.ports.model import TurnFailed
 from bot.prompt.fence import fence_forms
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic
@@ -269,7 +269,7 @@ async def test_the_summary_uses_the_turns_own_model(
     make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
 ) -> None:
     """A surface rule may pick another model for a turn; its summary call uses that one too."""
-    from bot.ports import AssembledRequest, TurnPlan
+    from bot.ports.model import AssembledRequest, TurnPlan
     from tests.model.conftest import make_assemble
 
     runtime = make_runtime(context_window=1200)

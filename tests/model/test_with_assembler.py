@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
 from bot.model.wire import count_breakpoints
-from bot.ports import AssembledRequest, TurnPlan
+from bot.ports.model import AssembledRequest, TurnPlan
 from bot.prompt import AgentTexts, Assembler, Skill, TokenCounter
 from bot.recall import MEMORY_RECALL_SPEC
 from bot.turns import (

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.ports import MemoryHit, ToolSpec
+from bot.ports.memory import MemoryHit
+from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, Skill, Template, TokenCounter
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE
 from bot.turns import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bot.ports import AssembledRequest
+from bot.ports.model import AssembledRequest
 from bot.prompt import TokenCounter
 from bot.turns import PrecedingMessage, Speaker
 

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.ports import MemoryHit
+from bot.ports.memory import MemoryHit
 from bot.prompt import Assembler, TokenCounter
 from bot.prompt.fence import fence_forms
 from bot.turns import (

@@ -21,7 +21,8 @@ from pathlib import Path
 import structlog
 
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import MemoryCapture, TurnRecord
+from bot.ports.memory import MemoryCapture
+from bot.ports.records import TurnRecord
 from bot.store import Store, open_store
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 

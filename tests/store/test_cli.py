@@ -11,7 +11,8 @@ import pytest
 
 from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
-from bot.ports import MemoryCapture, TurnRecord, Usage
+from bot.ports.memory import MemoryCapture
+from bot.ports.records import TurnRecord, Usage
 from bot.store import open_store
 from tests.store.helpers import turn
 

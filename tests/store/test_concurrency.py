@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.ports import MemoryCapture, TurnRecord
+from bot.ports.memory import MemoryCapture
+from bot.ports.records import TurnRecord
 from bot.stores import OpenStore
 from tests.engines import Engine
 from tests.store.helpers import turn

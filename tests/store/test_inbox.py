@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox import InboxState, OutboxPart, Publication
-from bot.ports import TurnRecord
+from bot.ports.records import TurnRecord
 from bot.store.request_codec import decode_request, encode_request
 from bot.stores import OpenStore
 from bot.turns import (

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.config import MemorySettings
-from bot.ports import MemoryCapture, MemoryScope
+from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.store.memory import memory_text
 from bot.stores import OpenStore
 from tests.engines import Clock, Engine

@@ -8,7 +8,7 @@ import pytest
 
 from bot import replies
 from bot.memory_commands import answer, is_memory_command
-from bot.ports import MemoryCapture, MemoryScope
+from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.stores import OpenStore
 
 pytestmark = pytest.mark.both_engines

@@ -16,7 +16,7 @@ from bot.config import ConfigError, MemorySettings, StoreSettings
 from bot.inbox import Publication
 from bot.pgstore import SCHEMA_VERSION, open_pg_store
 from bot.pgstore.memory import tsquery_text
-from bot.ports import MemoryCapture, MemoryScope
+from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.store import SchemaTooNewError, StoreOpenError
 from bot.store.fts import query_terms
 from bot.stores import OpenStore

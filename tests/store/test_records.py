@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.logs import remember_secrets
-from bot.ports import TurnRecord, Usage
+from bot.ports.records import TurnRecord, Usage
 from bot.stores import OpenStore
 from tests.engines import Engine
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.ports import Departure
+from bot.ports.memory import Departure
 from bot.turns import ConversationKind, Speaker, SurfaceKind
 from channels.slack import events
 from channels.slack.events import BotIdentity, Skip, SlackMessage

@@ -4,7 +4,7 @@ of what others said there (the member_left_channel event, through bolt on Socket
 from __future__ import annotations
 
 from bot.cli.compose import App
-from bot.ports import MemoryScope
+from bot.ports.memory import MemoryScope
 from tests.channels.recalled import recalled
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
 from tests.channels.slack.test_scenarios import send

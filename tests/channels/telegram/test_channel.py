@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import MemorySettings, Secrets, StoreSettings
-from bot.ports import Admission
+from bot.ports.intake import Admission
 from bot.store import Store, open_store
 from channels.telegram.channel import TelegramChannel, TelegramConfigError, check_token
 from channels.telegram.settings import TelegramSettings

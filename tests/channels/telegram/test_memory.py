@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.cli.compose import App
-from bot.ports import MemoryScope
+from bot.ports.memory import MemoryScope
 from tests.channels.recalled import recalled
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic

@@ -1,0 +1,33 @@
+"""Conversation history and the chat buffer: the stores of what was said in a conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from bot.turns import HistoryEntry, PrecedingMessage
+
+
+class HistoryStore(Protocol):
+    async def load(self, key: str) -> list[HistoryEntry]:
+        """The conversation's stored entries, oldest first; [] for a new or unreadable one."""
+
+    async def publish(
+        self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
+    ) -> None:
+        """Append `entries` (or, with `replace`, make them the whole history) atomically."""
+
+    async def reset(self, key: str) -> bool:
+        """Forget one conversation; True when there was something to forget."""
+
+    async def conversations(self) -> list[str]:
+        """Every stored conversation key, most recently active first."""
+
+
+class ChatBuffer(Protocol):
+    """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
+
+    async def append(self, key: str, message: PrecedingMessage) -> None: ...
+
+    async def take(self, key: str) -> list[PrecedingMessage]:
+        """Everything buffered for `key` since the last take, oldest first; empties the buffer."""

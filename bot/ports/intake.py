@@ -1,0 +1,76 @@
+"""Intake: what a channel is, and the sink it hands turns to (admission, results)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from bot.ports.delivery import Deliverer, DeliveryReport
+from bot.turns import TurnRequest
+
+
+class Admission(StrEnum):
+    ACCEPTED = "accepted"  # stored in the inbox; its turn will run
+    DUPLICATE = "duplicate"  # a redelivery of an event already stored
+    BUSY = "busy"  # stored, then refused: the conversation's queue is full
+    RATE_LIMITED = "rate_limited"  # stored, then refused: the person is over the turn rate
+    CLOSED = "closed"  # not stored: the host is shutting down
+    UNAVAILABLE = "unavailable"  # not stored: the store cannot write (closed, disk full)
+
+    @property
+    def acknowledge(self) -> bool:
+        """Whether the channel may acknowledge the event: only once it is durably stored (or
+        known from before). Otherwise the platform must redeliver it."""
+        return self not in (Admission.CLOSED, Admission.UNAVAILABLE)
+
+
+class IntakeUnavailable(Exception):
+    """The host cannot take an event now (shutting down, store unwritable): do not
+    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
+
+    def __init__(self, message: str, *, closing: bool = False) -> None:
+        super().__init__(message)
+        self.closing = closing
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
+
+    turn_id: str
+    outcome: str  # "ok", "silent", "failed", "cancelled", "refused", "busy", "rate_limited", ...
+    text: str = ""
+    delivery: DeliveryReport | None = None
+    error: str | None = None
+
+
+class TurnSink(Protocol):
+    """What a channel hands its TurnRequests to (the host)."""
+
+    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+        """Store the turn in the durable inbox, deduplicated by the event's `marks` (its ids
+        under `source`), and queue it; return at once. Push channels acknowledge the event to
+        the platform only when `admission.acknowledge` is true."""
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        """Record the marks of an event that starts no turn; True the first time. Raises
+        IntakeUnavailable when it cannot (then do not acknowledge)."""
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Queue the turn and wait until it is published and delivered (console, cron)."""
+
+
+class Channel(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deliverer(self) -> Deliverer: ...
+
+    async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
+        """Connect. With `intake` false, only get ready to deliver (`bot cron run` beside a
+        running host must not take its events: no socket, no polling, no webhook change)."""
+
+    async def stop(self) -> None: ...
