@@ -95,8 +95,7 @@ async def run(megabytes: float, iterations: int, warmup: int) -> None:
         async with FakeSlack() as slack:
             shared = slack.add_file("photo.jpg", data, "image/jpeg")
             files = SlackFiles(slack.bot_token, slack.files_url)
-            intake = AttachmentIntake(store.attachments, settings)
-            intake.add_source("slack", files)
+            intake = AttachmentIntake(store.attachments, settings, {"slack": files})
             spans: list[float] = []
             for index in range(warmup + iterations):
                 route = ReplyRoute("slack", {"files": [shared["url_private"]]})

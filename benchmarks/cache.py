@@ -49,7 +49,7 @@ from typing import Any
 
 import structlog
 
-from bot.cli.compose import App
+from bot.cli.compose import App, Runs
 from bot.cli.settings import load_config
 from bot.ports.memory import MemoryCapture
 from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
@@ -216,7 +216,7 @@ async def scenario(
         async with FakeTelegram() as tg, FakeAnthropic() as fake:
             path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url)
             env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
-            async with App(load_config(path, env=env), http=False) as app:
+            async with App(load_config(path, env=env), runs=Runs(http=False)) as app:
                 group = Group(tg, GROUP)
                 if memory:
                     await remember_facts(app, group, turns)

@@ -9,7 +9,7 @@ a crash is marked, not posted again. Other deliverers (the console) take the who
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 
 import structlog
 
@@ -23,12 +23,9 @@ log = structlog.get_logger(__name__)
 class Delivery:
     """The host's way out: one deliverer per platform, and the outbox behind them."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, deliverers: Mapping[str, Deliverer]) -> None:
         self._outbox = outbox
-        self._deliverers: dict[str, Deliverer] = {}
-
-    def attach(self, platform: str, deliverer: Deliverer) -> None:
-        self._deliverers[platform] = deliverer
+        self._deliverers = dict(deliverers)
 
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._deliverers.get(platform)

@@ -117,6 +117,7 @@ class Host:
         history: HistoryStore,
         inbox: Inbox,
         outbox: Outbox,
+        deliverers: Mapping[str, Deliverer],
         memory: MemoryStore | None,
         tools_for: ToolsFor,
         settings: HostSettings,
@@ -136,7 +137,7 @@ class Host:
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
-        self._delivery = Delivery(outbox)
+        self._delivery = Delivery(outbox, deliverers)
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
@@ -152,14 +153,6 @@ class Host:
         self._resumed = False
         self._held: list[InboxItem] = []
         self.observers: list[Callable[[TurnRecord], None]] = []
-
-    # --- wiring -----------------------------------------------------------------------------
-
-    def attach(self, platform: str, deliverer: Deliverer) -> None:
-        self._delivery.attach(platform, deliverer)
-
-    def deliverer(self, platform: str) -> Deliverer | None:
-        return self._delivery.deliverer(platform)
 
     @property
     def queue_depth(self) -> int:

@@ -33,13 +33,16 @@ _FETCH_PROBLEMS = {"refused": replies.DOWNLOAD_REFUSED, "failed": replies.DOWNLO
 class AttachmentIntake:
     """Reads a turn's attachments; one per host, shared by every channel."""
 
-    def __init__(self, store: AttachmentStore, settings: AttachmentSettings) -> None:
+    def __init__(
+        self,
+        store: AttachmentStore,
+        settings: AttachmentSettings,
+        sources: Mapping[str, FileSource],
+    ) -> None:
+        """`sources`: each platform's downloader, by platform name."""
         self._store = store
         self._settings = settings
-        self._sources: dict[str, FileSource] = {}
-
-    def add_source(self, platform: str, source: FileSource) -> None:
-        self._sources[platform] = source
+        self._sources = dict(sources)
 
     async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
         """This turn's attachment blocks, the bytes to replay, and the person's problem lines."""

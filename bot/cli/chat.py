@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import atexit
 import signal
+import sys
 from pathlib import Path
 
 from bot.cli.settings import Config
@@ -28,17 +29,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _chat(name: str | None, config: Config) -> int:
-    from bot.cli.compose import App, require_api_key
+    from bot.cli.compose import CHAT, App, ready, require_api_key
     from channels.console import ConsoleChannel, conversation_key
 
     require_api_key(config)
-    channel = ConsoleChannel(conversation_key(name))
-    log_file = _quiet_logging(config, to_file=channel.interactive)
-    # check_model: a refused key is the operator's configuration error (exit 2, with the fix),
-    # not an apology to the person typing.
-    async with App(config, channels=False, http=False, check_model=True) as app:
-        app.host.attach(channel.name, channel.deliverer)
-
+    log_file = _quiet_logging(config, to_file=sys.stdin.isatty())
+    note = f"(warnings and errors go to {log_file})" if log_file is not None else None
+    channel = ConsoleChannel(conversation_key(name), note=note)
+    # CHAT checks the model: a refused key is the operator's configuration error (exit 2, with
+    # the fix), not an apology to the person typing.
+    async with App(config, [ready(channel)], CHAT) as app:
         closing: set[asyncio.Task[None]] = set()
 
         def on_interrupt() -> None:
@@ -50,11 +50,7 @@ async def _chat(name: str | None, config: Config) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
         try:
-            if channel.interactive:
-                print(f"Conversation {channel.conversation}. Type /quit or Ctrl-D to leave.")
-                if log_file is not None:
-                    print(f"(warnings and errors go to {log_file})")
-            await channel.start(app.host)
+            await channel.finished()
             await app.host.idle()
         finally:
             loop.remove_signal_handler(signal.SIGINT)

@@ -1,14 +1,17 @@
-"""The composition root: settings -> store -> model -> host -> HTTP port -> channels.
+"""The composition root: settings -> model -> store -> channels -> host -> cron -> HTTP port.
 
-The one place that imports everything. `App` is an async context manager: entering starts the
-store, the host, the HTTP server and every enabled channel; leaving stops intake first, lets running
-turns finish up to the shutdown grace, then closes the model client, the HTTP server and the store.
+The one place that imports everything. `App` is built from a list of channel builders and what
+the command runs (`Runs`); entering builds the parts, hands the host and cron the platform ->
+deliverer mapping, and starts the HTTP server and the channels; leaving stops intake first, lets
+running turns finish up to the shutdown grace, then closes the channels, the HTTP server, the
+model client and the store.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -19,17 +22,19 @@ from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
-from bot.cli.settings import Config
+from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.config import ConfigError
 from bot.departures import MemoryDepartures
-from bot.host import Host
+from bot.host import Host, ToolsFor
 from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
 from bot.ports.attachments import AttachmentStore
+from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
+from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
 from bot.ports.tools import Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
@@ -100,30 +105,90 @@ def build_assembler(
     return assembler
 
 
+@dataclass(frozen=True)
+class Runs:
+    """What a command runs besides the host, the store and its channels."""
+
+    http: bool = True  # the HTTP port: /healthz, /metrics, webhooks, Slack HTTP, Telegram webhook
+    scheduler: bool = True  # cron jobs fire on their schedules
+    intake: bool = True  # channels take events (off: they only deliver, beside a running host)
+    resume: bool = True  # run what an earlier process left (pending turns, undelivered parts)
+    check_model: bool = False  # a refused API key stops start-up (exit 2, with the fix)
+
+
+RUN = Runs(check_model=True)
+# `bot chat`: the console only; what other channels left waits for their own host.
+CHAT = Runs(http=False, scheduler=False, resume=False, check_model=True)
+# `bot cron run`: one job by hand; a running `bot run` keeps its own schedule and events.
+CRON_RUN = Runs(http=False, scheduler=False, intake=False, resume=False)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the root opened that a channel may need."""
+
+    config: Config
+    store: OpenStore
+    http: web.Application | None  # None when the HTTP port is off
+    departures: Departures
+
+
+ChannelBuilder = Callable[[Parts], Channel]
+
+
+def ready(channel: Channel) -> ChannelBuilder:
+    """A channel built before the app (the console), as a builder."""
+    return lambda parts: channel
+
+
+def configured_channels(settings: Settings) -> list[ChannelBuilder]:
+    """The platform channels the configuration enables."""
+    builders: list[ChannelBuilder] = []
+    if settings.slack.enabled:
+        builders.append(_slack)
+    if settings.telegram.enabled:
+        builders.append(_telegram)
+    return builders
+
+
+def _slack(parts: Parts) -> Channel:
+    from channels.slack.channel import SlackChannel
+
+    settings, secrets = parts.config.settings.slack, parts.config.secrets
+    return SlackChannel(settings, secrets, parts.http, departures=parts.departures)
+
+
+def _telegram(parts: Parts) -> Channel:
+    from channels.telegram.channel import TelegramChannel
+
+    return TelegramChannel(
+        parts.config.settings.telegram,
+        parts.config.secrets,
+        parts.http,
+        buffer=parts.store.buffer,
+        departures=parts.departures,
+        leader=parts.store.leadership,
+    )
+
+
 class App:
-    """Everything `bot run` (or `bot chat`) runs, started and stopped in the right order."""
+    """Everything one command runs: the store, the host, `channels` and what `runs` asks for,
+    started and stopped in the right order."""
 
     def __init__(
         self,
         config: Config,
+        channels: Sequence[ChannelBuilder] | None = None,
+        runs: Runs = Runs(),
         *,
         model: ModelRuntime | None = None,
-        channels: bool = True,
-        http: bool = True,
-        cron: bool | None = None,
-        intake: bool = True,
-        check_model: bool = False,
     ) -> None:
+        """`channels`: None for the ones the configuration enables."""
         self.config = config
         remember_secrets(config.secrets.values.values())  # turn records and logs redact them
+        self._builders = configured_channels(config.settings) if channels is None else channels
+        self._runs = runs
         self._model_override = model
-        self._want_channels = channels
-        self._want_http = http
-        self._intake = intake
-        self._check_model = check_model
-        # The scheduler runs where the channels run (`bot run`), not in `bot chat`; `bot cron run`
-        # turns it off to run one job by hand.
-        self._want_cron = channels if cron is None else cron
         self.cron: CronScheduler | None = None
         self.cron_runner: CronRunner | None = None
         self.cron_jobs: list[JobPlan] = []
@@ -133,7 +198,6 @@ class App:
         self._runner: web.AppRunner | None = None
         self._store: OpenStore | None = None
         self._host: Host | None = None
-        self._model: ModelRuntime | None = None
         self._exits = contextlib.AsyncExitStack()
 
     @property
@@ -180,9 +244,8 @@ class App:
         # assembler's budget estimates follow.
         counter = TokenCounter(calibration=settings.model.token_calibration)
         model = self._model_override or self._build_model(counter)
-        self._model = model
         self._exits.push_async_callback(model.aclose)
-        if self._check_model:
+        if self._runs.check_model:
             await self._verify_model(model)
         store = await open_configured(
             settings.store,
@@ -192,16 +255,66 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
-        memory = store.memory if settings.memory.enabled else None
+        http = self.web if self._runs.http and settings.http.enabled else None
+        departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
+        parts = Parts(self.config, store, http, departures)
+        self.channels = [build(parts) for build in self._builders]
+        deliverers = {channel.name: channel.deliverer for channel in self.channels}
+        assembler = build_assembler(self.config, agent, counter, policy)
+        self._host = self._build_host(agent, policy, assembler, model, store, deliverers)
+        self.web.router.add_get("/healthz", self._healthz)
+        self.web.router.add_get("/metrics", self._metrics)
+        await self._prepare_cron(store, deliverers)
+        if http is not None:
+            await self._start_http()
+        await self._start_channels(self._host)
+        await self._start_cron()
 
+    def _build_host(
+        self,
+        agent: AgentTexts,
+        policy: Policy,
+        assembler: Assembler,
+        model: ModelRuntime,
+        store: OpenStore,
+        deliverers: Mapping[str, Deliverer],
+    ) -> Host:
+        settings = self.config.settings
+        budgets = Budgets(
+            settings.budget,
+            store.usage,
+            timezone=settings.agent.timezone,
+            default_model=settings.model.name,
+        )
+        host = Host(
+            assembler=assembler,
+            model=model,
+            history=store.history,
+            inbox=store.inbox,
+            outbox=store.outbox,
+            deliverers=deliverers,
+            memory=store.memory if settings.memory.enabled else None,
+            tools_for=self._tools_for(agent, store),
+            settings=settings.host,
+            attachments=self._attachment_intake(store),
+            policies=policy.policies,
+            budgets=budgets,
+        )
+        self.metrics = Metrics(lambda: host.queue_depth, self._channels_up, cost=budgets.cost_of)
+        host.observers.append(self.metrics.observe)
+        return host
+
+    def _tools_for(self, agent: AgentTexts, store: OpenStore) -> ToolsFor:
+        settings = self.config.settings
+        load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
+        memory = settings.memory.enabled
         # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
         attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
         files = attachment_store if settings.attachments.enabled else None
 
         def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
             tools: list[Tool] = []
-            if memory is not None:
+            if memory:
                 tools.append(recall.tool())
             if load_skill.available:
                 tools.append(load_skill)
@@ -209,62 +322,30 @@ class App:
                 tools.append(ReadAttachmentTool(files, request.conversation_key))
             return tools
 
-        intake = (
-            AttachmentIntake(attachment_store, settings.attachments)
-            if attachment_store is not None
-            else None
-        )
+        return tools_for
 
-        budgets = Budgets(
-            settings.budget,
-            store.usage,
-            timezone=settings.agent.timezone,
-            default_model=settings.model.name,
-        )
-        self._host = Host(
-            assembler=build_assembler(self.config, agent, counter, policy),
-            model=model,
-            history=store.history,
-            inbox=store.inbox,
-            outbox=store.outbox,
-            memory=memory,
-            tools_for=tools_for,
-            settings=settings.host,
-            attachments=intake,
-            policies=policy.policies,
-            budgets=budgets,
-        )
-        if self._want_channels:
-            self.channels = self._build_channels(store)
+    def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:
+        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
+        if attachment_store is None:
+            return None
+        sources = {c.name: c.files for c in self.channels if c.files is not None}
+        return AttachmentIntake(attachment_store, self.config.settings.attachments, sources)
+
+    async def _start_channels(self, host: Host) -> None:
         for channel in self.channels:
-            self._host.attach(channel.name, channel.deliverer)
-            source = getattr(channel, "files", None)
-            if source is not None and intake is not None:
-                intake.add_source(channel.name, source)
-        self.metrics = Metrics(
-            lambda: self.host.queue_depth, self._channels_up, cost=budgets.cost_of
-        )
-        self._host.observers.append(self.metrics.observe)
-        self.web.router.add_get("/healthz", self._healthz)
-        self.web.router.add_get("/metrics", self._metrics)
-        await self._prepare_cron(store)
-        if self._want_http and settings.http.enabled:
-            await self._start_http()
-        for channel in self.channels:
-            await channel.start(self._host, intake=self._intake)
+            await channel.start(host, intake=self._runs.intake)
             self._exits.push_async_callback(channel.stop)
             log.info("channel_started", channel=channel.name)
         # Leaving runs these in reverse: the host stops intake (channels then answer 503, stop
         # acknowledging and stop polling), finishes (or cancels) running turns and posts what is
         # left in the outbox while channels can still deliver; then channels, HTTP, store close.
-        self._exits.push_async_callback(self._host.close)
-        if self._want_channels and self._intake:
+        self._exits.push_async_callback(host.close)
+        if self._runs.resume and self._runs.intake:
             # What an earlier process left (pending turns, undelivered parts) runs now, ahead of
             # anything accepted since the channels started.
-            await self._host.resume()
-        await self._start_cron()
+            await host.resume()
 
-    async def _prepare_cron(self, store: OpenStore) -> None:
+    async def _prepare_cron(self, store: OpenStore, deliverers: Mapping[str, Deliverer]) -> None:
         """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
         add the webhook route, before the HTTP server freezes its router."""
         from channels.cron.plan import plan_hooks, plan_jobs
@@ -278,7 +359,7 @@ class App:
             plan_hooks(
                 settings.webhooks, self.config.secrets, platforms, http=settings.http.enabled
             )
-            if self._want_http
+            if self._runs.http
             else []
         )
         if not jobs and not hooks:
@@ -286,11 +367,11 @@ class App:
         runs = await store.cron_runs()
         self._exits.push_async_callback(runs.aclose)
         self.cron_jobs = jobs
-        self.cron_runner = CronRunner(self.host, self.host.deliverer, runs)
+        self.cron_runner = CronRunner(self.host, deliverers, runs)
         if hooks:
             self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
             self.webhooks.install(self.web)
-        if jobs and self._want_cron:
+        if jobs and self._runs.scheduler:
             from channels.cron.scheduler import CronScheduler
 
             self.cron = CronScheduler(
@@ -330,32 +411,6 @@ class App:
         except ModelError as exc:
             log.warning("model_check_failed", error=str(exc))
 
-    def _build_channels(self, store: OpenStore) -> list[Channel]:
-        settings, secrets = self.config.settings, self.config.secrets
-        # A channel that needs the HTTP port (Slack HTTP mode, Telegram webhooks) gets None when
-        # it is off, and refuses to start with a clear error instead of waiting for nothing.
-        http = self.web if self._want_http and settings.http.enabled else None
-        channels: list[Channel] = []
-        departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
-        if settings.slack.enabled:
-            from channels.slack.channel import SlackChannel
-
-            channels.append(SlackChannel(settings.slack, secrets, http, departures=departures))
-        if settings.telegram.enabled:
-            from channels.telegram.channel import TelegramChannel
-
-            channels.append(
-                TelegramChannel(
-                    settings.telegram,
-                    secrets,
-                    http,
-                    buffer=store.buffer,
-                    departures=departures,
-                    leader=store.leadership,
-                )
-            )
-        return channels
-
     async def _start_http(self) -> None:
         settings = self.config.settings.http
         runner = web.AppRunner(self.web, access_log=None)
@@ -374,7 +429,7 @@ class App:
         log.info("http_listening", host=settings.host, port=self.http_port)
 
     def _channels_up(self) -> dict[str, bool]:
-        return {c.name: bool(getattr(c, "connected", True)) for c in self.channels}
+        return {c.name: c.connected for c in self.channels}
 
     async def _healthz(self, request: web.Request) -> web.Response:
         channels = self._channels_up()

@@ -104,12 +104,10 @@ def _outcome(record: CronRun | None, timezone: str) -> str:
 
 
 async def _run_now(config: Config, name: str) -> int:
-    from bot.cli.compose import App
+    from bot.cli.compose import CRON_RUN, App
     from channels.cron.runs import describe
 
-    # No scheduler and no HTTP port: this process runs one job and leaves; a running `bot run`
-    # keeps its own schedule.
-    async with App(config, http=False, cron=False, intake=False) as app:
+    async with App(config, runs=CRON_RUN) as app:
         job = next((job for job in app.cron_jobs if job.name == name), None)
         if job is None or app.cron_runner is None:
             known = ", ".join(job.name for job in app.cron_jobs) or "none configured"

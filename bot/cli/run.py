@@ -24,7 +24,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(config: Config) -> int:
-    from bot.cli.compose import App
+    from bot.cli.compose import RUN, App
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -38,7 +38,7 @@ async def _run(config: Config) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    async with App(config, check_model=True) as app:
+    async with App(config, runs=RUN) as app:
         if not app.channels and not config.settings.cron.jobs:
             log.warning(
                 "nothing_enabled",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from bot.ports.attachments import FileSource
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.turns import TurnRequest
 
@@ -63,11 +64,21 @@ class TurnSink(Protocol):
 
 
 class Channel(Protocol):
+    """One platform's way in (events to the sink) and out (its deliverer)."""
+
     @property
     def name(self) -> str: ...
 
     @property
     def deliverer(self) -> Deliverer: ...
+
+    @property
+    def files(self) -> FileSource | None:
+        """The platform's downloader for shared files; None when it has none."""
+
+    @property
+    def connected(self) -> bool:
+        """For /healthz: whether the channel is taking events (or standing by, healthy)."""
 
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         """Connect. With `intake` false, only get ready to deliver (`bot cron run` beside a

@@ -91,6 +91,8 @@ class ConsoleChannel:
     """Reads lines, runs each as a turn and waits for its answer before reading the next."""
 
     name = PLATFORM
+    files = None  # nothing to download: a terminal shares no files
+    connected = True  # a terminal is always there
 
     def __init__(
         self,
@@ -99,8 +101,11 @@ class ConsoleChannel:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        note: str | None = None,
     ) -> None:
+        """`note`: a line shown under the greeting on a terminal (where the log goes)."""
         self.conversation = conversation
+        self._note = note
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self._clock = clock
@@ -110,6 +115,7 @@ class ConsoleChannel:
         self._leaving = asyncio.Event()
         self._turn: asyncio.Task[TurnResult] | None = None
         self._finishing = False
+        self._conversing: asyncio.Task[None] | None = None
 
     def request(self, text: str) -> TurnRequest:
         turn_id = uuid.uuid4().hex
@@ -123,8 +129,23 @@ class ConsoleChannel:
             route=ReplyRoute(PLATFORM, {"turn_id": turn_id}),
         )
 
-    async def start(self, sink: TurnSink) -> None:
-        """Run the conversation until end of input, /quit or an interrupt at the prompt."""
+    async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
+        """Greet (on a terminal) and start the conversation; `finished()` waits for its end."""
+        if not intake:
+            return
+        if self.interactive:
+            self._out.write(f"Conversation {self.conversation}. Type /quit or Ctrl-D to leave.\n")
+            if self._note:
+                self._out.write(self._note + "\n")
+            self._out.flush()
+        self._conversing = asyncio.ensure_future(self._converse(sink))
+
+    async def finished(self) -> None:
+        """Wait until end of input, /quit or an interrupt at the prompt."""
+        if self._conversing is not None:
+            await asyncio.shield(self._conversing)
+
+    async def _converse(self, sink: TurnSink) -> None:
         lines = self._read_lines()
         while (line := await self._next(lines)) is not None:
             text = line.strip()
@@ -143,7 +164,9 @@ class ConsoleChannel:
                 break
 
     async def stop(self) -> None:
-        return None
+        self._leaving.set()
+        if self._conversing is not None:
+            await self._conversing
 
     def interrupt(self) -> bool:
         """Ctrl-C. At the prompt: leave now. During a turn: the first says the answer is being

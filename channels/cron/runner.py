@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -25,7 +25,6 @@ from channels.cron.runs import bounded_error
 log = structlog.get_logger(__name__)
 
 Clock = Callable[[], datetime]
-DelivererFor = Callable[[str], Deliverer | None]
 
 
 def utc_now() -> datetime:
@@ -46,13 +45,13 @@ class CronRunner:
     def __init__(
         self,
         sink: TurnSink,
-        deliverer_for: DelivererFor,
+        deliverers: Mapping[str, Deliverer],
         runs: CronRuns,
         *,
         now: Clock = utc_now,
     ) -> None:
         self._sink = sink
-        self._deliverer_for = deliverer_for
+        self._deliverers = deliverers
         self._runs = runs
         self._now = now
 
@@ -122,7 +121,7 @@ class CronRunner:
         route, missing = self._route(plan)
         if missing or route is None:
             return RunResult(await self._finish(record, CronRunStatus.FAILED, error=missing))
-        deliverer = self._deliverer_for(route.platform)
+        deliverer = self._deliverers.get(route.platform)
         assert deliverer is not None  # _route found it
         try:
             report = await deliverer.deliver(route, previous.text)
@@ -143,7 +142,7 @@ class CronRunner:
     def _route(self, plan: RunPlan) -> tuple[ReplyRoute | None, str | None]:
         if plan.notify is None:
             return None, None
-        deliverer = self._deliverer_for(plan.notify.platform)
+        deliverer = self._deliverers.get(plan.notify.platform)
         if deliverer is None:
             return None, f"the {plan.notify.platform} channel is not running in this process"
         try:

@@ -152,7 +152,6 @@ def _request(*attachments: Attachment) -> TurnRequest:
 
 async def test_intake_reads_stores_and_explains_each_file(store: Store) -> None:
     settings = AttachmentSettings(max_bytes=4 * MB)
-    intake = AttachmentIntake(store.attachments, settings)
     source = Files(
         files.png(),
         files.pdf(3),
@@ -161,7 +160,7 @@ async def test_intake_reads_stores_and_explains_each_file(store: Store) -> None:
         FileRefused("refused", "403 from the platform"),
         files.big_file(5 * MB),
     )
-    intake.add_source("slack", source)
+    intake = AttachmentIntake(store.attachments, settings, {"slack": source})
     request = _request(
         Attachment("shot.png", "image/png", 0),
         Attachment("report.pdf", "application/pdf", 0),

@@ -80,7 +80,7 @@ async def make_rig() -> AsyncIterator[RigFactory]:
         plans = planned_jobs(settings_with(list(jobs or [job()])))
         runner = CronRunner(
             sink,
-            lambda platform: deliverer if platform == deliverer.platform else None,
+            {deliverer.platform: deliverer},
             runs,
             now=clock.now,
         )

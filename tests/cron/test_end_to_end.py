@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from bot.cli import cron as cron_cli
-from bot.cli.compose import App
+from bot.cli.compose import App, Runs
 from bot.cli.settings import Config, load_config
 from bot.config import ConfigError
 from bot.ports.cron import CronRunStatus, CronTrigger
@@ -214,7 +214,7 @@ async def test_scheduled_ticks_post_through_slack_and_share_one_history(
     config = make_config(SHARED_JOBS)
     claude.script("Plan: ship the release.", "Done: the release shipped.")
     clock = ManualClock(utc(2024, 6, 3, 6, 0))  # 08:00 in Berlin
-    async with App(config, http=False, cron=False) as app:
+    async with App(config, runs=Runs(http=False, scheduler=False)) as app:
         assert app.cron is None
         assert app.cron_runner is not None
         runs = await open_cron_runs(app.store.db.path)
@@ -262,7 +262,7 @@ async def test_scheduled_ticks_post_through_slack_and_share_one_history(
 async def test_the_app_runs_its_scheduler_when_jobs_exist_and_stops_it_on_exit(
     make_config: MakeConfig,
 ) -> None:
-    async with App(make_config(NEWS_JOB), http=False) as app:
+    async with App(make_config(NEWS_JOB), runs=Runs(http=False)) as app:
         scheduler = app.cron
         assert scheduler is not None
         next_fire = scheduler.next_fire("news")
@@ -274,7 +274,7 @@ async def test_the_app_runs_its_scheduler_when_jobs_exist_and_stops_it_on_exit(
 async def test_a_notify_to_a_disabled_channel_stops_start_up(make_config: MakeConfig) -> None:
     config = make_config(NEWS_JOB.replace(f"slack:{NEWS}", "telegram:-1001234567890"))
     with pytest.raises(ConfigError, match="telegram channel is not enabled"):
-        async with App(config, http=False):
+        async with App(config, runs=Runs(http=False)):
             pass
 
 

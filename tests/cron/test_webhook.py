@@ -39,7 +39,7 @@ class Hooked:
 async def serve(secrets: Secrets = SECRETS, **hook_fields: object) -> Hooked:
     sink, runs, deliverer = ScriptedSink(), MemoryRuns(), RecordingDeliverer()
     plans = planned_hooks(hooks_settings(hook(**hook_fields)), secrets)
-    runner = CronRunner(sink, lambda p: deliverer if p == "slack" else None, runs)
+    runner = CronRunner(sink, {"slack": deliverer}, runs)
     endpoint = WebhookEndpoint(plans, runner, max_body_bytes=LIMIT, max_in_flight=2)
     app = web.Application()
     endpoint.install(app)

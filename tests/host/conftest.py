@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.compose import App
+from bot.cli.compose import App, Runs
 from bot.cli.settings import Config, load_config
 from channels.console import ConsoleChannel
 from tests.conftest import write_config
@@ -38,9 +38,13 @@ def make_config(agent_dir: Path, fake: FakeAnthropic) -> Callable[..., Config]:
     return make
 
 
-def console(app: App, name: str = "test", text: str = "") -> tuple[ConsoleChannel, io.StringIO]:
-    """A console channel attached to `app`, reading `text` and writing to the returned buffer."""
+# The host and the store, no HTTP port, no scheduler, nothing resumed: the tests drive the turns.
+HOST_ONLY = Runs(http=False, scheduler=False, resume=False)
+
+
+def console(name: str = "test", text: str = "") -> tuple[ConsoleChannel, io.StringIO]:
+    """A console channel for an App's channel list (`ready(channel)`), reading `text` (its
+    conversation starts with the App) and writing to the returned buffer."""
     out = io.StringIO()
     channel = ConsoleChannel(f"console:{name}", stdin=io.StringIO(text), stdout=out)
-    app.host.attach(channel.name, channel.deliverer)
     return channel, out

@@ -10,12 +10,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 
-from bot.cli.compose import App
+from bot.cli.compose import App, ready
 from bot.cli.settings import Config
 from bot.ports.intake import Admission, TurnResult
 from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply
-from tests.host.conftest import console
+from tests.host.conftest import HOST_ONLY, console
 
 MakeConfig = Callable[..., Config]
 
@@ -34,12 +34,12 @@ async def test_console_turns_publish_history_that_survives_a_restart(
 ) -> None:
     config = make_config()
     fake.script("first answer", "second answer")
-    async with App(config, channels=False, http=False) as app:
-        channel, out = console(app, "demo", "hello there\nwhat did I say?\n")
-        await channel.start(app.host)
+    channel, out = console("demo", "hello there\nwhat did I say?\n")
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
+        await channel.finished()
     assert out.getvalue().splitlines() == ["first answer", "second answer"]
 
-    async with App(config, channels=False, http=False) as app:
+    async with App(config, [], HOST_ONLY) as app:
         history = await app.store.history.load("console:demo")
     assert [entry.role for entry in history] == ["user", "assistant"] * 2
     assert [entry.text for entry in history] == [
@@ -59,8 +59,8 @@ async def test_one_conversation_runs_strictly_in_order(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     fake.stall(0.05, times=3)
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         results = await asyncio.gather(
             *(app.host.run(channel.request(f"message {n}")) for n in range(3))
         )
@@ -75,9 +75,9 @@ async def test_different_conversations_run_concurrently(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     fake.stall(0.3, times=2)
-    async with App(make_config(), channels=False, http=False) as app:
-        one, _ = console(app, "one")
-        two, _ = console(app, "two")
+    one, _ = console("one")
+    two, _ = console("two")
+    async with App(make_config(), [ready(one), ready(two)], HOST_ONLY) as app:
         first = asyncio.create_task(app.host.run(one.request("hi from one")))
         second = asyncio.create_task(app.host.run(two.request("hi from two")))
         await asyncio.sleep(0.15)
@@ -91,8 +91,8 @@ async def test_a_full_lane_answers_busy_without_a_model_call(
 ) -> None:
     fake.stall(0.2, times=1)
     config = make_config("[host]\nqueue_per_conversation = 1\n")
-    async with App(config, channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
         await app.host.resume()
         running = asyncio.create_task(app.host.run(channel.request("first")))
         await asyncio.sleep(0.05)  # the first turn is running; the queue is empty
@@ -112,8 +112,8 @@ async def test_a_person_over_the_rate_gets_a_polite_answer(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     config = make_config("[host]\nturns_per_person_per_minute = 2\n")
-    async with App(config, channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
         outcomes = []
         for n in range(3):
             request = replace(channel.request(f"m{n}"), person="slack:T1:U1")
@@ -127,8 +127,8 @@ async def test_a_failed_turn_publishes_a_continuity_account(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     fake.fail(400, body="bad request for testing")
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         failed = await app.host.run(channel.request("please do the thing"))
         ok = await app.host.run(channel.request("did it work?"))
         history = await app.store.history.load(channel.conversation)
@@ -157,8 +157,8 @@ async def test_shutdown_cancels_a_turn_past_the_grace_and_keeps_its_account(
 ) -> None:
     fake.stall(5.0, times=1)
     config = make_config("[host]\nshutdown_grace = 0.1\n")
-    async with App(config, channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
         running = asyncio.create_task(app.host.run(channel.request("a long job")))
         await asyncio.sleep(0.1)
         await app.host.close()
@@ -171,8 +171,8 @@ async def test_shutdown_cancels_a_turn_past_the_grace_and_keeps_its_account(
 
 
 async def _closed_refuses(config: Config) -> bool:
-    async with App(config, channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
         await app.host.close()
         late = await app.host.submit(channel.request("late"), source="test", marks=["late"])
         return late is Admission.CLOSED
@@ -181,8 +181,8 @@ async def _closed_refuses(config: Config) -> bool:
 async def test_unknown_skill_gets_a_clear_reply_and_no_model_call(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         result = await app.host.run(channel.request("/no-such-skill do it"))
     assert result.outcome == "refused"
     assert "no-such-skill" in out.getvalue()
@@ -193,8 +193,8 @@ async def test_unknown_skill_gets_a_clear_reply_and_no_model_call(
 async def test_a_skill_command_rides_the_user_message_not_the_system_prompt(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         await app.host.run(channel.request("/summarize the thread above"))
         history = await app.store.history.load(channel.conversation)
     body = fake.requests[0]
@@ -208,8 +208,8 @@ async def test_a_skill_command_rides_the_user_message_not_the_system_prompt(
 async def test_overflow_compacts_and_the_next_request_starts_with_the_summary(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         for n in range(4):
             await app.host.run(channel.request(f"note {n}: the deploy key is kept in vault"))
         fake.fail(400, body=OVERFLOW)
@@ -225,8 +225,8 @@ async def test_overflow_compacts_and_the_next_request_starts_with_the_summary(
 async def _after_three_facts(
     make_config: MakeConfig, text: str
 ) -> tuple[TurnResult, list[HistoryEntry], str]:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         for n in range(3):
             await app.host.run(channel.request(f"fact {n}"))
         result = await app.host.run(channel.request(text))
@@ -257,8 +257,8 @@ async def test_compact_is_a_command_only_as_a_whole_word(
 async def test_start_greets_from_the_identity_and_help_lists_the_commands(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         start = await app.host.run(channel.request("/start"))
         greeting = out.getvalue()
         helped = await app.host.run(channel.request("/help"))
@@ -276,11 +276,11 @@ async def test_memory_captured_in_one_conversation_is_recalled_in_the_same_scope
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     config = make_config("[memory]\nwide_console_recall = true\n")
-    async with App(config, channels=False, http=False) as app:
-        first, _ = console(app, "first")
+    first, _ = console("first")
+    second, _ = console("second")
+    async with App(config, [ready(first), ready(second)], HOST_ONLY) as app:
         await app.host.run(first.request("remember: the staging database is called heron"))
         await app.host.idle()
-        second, _ = console(app, "second")
         await app.host.run(second.request("which staging database?"))
     last = fake.requests[-1]["messages"][-1]
     last_user = " ".join(block["text"] for block in last["content"])
@@ -297,8 +297,8 @@ async def test_tool_rounds_are_published_and_replayed(
         Reply(tool_calls=[ToolCall(name="memory_recall", input={"query": "heron"})]),
         "done",
     )
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         await app.host.run(channel.request("look it up"))
         await app.host.run(channel.request("again"))
         history = await app.store.history.load(channel.conversation)
@@ -315,8 +315,8 @@ async def test_a_failed_request_driven_turn_posts_no_apology(
     from bot.turns import ConversationKind
 
     fake.fail(400, body="bad request for testing")
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         request = replace(
             channel.request("scheduled summary"), kind=ConversationKind.REQUEST, notifies=True
         )
@@ -330,8 +330,8 @@ async def test_a_message_the_window_cannot_hold_is_refused_before_any_call(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
     config = make_config("context_window = 2000\nmax_tokens = 200\n")
-    async with App(config, channels=False, http=False) as app:
-        channel, out = console(app)
+    channel, out = console()
+    async with App(config, [ready(channel)], HOST_ONLY) as app:
         result = await app.host.run(channel.request("word " * 3000))
         record = await app.store.records.show(result.turn_id)
     assert result.outcome == "refused"
@@ -346,8 +346,8 @@ async def test_a_message_the_window_cannot_hold_is_refused_before_any_call(
 async def test_the_turn_record_keeps_the_request_usage_and_budget(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    async with App(make_config(), channels=False, http=False) as app:
-        channel, _ = console(app)
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
         result = await app.host.run(channel.request("hello"))
         record = await app.store.records.show(result.turn_id)
     assert record is not None

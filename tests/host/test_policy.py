@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.cli.compose import App
+from bot.cli.compose import App, ready
 from tests.fakes.anthropic import FakeAnthropic
-from tests.host.conftest import console
+from tests.host.conftest import HOST_ONLY, console
 from tests.host.test_host import MakeConfig
 
 SESSION = """\
@@ -34,9 +34,9 @@ async def test_operator_templates_and_a_console_rule_shape_the_request(
         "[prompt]\nsession_template = 'session.txt'\nturn_template = 'turn.txt'\n"
         "[[surfaces]]\nplatform = 'console'\ninstructions = 'You are being tested.'\n"
     )
-    async with App(config, channels=False, http=False) as app:
-        channel, _ = console(app, "demo", "hello\n")
-        await channel.start(app.host)
+    channel, _ = console("demo", "hello\n")
+    async with App(config, [ready(channel)], HOST_ONLY):
+        await channel.finished()
     [body] = fake.requests
     session = body["system"][-1]["text"]
     assert session.startswith("## About this chat (console)\nThis is a console conversation")
@@ -51,9 +51,9 @@ async def test_an_overall_budget_stops_model_calls_with_one_notice(
 ) -> None:
     config = make_config("[budget]\ndaily_tokens = 1\n")
     fake.script("the only answer")
-    async with App(config, channels=False, http=False) as app:
-        channel, out = console(app, "demo", "one\ntwo\nthree\n")
-        await channel.start(app.host)
+    channel, out = console("demo", "one\ntwo\nthree\n")
+    async with App(config, [ready(channel)], HOST_ONLY):
+        await channel.finished()
     lines = out.getvalue().splitlines()
     assert len(fake.requests) == 1
     assert lines[0] == "the only answer"
