@@ -4,7 +4,7 @@ The one place that imports everything. `App` is built from a list of channel bui
 the command runs (`Runs`); entering builds the parts, hands the host and cron the platform ->
 deliverer mapping, and starts the HTTP server and the channels; leaving stops intake first, lets
 running turns finish up to the shutdown grace, then closes the channels, the HTTP server, the
-model client and the store.
+store and the model client.
 """
 
 from __future__ import annotations
