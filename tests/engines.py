@@ -52,14 +52,9 @@ class Engine:
             return StoreSettings(path=self.location, **store)
         return StoreSettings(url=self.location, **store)
 
-    async def open(
-        self, memory: MemorySettings | None = None, *, buffer_size: int = 50, **store: Any
-    ) -> OpenStore:
+    async def open(self, memory: MemorySettings | None = None, **store: Any) -> OpenStore:
         return await open_configured(
-            self.settings(**store),
-            memory or MemorySettings(),
-            buffer_size=buffer_size,
-            clock=self.clock,
+            self.settings(**store), memory or MemorySettings(), clock=self.clock
         )
 
     def inbox(self, store: Any, **bounds: Any) -> Any:

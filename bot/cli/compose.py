@@ -250,7 +250,6 @@ class App:
         store = await open_configured(
             settings.store,
             settings.memory,
-            buffer_size=settings.telegram.group_buffer,
             attachments=settings.attachments,
         )
         self._store = store

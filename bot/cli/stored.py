@@ -25,7 +25,6 @@ async def open_configured(
     settings: StoreSettings,
     memory: MemorySettings,
     *,
-    buffer_size: int = 50,
     attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> OpenStore:
@@ -33,14 +32,10 @@ async def open_configured(
     if settings.url:
         from bot.pgstore import open_pg_store
 
-        return await open_pg_store(
-            settings.url, settings, memory, buffer_size=buffer_size, clock=clock
-        )
+        return await open_pg_store(settings.url, settings, memory, clock=clock)
     from bot.store import open_store
 
-    return await open_store(
-        settings, memory, buffer_size=buffer_size, attachments=attachments, clock=clock
-    )
+    return await open_store(settings, memory, attachments=attachments, clock=clock)
 
 
 def on_store(command: str, config: Config, action: Action) -> int:

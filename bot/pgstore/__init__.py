@@ -65,7 +65,6 @@ async def open_pg_store(
     settings: StoreSettings,
     memory: MemorySettings,
     *,
-    buffer_size: int = 50,
     clock: Callable[[], float] = time.time,
 ) -> PgStore:
     """Connect to `url` (creating and migrating the schema as needed)."""
@@ -84,7 +83,7 @@ async def open_pg_store(
         history=history,
         memory=PgMemory(db, memory, clock),
         records=records,
-        buffer=PgChatBuffer(db, clock, size=buffer_size),
+        buffer=PgChatBuffer(db, clock),
         inbox=PgInbox(db, clock, owner=owner),
         outbox=PgOutbox(db, history, records, clock, owner=owner),
         leadership=leadership,

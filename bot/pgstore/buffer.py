@@ -23,17 +23,15 @@ class PgChatBuffer:
         db: PgDatabase,
         clock: Callable[[], float],
         *,
-        size: int = 50,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
     ):
-        if size < 1:
-            raise ValueError(f"chat buffer size must be at least 1, got {size}")
         self._db = db
         self._clock = clock
-        self._size = size
         self._max_age = max_age_days * 86_400.0
 
-    async def append(self, key: str, message: PrecedingMessage) -> None:
+    async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
+        if keep < 1:
+            raise ValueError(f"chat buffer size must be at least 1, got {keep}")
         body = _encode(message)
 
         async def append(conn: Any) -> None:
@@ -45,7 +43,7 @@ class PgChatBuffer:
                 """DELETE FROM chat_buffer WHERE key = $1 AND id <= (SELECT id FROM chat_buffer
                        WHERE key = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)""",
                 key,
-                self._size,
+                keep,
             )
             await conn.execute("DELETE FROM chat_buffer WHERE added_at < $1", now - self._max_age)
 

@@ -27,7 +27,8 @@ class HistoryStore(Protocol):
 class ChatBuffer(Protocol):
     """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
 
-    async def append(self, key: str, message: PrecedingMessage) -> None: ...
+    async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
+        """Buffer `message` for `key`, keeping only the newest `keep` messages there."""
 
     async def take(self, key: str) -> list[PrecedingMessage]:
         """Everything buffered for `key` since the last take, oldest first; empties the buffer."""

@@ -83,7 +83,6 @@ async def open_store(
     settings: StoreSettings,
     memory: MemorySettings,
     *,
-    buffer_size: int = 50,
     attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Store:
@@ -105,7 +104,7 @@ async def open_store(
         history=history,
         memory=SqliteMemory(db, memory, clock),
         records=records,
-        buffer=SqliteChatBuffer(db, clock, size=buffer_size),
+        buffer=SqliteChatBuffer(db, clock),
         inbox=SqliteInbox(db, clock),
         outbox=SqliteOutbox(db, history, records, clock),
         usage=usage,

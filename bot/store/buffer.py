@@ -1,8 +1,9 @@
 """The per-chat buffer of messages that started no turn (Telegram groups), durable and bounded.
 
-Each chat keeps its newest `size` messages; `take` reads and empties a chat's buffer in one
-transaction, so a message is handed to exactly one turn. Messages older than `max_age_days` are
-dropped when anything is appended, so chats that went quiet do not keep their chatter forever.
+Each chat keeps its newest `keep` messages (the channel's own bound, given on each append);
+`take` reads and empties a chat's buffer in one transaction, so a message is handed to exactly
+one turn. Messages older than `max_age_days` are dropped when anything is appended, so chats that
+went quiet do not keep their chatter forever.
 """
 
 from __future__ import annotations
@@ -35,17 +36,15 @@ class SqliteChatBuffer:
         db: Database,
         clock: Callable[[], float],
         *,
-        size: int = 50,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
     ):
-        if size < 1:
-            raise ValueError(f"chat buffer size must be at least 1, got {size}")
         self._db = db
         self._clock = clock
-        self._size = size
         self._max_age = max_age_days * 86_400.0
 
-    async def append(self, key: str, message: PrecedingMessage) -> None:
+    async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
+        if keep < 1:
+            raise ValueError(f"chat buffer size must be at least 1, got {keep}")
         body = _encode(message)
 
         async def append(conn: aiosqlite.Connection) -> None:
@@ -56,7 +55,7 @@ class SqliteChatBuffer:
             await conn.execute(
                 """DELETE FROM chat_buffer WHERE key = ? AND id <= (SELECT id FROM chat_buffer
                        WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)""",
-                (key, key, self._size),
+                (key, key, keep),
             )
             await conn.execute("DELETE FROM chat_buffer WHERE added_at < ?", (now - self._max_age,))
 

@@ -307,7 +307,9 @@ class TelegramChannel:
                 left = Departure(PLATFORM, decision.surface_id, decision.person, decision.at)
                 await self._departures.left(left)
         else:
-            await self._buffer.append(decision.key, decision.message)
+            await self._buffer.append(
+                decision.key, decision.message, keep=self._settings.group_buffer
+            )
             log.debug(
                 "telegram_message_kept", conversation_key=decision.key, reason=decision.reason
             )
@@ -329,7 +331,7 @@ class TelegramChannel:
         if admission is not Admission.ACCEPTED:
             # The turn that would have read them did not run: keep them for the next one.
             for message in preceding:
-                await self._buffer.append(key, message)
+                await self._buffer.append(key, message, keep=self._settings.group_buffer)
         if admission is Admission.CLOSED:
             raise IntakeUnavailable("the host is shutting down", closing=True)
         return admission.acknowledge

@@ -50,7 +50,7 @@ async def seed(path: Path) -> str:
         )
         await store.records.save(TurnRecord("turn-1", KEY, "slack", AT, AT, "ok"))
         assert await store.inbox.note(source="slack", marks=["Ev1"])
-        await store.buffer.append("telegram:-1", PrecedingMessage(AT, "Bo", "hi"))
+        await store.buffer.append("telegram:-1", PrecedingMessage(AT, "Bo", "hi"), keep=50)
         (found,) = await store.memory.search("badge")
         return found.id
     finally:

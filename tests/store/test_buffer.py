@@ -10,6 +10,8 @@ from bot.stores import OpenStore
 from bot.turns import PrecedingMessage
 from tests.engines import Engine
 
+KEEP = 50  # the Telegram channel's default group_buffer
+
 pytestmark = pytest.mark.both_engines
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -23,8 +25,8 @@ def message(n: int, text: str | None = None) -> PrecedingMessage:
 
 async def test_take_returns_oldest_first_and_empties(store: OpenStore) -> None:
     for n in range(3):
-        await store.buffer.append("telegram:-100", message(n))
-    await store.buffer.append("telegram:-200", message(9))
+        await store.buffer.append("telegram:-100", message(n), keep=KEEP)
+    await store.buffer.append("telegram:-200", message(9), keep=KEEP)
 
     taken = await store.buffer.take("telegram:-100")
 
@@ -35,10 +37,10 @@ async def test_take_returns_oldest_first_and_empties(store: OpenStore) -> None:
 
 
 async def test_buffer_keeps_the_newest_per_chat(engine: Engine) -> None:
-    store = await engine.open(buffer_size=4)
+    store = await engine.open()
     try:
         for n in range(10):
-            await store.buffer.append("telegram:-100", message(n))
+            await store.buffer.append("telegram:-100", message(n), keep=4)
         assert [m.text for m in await store.buffer.take("telegram:-100")] == [
             "line 6",
             "line 7",
@@ -50,7 +52,7 @@ async def test_buffer_keeps_the_newest_per_chat(engine: Engine) -> None:
 
 
 async def test_buffer_bounds_each_message(store: OpenStore) -> None:
-    await store.buffer.append("telegram:-100", message(1, text="w" * 100_000))
+    await store.buffer.append("telegram:-100", message(1, text="w" * 100_000), keep=KEEP)
 
     (taken,) = await store.buffer.take("telegram:-100")
 
@@ -59,7 +61,7 @@ async def test_buffer_bounds_each_message(store: OpenStore) -> None:
 
 async def test_buffer_survives_a_restart(engine: Engine) -> None:
     first = await engine.open()
-    await first.buffer.append("telegram:-100", message(1))
+    await first.buffer.append("telegram:-100", message(1), keep=KEEP)
     await first.aclose()
 
     second = await engine.open()
