@@ -221,6 +221,8 @@ class CoreSettings(Section):
 
     # Environment variables that hold credentials, in the order error messages list them.
     SECRETS: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    # The order messages list the sections in (the file's); unnamed ones follow in field order.
+    ORDER: ClassVar[tuple[str, ...]] = ()
 
     agent: AgentSettings
     model: ModelSettings = ModelSettings()
@@ -391,7 +393,9 @@ def _env_guess(model: type[CoreSettings], name: str) -> str | None:
 
 
 def _sections(model: type[CoreSettings]) -> list[str]:
-    return [n for n, f in model.model_fields.items() if _is_model(f.annotation)]
+    names = [n for n, f in model.model_fields.items() if _is_model(f.annotation)]
+    rank = {name: index for index, name in enumerate(model.ORDER)}
+    return sorted(names, key=lambda name: rank.get(name, len(rank)))
 
 
 def _is_model(annotation: Any) -> bool:

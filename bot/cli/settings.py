@@ -21,6 +21,10 @@ class Settings(CoreSettings):
     """Every section of the file (the core's, then each channel's)."""
 
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
+    ORDER: ClassVar[tuple[str, ...]] = (
+        *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
+        *("cron", "host", "logging", "prompt", "budget"),
+    )
 
     slack: SlackSettings = SlackSettings()
     telegram: TelegramSettings = TelegramSettings()
