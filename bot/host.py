@@ -33,8 +33,8 @@ from bot.lanes import LaneFull, Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
-    AssembledRequest,
     AttachmentReader,
+    BudgetFacts,
     Deliverer,
     HistoryStore,
     IntakeUnavailable,
@@ -308,7 +308,6 @@ class Host:
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
             return refused
-        surface = surface_prompt(policy)
         command = host_command(text)
         if command == "compact":
             async with self._working(request.route):
@@ -320,11 +319,16 @@ class Host:
             record = self._record(request, started, "command")
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
-            skills, text = self._assembler.split_skill_command(text)
+            words = self._assembler.words(request)
         except UnknownSkill as exc:
             record = self._record(request, started, "refused", error="unknown_skill")
             return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
+        return await self._model_turn(job, request, surface_prompt(policy), words, started)
 
+    async def _model_turn(
+        self, job: _Job, request: TurnRequest, surface: SurfacePrompt, words: str, started: datetime
+    ) -> TurnResult:
+        """Recall, prepare the prompt once, then call the model and publish what it said."""
         history = await self._history.load(request.conversation_key)
         attached = await self._attached(request, history)
         recall = RecallCache(
@@ -333,45 +337,23 @@ class Host:
             request_holds(request, history),
             render=self._assembler.recalled_block,
         )
-        hits = await recall.recall(text) if self._memory is not None else []
-        user_entry = self._assembler.user_entry(replace(request, text=text), attached)
-        ttl = self._assembler.cache_ttl_for(history, request.received_at)
+        hits = await recall.recall(words) if self._memory is not None else []
+        prepared = self._assembler.prepare(
+            request, history, hits, surface=surface, attached=attached
+        )
         self._log_context(request)
-
-        budget: dict[str, object] = {}
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            assembled = self._assembler.assemble(
-                request,
-                entries,
-                hits,
-                turn_skills=skills,
-                cache_ttl=ttl,
-                text=text,
-                surface=surface,
-                attached=attached,
-            )
-            if assembled.floor_unmet and not budget.get("floor_unmet"):
-                log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
-            budget.update(
-                floor_unmet=assembled.floor_unmet,
-                estimated_tokens=assembled.estimated_tokens,
-                history_used=assembled.history_used,
-            )
-            return assembled
-
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=prepared.request,
             tools=self._tools_for(request, recall),
             on_text=self._streamer(request),
         )
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
             return await self._call_and_publish(
-                job, request, plan, user_entry, started, budget, notice=attached.problems
+                job, request, plan, prepared.user_entry, started, notice=attached.problems
             )
 
     async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
@@ -388,7 +370,6 @@ class Host:
         plan: TurnPlan,
         user_entry: HistoryEntry,
         started: datetime,
-        budget: Mapping[str, object],
         *,
         notice: Sequence[str] = (),
     ) -> TurnResult:
@@ -397,7 +378,7 @@ class Host:
                 outcome = await self._model.run(plan)
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
-            details = {**budget, "floor_unmet": True}
+            details = {"floor_unmet": True}
             record = self._record(request, started, "refused", error=exc.code, details=details)
             return await self._conclude(job, record, InboxState.REFUSED, say=TOO_LARGE_REPLY)
         except TurnFailed as failure:
@@ -409,7 +390,7 @@ class Host:
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
-                details=budget,
+                details=_budget_details(failure.budget),
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
             say = _noted(notice, failure.reply or FAILED_REPLY)
@@ -430,7 +411,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=budget,
+            details=_budget_details(outcome.budget),
         )
         ended = await self._conclude(
             job,
@@ -452,17 +433,11 @@ class Host:
             return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
 
         surface = surface_prompt(self._policy(request))
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(
-                request, entries, (), text=request.text, surface=surface
-            )
-
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=self._assembler.prepare(request, history, surface=surface).request,
             compact_only=True,
         )
         try:
@@ -725,6 +700,11 @@ class Host:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:
+    """The budget's facts for the turn record ({} when no request was assembled)."""
+    return budget.details() if budget is not None else {}
 
 
 def _noted(notice: Sequence[str], text: str) -> str:

@@ -430,6 +430,22 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetFacts:
+    """What the token budget decided for one assembled request, as the turn record keeps it."""
+
+    estimated_tokens: int
+    history_used: int
+    floor_unmet: bool = False
+
+    def details(self) -> dict[str, object]:
+        return {
+            "floor_unmet": self.floor_unmet,
+            "estimated_tokens": self.estimated_tokens,
+            "history_used": self.history_used,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class AssembledRequest:
     """A Messages API request body, ready to send, plus what the budget decided."""
 
@@ -437,6 +453,10 @@ class AssembledRequest:
     estimated_tokens: int
     history_used: int
     floor_unmet: bool = False
+
+    @property
+    def budget(self) -> BudgetFacts:
+        return BudgetFacts(self.estimated_tokens, self.history_used, self.floor_unmet)
 
 
 class Assemble(Protocol):
@@ -464,7 +484,8 @@ class TurnOutcome:
     """What the model runtime produced.
 
     `entries` are this turn's new assistant/tool entries (not the user message). `history`, when
-    set, is a compacted replacement for the history the plan carried.
+    set, is a compacted replacement for the history the plan carried. `budget` is what the
+    budget decided for the last request assembled (None when none was, as for `/compact`).
     """
 
     text: str
@@ -473,6 +494,7 @@ class TurnOutcome:
     request: Mapping[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
+    budget: BudgetFacts | None = None
 
 
 class TurnFailed(Exception):
@@ -488,6 +510,7 @@ class TurnFailed(Exception):
         attempts: int = 0,
         request: Mapping[str, Any] | None = None,
         usage: Usage | None = None,
+        budget: BudgetFacts | None = None,
     ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
@@ -496,6 +519,7 @@ class TurnFailed(Exception):
         self.attempts = attempts
         self.request = request
         self.usage = usage or Usage()
+        self.budget = budget  # of the last request assembled, as on TurnOutcome
 
 
 class ModelRuntime(Protocol):

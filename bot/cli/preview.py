@@ -87,7 +87,7 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     assembler = build_assembler(
         config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
     )
-    skills, text = assembler.split_skill_command(request.text)
+    words = assembler.words(request)
     history: list[HistoryEntry] = []
     hits: list[Any] = []
     if settings.store.url or settings.store.path.exists():
@@ -97,19 +97,11 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
         try:
             history = await store.history.load(request.conversation_key)
             if settings.memory.enabled:
-                hits = list(await store.memory.recall(text, memory_scope(request)))
+                hits = list(await store.memory.recall(words, memory_scope(request)))
         finally:
             await store.aclose()
-    ttl = assembler.cache_ttl_for(history, request.received_at)
-    assembled = assembler.assemble(
-        request,
-        history,
-        hits,
-        turn_skills=skills,
-        cache_ttl=ttl,
-        text=text,
-        surface=surface_prompt(matched),
-    )
+    prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
+    assembled = prepared.request(history)
     return assembled.body, matched.label
 
 

@@ -26,6 +26,7 @@ from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
 from bot.ports import (
     AssembledRequest,
+    BudgetFacts,
     Tool,
     ToolError,
     TurnFailed,
@@ -284,10 +285,23 @@ class _Turn:
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
             return await self._compact_only()
-        self.request = self.plan.assemble(self.history)
+        self._assemble(self.history)
         if self.request.estimated_tokens >= compaction.THRESHOLD * self.settings.window:
             await self._compact_before_call()
         return await self._loop()
+
+    def _assemble(self, history: Sequence[HistoryEntry]) -> None:
+        assembled = self.plan.assemble(history)
+        was_unmet = self.budget is not None and self.budget.floor_unmet
+        if assembled.floor_unmet and not was_unmet:
+            log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
+        self.request = assembled
+
+    @property
+    def budget(self) -> BudgetFacts | None:
+        """What the budget decided for the last request assembled (None before the first)."""
+        assembled: AssembledRequest | None = getattr(self, "request", None)
+        return assembled.budget if assembled is not None else None
 
     # --- the tool loop ---
 
@@ -319,6 +333,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             attempts=self.attempts,
+            budget=self.budget,
         )
 
     def _body(self, last: bool) -> dict[str, Any]:
@@ -412,6 +427,7 @@ class _Turn:
             attempts=error.attempts,
             request=self.last_body,
             usage=self.usage,
+            budget=self.budget,
         )
 
     # --- compaction ---
@@ -423,7 +439,7 @@ class _Turn:
             log.warning("compaction_failed", reason="threshold", error=str(exc), going_on=True)
             return
         if history is not None:
-            self.request = self.plan.assemble(history)
+            self._assemble(history)
 
     async def _compact_after_overflow(self, error: _CallError) -> None:
         try:
@@ -438,10 +454,11 @@ class _Turn:
                 attempts=error.attempts,
                 request=self.last_body,
                 usage=self.usage,
+                budget=self.budget,
             ) from None
         if history is None:
             raise self._failed(error)
-        self.request = self.plan.assemble(history)
+        self._assemble(history)
 
     async def _summarize(self, reason: str) -> list[HistoryEntry] | None:
         """Replace the older history by a summary; None when there is nothing older to replace."""

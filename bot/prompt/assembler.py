@@ -16,7 +16,7 @@ import json
 import statistics
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -71,6 +71,36 @@ class SurfacePrompt:
 
 
 DEFAULT_SURFACE = SurfacePrompt()
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTurn:
+    """One turn's prompt, prepared once: the user entry to store, and the request body over any
+    history (the model runtime builds it again after compacting). Everything per turn (skill
+    command, attachments, recalled memory, surface, cache lifetime) is fixed inside."""
+
+    user_entry: HistoryEntry
+    _assembler: Assembler
+    _request: TurnRequest
+    _hits: Sequence[MemoryHit]
+    _skills: tuple[Skill, ...]
+    _text: str
+    _ttl: CacheTtl
+    _surface: SurfacePrompt
+    _attached: Attached | None
+
+    def request(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
+        """The request body for this turn over `history`, with what the budget decided."""
+        return self._assembler.assemble(
+            self._request,
+            history,
+            self._hits,
+            turn_skills=self._skills,
+            cache_ttl=self._ttl,
+            text=self._text,
+            surface=self._surface,
+            attached=self._attached,
+        )
 
 
 class WindowExceeded(Exception):
@@ -168,6 +198,35 @@ class Assembler:
 
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
+
+    def words(self, request: TurnRequest) -> str:
+        """The person's words this turn: the text after a leading `/skill` command (what recall
+        searches for). Raises UnknownSkill when the command names no skill."""
+        return self.split_skill_command(request.text)[1]
+
+    def prepare(
+        self,
+        request: TurnRequest,
+        history: Sequence[HistoryEntry],
+        hits: Sequence[MemoryHit] = (),
+        *,
+        surface: SurfacePrompt = DEFAULT_SURFACE,
+        attached: Attached | None = None,
+    ) -> PreparedTurn:
+        """The one entry point for a turn: what it stores and how its request is built. Raises
+        UnknownSkill for a `/name` that names no skill."""
+        skills, text = self.split_skill_command(request.text)
+        return PreparedTurn(
+            user_entry=self.user_entry(replace(request, text=text), attached),
+            _assembler=self,
+            _request=request,
+            _hits=tuple(hits),
+            _skills=skills,
+            _text=text,
+            _ttl=self.cache_ttl_for(history, request.received_at),
+            _surface=surface,
+            _attached=attached,
+        )
 
     def recalled_block(self, hits: Sequence[MemoryHit]) -> str:
         """Recalled memory as the model reads it, fenced and neutralized (automatic recall and
