@@ -23,13 +23,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands
+from bot import memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.departures import memory_surface
+from bot.errors import IntakeUnavailable, LaneFull, TurnFailed, UnknownSkill, WindowExceeded
 from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
-from bot.lanes import LaneFull, Lanes
+from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
@@ -37,30 +38,19 @@ from bot.ports import (
     BudgetFacts,
     Deliverer,
     HistoryStore,
-    IntakeUnavailable,
     MemoryCapture,
     MemoryScope,
     MemoryStore,
     ModelRuntime,
     Tool,
-    TurnFailed,
     TurnPlan,
     TurnRecord,
     TurnResult,
     Usage,
 )
-from bot.prompt import (
-    SILENT_TOKEN,
-    Assembler,
-    SurfacePrompt,
-    UnknownSkill,
-    WindowExceeded,
-    host_command,
-    speaker_label,
-)
+from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.replies import budget_reached, greeting, help_text
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import (
     Attached,
@@ -78,17 +68,6 @@ CONTINUITY_MAX_BYTES = 48 * 1024
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
-
-BUSY_REPLY = (
-    "I'm still working through earlier messages in this conversation. "
-    "Please send this again in a minute."
-)
-RATE_LIMITED_REPLY = "You're sending messages faster than I can answer. Please wait a moment."
-FAILED_REPLY = "Sorry, I couldn't answer that just now. Please try again in a little while."
-TOO_LARGE_REPLY = (
-    "That message is too large for me to read in one go. Please shorten it or split it up."
-)
-NOTHING_TO_COMPACT = "There is nothing to compact yet."
 
 
 @runtime_checkable
@@ -223,13 +202,13 @@ class Host:
         assert request is not None
         if not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
-            self._refuse_later(job, RATE_LIMITED_REPLY, Admission.RATE_LIMITED)
+            self._refuse_later(job, replies.TOO_FAST, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
             future = self._lanes.put(request.conversation_key, job)
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
-            self._refuse_later(job, BUSY_REPLY, Admission.BUSY)
+            self._refuse_later(job, replies.BUSY, Admission.BUSY)
             return Admission.BUSY, None
         return Admission.ACCEPTED, future
 
@@ -315,7 +294,11 @@ class Host:
         if command is not None:  # /start, /help: answered by the host, no model call
             agent = self._assembler.agent
             listed = [(skill.name, skill.description) for skill in agent.skills]
-            say = greeting(agent.identity) if command == "start" else help_text(listed)
+            say = (
+                replies.greeting(agent.identity)
+                if command == "start"
+                else replies.help_text(listed)
+            )
             record = self._record(request, started, "command")
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
@@ -380,7 +363,7 @@ class Host:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}
             record = self._record(request, started, "refused", error=exc.code, details=details)
-            return await self._conclude(job, record, InboxState.REFUSED, say=TOO_LARGE_REPLY)
+            return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
         except TurnFailed as failure:
             record = self._record(
                 request,
@@ -393,7 +376,7 @@ class Host:
                 details=_budget_details(failure.budget),
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
-            say = _noted(notice, failure.reply or FAILED_REPLY)
+            say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled(request, user_entry, started))
@@ -430,7 +413,9 @@ class Host:
         history = await self._history.load(request.conversation_key)
         if not history:
             record = self._record(request, started, "compacted")
-            return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
+            return await self._conclude(
+                job, record, InboxState.ANSWERED, say=replies.NOTHING_TO_COMPACT
+            )
 
         surface = surface_prompt(self._policy(request))
         plan = TurnPlan(
@@ -445,7 +430,7 @@ class Host:
                 outcome = await self._model.run(plan)
         except TurnFailed as failure:
             record = self._record(request, started, "failed", error=str(failure))
-            say = failure.reply or FAILED_REPLY
+            say = failure.reply or replies.TURN_FAILED
             return await self._conclude(job, record, InboxState.FAILED, say=say)
         record = self._record(request, started, "compacted", usage=outcome.usage)
         return await self._conclude(
@@ -503,7 +488,7 @@ class Host:
         record = self._record(request, started, "crashed", error=error)
         account = continuity_account(user_entry, "", "the host failed")
         return await self._conclude(
-            job, record, InboxState.CRASHED, say=FAILED_REPLY, entries=account
+            job, record, InboxState.CRASHED, say=replies.TURN_FAILED, entries=account
         )
 
     async def _gave_up(self, job: _Job) -> bool:
@@ -572,7 +557,7 @@ class Host:
         if refusal is None:
             return None
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
-        reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
+        reply = replies.budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
         record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
         result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
         return replace(result, error=refusal.scope)

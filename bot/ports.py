@@ -311,15 +311,6 @@ class Admission(StrEnum):
         return self not in (Admission.CLOSED, Admission.UNAVAILABLE)
 
 
-class IntakeUnavailable(Exception):
-    """The host cannot take an event now (shutting down, store unwritable): do not
-    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
-
-    def __init__(self, message: str, *, closing: bool = False) -> None:
-        super().__init__(message)
-        self.closing = closing
-
-
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
@@ -362,16 +353,6 @@ class Channel(Protocol):
 
 
 # --- attachments --------------------------------------------------------------------------------
-
-
-class FileRefused(Exception):
-    """A shared file was not downloaded. `reason` is "too_large", "refused" (the platform said
-    no, or the URL is not the platform's own) or "failed"; the message is for the log only and
-    never holds a URL, a file id or a token."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 class FileSource(Protocol):
@@ -423,10 +404,6 @@ class Tool(Protocol):
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str:
         """Run the tool; raise ToolError (or anything) for an error result."""
-
-
-class ToolError(Exception):
-    """A tool call failed in a way the model should be told about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,31 +472,6 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     budget: BudgetFacts | None = None
-
-
-class TurnFailed(Exception):
-    """The model runtime gave up on a turn; carries whatever finished before it did."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        partial_text: str = "",
-        entries: Sequence[HistoryEntry] = (),
-        reply: str | None = None,
-        attempts: int = 0,
-        request: Mapping[str, Any] | None = None,
-        usage: Usage | None = None,
-        budget: BudgetFacts | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.partial_text = partial_text
-        self.entries = entries
-        self.reply = reply  # what the person should be told, when not the default
-        self.attempts = attempts
-        self.request = request
-        self.usage = usage or Usage()
-        self.budget = budget  # of the last request assembled, as on TurnOutcome
 
 
 class ModelRuntime(Protocol):

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+from bot.errors import WindowExceeded
 from bot.ports import AssembledRequest, MemoryHit, ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.attachments import attachment_tokens, content_blocks
@@ -101,26 +102,6 @@ class PreparedTurn:
             surface=self._surface,
             attached=self._attached,
         )
-
-
-class WindowExceeded(Exception):
-    """The request cannot fit the model's window even with no history at all."""
-
-    code = "estimated_input_exceeds_model_limit"
-    reply = (
-        "Your message is too long for me to handle in one go. Please send a shorter message, or "
-        "split it into parts."
-    )
-
-    def __init__(self, estimated: int, limit: int) -> None:
-        super().__init__(
-            f"{self.code}: the prompt needs about {estimated} tokens before any history, but the "
-            f"model's window leaves {limit} for input (context window minus max_tokens). Fix: "
-            "shorten the message, the identity or the selected skills, or raise "
-            "model.context_window / lower model.max_tokens."
-        )
-        self.estimated = estimated
-        self.limit = limit
 
 
 class Assembler:

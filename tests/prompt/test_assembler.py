@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.prompt import SILENT_TOKEN, Assembler, TokenCounter, UnknownSkill, WindowExceeded
+from bot.errors import UnknownSkill, WindowExceeded
+from bot.prompt import SILENT_TOKEN, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.prompt.history import LEADING_GAP_TEXT
 from bot.turns import (
