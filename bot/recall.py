@@ -22,8 +22,9 @@ from typing import Any
 
 import structlog
 
+from bot.errors import ToolError
 from bot.ports.memory import MemoryHit, MemoryScope, MemoryStore, RequestHolds
-from bot.ports.tools import ToolError, ToolSpec
+from bot.ports.tools import ToolSpec
 from bot.turns import Block, HistoryEntry, ToolResultBlock, ToolUseBlock, TurnRequest
 
 log = structlog.get_logger(__name__)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bot.errors import ToolError
 from bot.ports.attachments import AttachmentStore
-from bot.ports.tools import ToolError, ToolSpec
+from bot.ports.tools import ToolSpec
 from bot.prompt.fence import neutralize, scrub
 
 MAX_OUTPUT_CHARS = 16_000

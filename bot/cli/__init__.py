@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     module = _module(COMMANDS[args.command][0])
     from bot.cli.settings import load_config
-    from bot.config import ConfigError
+    from bot.errors import ConfigError
     from bot.logs import configure_logging
 
     try:

@@ -8,7 +8,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from bot.cli.settings import Config
-from bot.config import ConfigError, LoggingSettings
+from bot.config import LoggingSettings
+from bot.errors import ConfigError
 from bot.logs import configure_logging
 from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
 

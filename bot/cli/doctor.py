@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.cli.settings import Config, load_config
-from bot.config import ConfigError, StoreSettings
+from bot.config import StoreSettings
+from bot.errors import ConfigError
 
 HELP = "check config, files, tokens and services"
 

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from bot.cli.settings import Config
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
-from bot.store import StoreError, existing_database
+from bot.errors import StoreError
+from bot.store import existing_database
 from bot.stores import OpenStore
 
 Action = Callable[[OpenStore], Awaitable[int]]

@@ -9,16 +9,6 @@ from typing import Protocol
 from bot.turns import Attached, HistoryEntry, ReplyRoute, TurnRequest
 
 
-class FileRefused(Exception):
-    """A shared file was not downloaded. `reason` is "too_large", "refused" (the platform said
-    no, or the URL is not the platform's own) or "failed"; the message is for the log only and
-    never holds a URL, a file id or a token."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
 class FileSource(Protocol):
     """A channel's downloader: attachment `index` (0-based) of the message behind `route`."""
 

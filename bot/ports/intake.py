@@ -27,15 +27,6 @@ class Admission(StrEnum):
         return self not in (Admission.CLOSED, Admission.UNAVAILABLE)
 
 
-class IntakeUnavailable(Exception):
-    """The host cannot take an event now (shutting down, store unwritable): do not
-    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
-
-    def __init__(self, message: str, *, closing: bool = False) -> None:
-        super().__init__(message)
-        self.closing = closing
-
-
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How one turn ended, for callers that wait for it (console, cron, webhooks)."""

@@ -12,6 +12,22 @@ from bot.turns import HistoryEntry
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetFacts:
+    """What the token budget decided for one assembled request, as the turn record keeps it."""
+
+    estimated_tokens: int
+    history_used: int
+    floor_unmet: bool = False
+
+    def details(self) -> dict[str, object]:
+        return {
+            "floor_unmet": self.floor_unmet,
+            "estimated_tokens": self.estimated_tokens,
+            "history_used": self.history_used,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class AssembledRequest:
     """A Messages API request body, ready to send, plus what the budget decided."""
 
@@ -19,6 +35,10 @@ class AssembledRequest:
     estimated_tokens: int
     history_used: int
     floor_unmet: bool = False
+
+    @property
+    def budget(self) -> BudgetFacts:
+        return BudgetFacts(self.estimated_tokens, self.history_used, self.floor_unmet)
 
 
 class Assemble(Protocol):
@@ -46,7 +66,8 @@ class TurnOutcome:
     """What the model runtime produced.
 
     `entries` are this turn's new assistant/tool entries (not the user message). `history`, when
-    set, is a compacted replacement for the history the plan carried.
+    set, is a compacted replacement for the history the plan carried. `budget` is what the
+    budget decided for the last request assembled (None when none was, as for `/compact`).
     """
 
     text: str
@@ -55,29 +76,7 @@ class TurnOutcome:
     request: Mapping[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
-
-
-class TurnFailed(Exception):
-    """The model runtime gave up on a turn; carries whatever finished before it did."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        partial_text: str = "",
-        entries: Sequence[HistoryEntry] = (),
-        reply: str | None = None,
-        attempts: int = 0,
-        request: Mapping[str, Any] | None = None,
-        usage: Usage | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.partial_text = partial_text
-        self.entries = entries
-        self.reply = reply  # what the person should be told, when not the default
-        self.attempts = attempts
-        self.request = request
-        self.usage = usage or Usage()
+    budget: BudgetFacts | None = None
 
 
 class ModelRuntime(Protocol):

@@ -1,4 +1,4 @@
-"""Tools: what the model may call, and the error a tool reports to it."""
+"""Tools: what the model may call, and how it describes them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,3 @@ class Tool(Protocol):
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str:
         """Run the tool; raise ToolError (or anything) for an error result."""
-
-
-class ToolError(Exception):
-    """A tool call failed in a way the model should be told about."""

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from bot.config import ConfigError, Secrets
+from bot.config import Secrets
+from bot.errors import ConfigError, ScheduleError
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
-from channels.cron.schedule import Schedule, ScheduleError
+from channels.cron.schedule import Schedule
 from channels.cron.settings import CronJob, CronSettings, WebhookSettings
 
 Platform = Literal["slack", "telegram"]

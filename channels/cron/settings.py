@@ -6,7 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from bot.config import ConfigError, Section, check_timezone
+from bot.config import Section, check_timezone
+from bot.errors import ConfigError
 
 DAY = 86_400
 

@@ -16,7 +16,8 @@ from bot.agentfiles import load_agent
 from bot.cli.compose import build_assembler, require_api_key
 from bot.cli.doctor import diagnose
 from bot.cli.settings import Settings, load_config
-from bot.config import ConfigError, _env_value
+from bot.config import _env_value
+from bot.errors import ConfigError
 from bot.prompt import TokenCounter
 from tests.conftest import write_config
 

@@ -10,7 +10,7 @@ import pytest
 
 from bot.agentfiles import load_agent
 from bot.cli.settings import Settings, load_config
-from bot.config import ConfigError
+from bot.errors import ConfigError
 from bot.policyfiles import load_policy
 from bot.surfaces import Policies, SurfaceRule
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest

@@ -21,7 +21,7 @@ import pytest
 from bot.cli import cron as cron_cli
 from bot.cli.compose import App, Runs
 from bot.cli.settings import Config, load_config
-from bot.config import ConfigError
+from bot.errors import ConfigError
 from bot.ports.cron import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs

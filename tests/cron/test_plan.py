@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.cli.settings import Settings
-from bot.config import ConfigError, Secrets
+from bot.config import Secrets
+from bot.errors import ConfigError
 from channels.cron.plan import Destination
 from tests.cron.conftest import job, planned_hooks, planned_jobs, settings_with
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from structlog.testing import capture_logs
 
+from bot.errors import ToolError
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope
-from bot.ports.tools import ToolError
 from bot.prompt.message import memory_block
 from bot.recall import (
     MEMORY_RECALL_SPEC,

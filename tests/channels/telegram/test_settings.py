@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.settings import load_config
-from bot.config import ConfigError
+from bot.errors import ConfigError
 from tests.conftest import write_config
 
 
