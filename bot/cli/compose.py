@@ -20,13 +20,12 @@ from aiohttp import web
 
 from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
-from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
-from bot.host import Host, ToolsFor
+from bot.host import Host
 from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
@@ -36,13 +35,10 @@ from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
-from bot.ports.tools import Tool
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
-from bot.recall import RecallCache
 from bot.stores import OpenStore
-from bot.tools import LoadSkillTool, tool_specs
-from bot.turns import TurnRequest
+from bot.tools import Toolbox
 
 if TYPE_CHECKING:
     from channels.cron.plan import JobPlan
@@ -66,13 +62,32 @@ def require_api_key(config: Config) -> str:
     return key
 
 
+def build_toolbox(
+    config: Config, agent: AgentTexts, files: AttachmentStore | None = None
+) -> Toolbox:
+    """The tools the configuration offers; `files` where shared files are kept (the host's)."""
+    settings = config.settings
+    return Toolbox(
+        agent,
+        skill_max_bytes=settings.agent.skill_max_bytes,
+        memory=settings.memory.enabled,
+        attachments=settings.attachments.enabled,
+        files=files if settings.attachments.enabled else None,
+    )
+
+
 def build_assembler(
-    config: Config, agent: AgentTexts, counter: TokenCounter, policy: Policy | None = None
+    config: Config,
+    agent: AgentTexts,
+    counter: TokenCounter,
+    policy: Policy | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Assembler:
     """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
     (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
     settings = config.settings
     policy = policy or load_policy(settings, agent)
+    toolbox = toolbox or build_toolbox(config, agent)
     try:
         assembler = Assembler(
             agent,
@@ -81,11 +96,7 @@ def build_assembler(
             context_window=settings.model.window,
             timezone=settings.agent.timezone,
             counter=counter,
-            tools=tool_specs(
-                agent,
-                memory=settings.memory.enabled,
-                attachments=settings.attachments.enabled,
-            ),
+            tools=toolbox.specs,
             memory_enabled=settings.memory.enabled,
             skill_max_bytes=settings.agent.skill_max_bytes,
             session_template=policy.session_template,
@@ -259,8 +270,10 @@ class App:
         parts = Parts(self.config, store, http, departures)
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
-        assembler = build_assembler(self.config, agent, counter, policy)
-        self._host = self._build_host(agent, policy, assembler, model, store, deliverers)
+        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
+        toolbox = build_toolbox(self.config, agent, getattr(store, "attachments", None))
+        assembler = build_assembler(self.config, agent, counter, policy, toolbox)
+        self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         self.web.router.add_get("/healthz", self._healthz)
         self.web.router.add_get("/metrics", self._metrics)
         await self._prepare_cron(store, deliverers)
@@ -271,9 +284,9 @@ class App:
 
     def _build_host(
         self,
-        agent: AgentTexts,
         policy: Policy,
         assembler: Assembler,
+        toolbox: Toolbox,
         model: ModelRuntime,
         store: OpenStore,
         deliverers: Mapping[str, Deliverer],
@@ -293,7 +306,7 @@ class App:
             outbox=store.outbox,
             deliverers=deliverers,
             memory=store.memory if settings.memory.enabled else None,
-            tools_for=self._tools_for(agent, store),
+            tools_for=toolbox.for_turn,
             settings=settings.host,
             attachments=self._attachment_intake(store),
             policies=policy.policies,
@@ -302,26 +315,6 @@ class App:
         self.metrics = Metrics(lambda: host.queue_depth, self._channels_up, cost=budgets.cost_of)
         host.observers.append(self.metrics.observe)
         return host
-
-    def _tools_for(self, agent: AgentTexts, store: OpenStore) -> ToolsFor:
-        settings = self.config.settings
-        load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
-        memory = settings.memory.enabled
-        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
-        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
-        files = attachment_store if settings.attachments.enabled else None
-
-        def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
-            tools: list[Tool] = []
-            if memory:
-                tools.append(recall.tool())
-            if load_skill.available:
-                tools.append(load_skill)
-            if files is not None:
-                tools.append(ReadAttachmentTool(files, request.conversation_key))
-            return tools
-
-        return tools_for
 
     def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:
         attachment_store: AttachmentStore | None = getattr(store, "attachments", None)

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from bot.ports.attachments import FileSource
 from bot.ports.delivery import Deliverer, DeliveryReport
-from bot.turns import TurnRequest
+from bot.turns import Outcome, TurnRequest
 
 
 class Admission(StrEnum):
@@ -32,7 +32,7 @@ class TurnResult:
     """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
 
     turn_id: str
-    outcome: str  # "ok", "silent", "failed", "cancelled", "refused", "busy", "rate_limited", ...
+    outcome: Outcome
     text: str = ""
     delivery: DeliveryReport | None = None
     error: str | None = None

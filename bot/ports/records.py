@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.turns import Outcome
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -46,7 +48,7 @@ class TurnRecord:
     channel: str
     started_at: datetime
     finished_at: datetime
-    outcome: str  # "ok", "failed", "cancelled", "refused", "busy", ...
+    outcome: Outcome
     request: Mapping[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
