@@ -23,51 +23,41 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands
+from bot import memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
-from bot.departures import memory_surface
+from bot.errors import IntakeUnavailable, LaneFull, TurnFailed, UnknownSkill, WindowExceeded
 from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
-from bot.lanes import LaneFull, Lanes
+from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
-    AssembledRequest,
     AttachmentReader,
+    BudgetFacts,
     Deliverer,
     HistoryStore,
-    IntakeUnavailable,
     MemoryCapture,
-    MemoryScope,
     MemoryStore,
     ModelRuntime,
     Tool,
-    TurnFailed,
+    TurnOutcome,
     TurnPlan,
     TurnRecord,
     TurnResult,
     Usage,
 )
-from bot.prompt import (
-    SILENT_TOKEN,
-    Assembler,
-    SurfacePrompt,
-    UnknownSkill,
-    WindowExceeded,
-    host_command,
-    speaker_label,
-)
+from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.replies import budget_reached, greeting, help_text
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
+from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
     Attached,
     ConversationKind,
     HistoryEntry,
+    Outcome,
     ReplyRoute,
-    SurfaceKind,
     TextBlock,
     TurnRequest,
 )
@@ -78,17 +68,6 @@ CONTINUITY_MAX_BYTES = 48 * 1024
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
-
-BUSY_REPLY = (
-    "I'm still working through earlier messages in this conversation. "
-    "Please send this again in a minute."
-)
-RATE_LIMITED_REPLY = "You're sending messages faster than I can answer. Please wait a moment."
-FAILED_REPLY = "Sorry, I couldn't answer that just now. Please try again in a little while."
-TOO_LARGE_REPLY = (
-    "That message is too large for me to read in one go. Please shorten it or split it up."
-)
-NOTHING_TO_COMPACT = "There is nothing to compact yet."
 
 
 @runtime_checkable
@@ -150,7 +129,7 @@ class Host:
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
-            cancelled=lambda job: TurnResult(job.turn_id, "cancelled"),
+            cancelled=lambda job: TurnResult(job.turn_id, Outcome.CANCELLED),
         )
         self._model_calls = asyncio.Semaphore(settings.max_concurrent_turns)
         self._rate = PersonRate(settings.turns_per_person_per_minute, clock)
@@ -212,10 +191,10 @@ class Host:
     async def run(self, request: TurnRequest) -> TurnResult:
         """Queue a turn (not from the inbox) and wait until it is published and delivered."""
         if self._closed:
-            return TurnResult(request.turn_id, Admission.CLOSED.value)
+            return TurnResult(request.turn_id, Outcome.CLOSED)
         admission, future = self._admit(_Job(request))
         if future is None:
-            return TurnResult(request.turn_id, admission.value)
+            return TurnResult(request.turn_id, Outcome(admission.value))
         return await future
 
     def _admit(self, job: _Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
@@ -223,13 +202,13 @@ class Host:
         assert request is not None
         if not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
-            self._refuse_later(job, RATE_LIMITED_REPLY, Admission.RATE_LIMITED)
+            self._refuse_later(job, replies.TOO_FAST, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
             future = self._lanes.put(request.conversation_key, job)
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
-            self._refuse_later(job, BUSY_REPLY, Admission.BUSY)
+            self._refuse_later(job, replies.BUSY, Admission.BUSY)
             return Admission.BUSY, None
         return Admission.ACCEPTED, future
 
@@ -281,12 +260,12 @@ class Host:
     async def _work(self, job: _Job) -> TurnResult:
         if job.request is None:
             report = await self._delivery.leftovers(job.leftovers)
-            return TurnResult(job.turn_id, "ok" if report.delivered else "undelivered")
+            return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
         with structlog.contextvars.bound_contextvars(
             turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
-                return TurnResult(job.turn_id, "crashed", error="interrupted too often")
+                return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
             return await self._turn(job, job.request)
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
@@ -308,7 +287,6 @@ class Host:
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
             return refused
-        surface = surface_prompt(policy)
         command = host_command(text)
         if command == "compact":
             async with self._working(request.route):
@@ -316,15 +294,24 @@ class Host:
         if command is not None:  # /start, /help: answered by the host, no model call
             agent = self._assembler.agent
             listed = [(skill.name, skill.description) for skill in agent.skills]
-            say = greeting(agent.identity) if command == "start" else help_text(listed)
-            record = self._record(request, started, "command")
+            say = (
+                replies.greeting(agent.identity)
+                if command == "start"
+                else replies.help_text(listed)
+            )
+            record = self._record(request, started, Outcome.COMMAND)
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
-            skills, text = self._assembler.split_skill_command(text)
+            words = self._assembler.words(request)
         except UnknownSkill as exc:
-            record = self._record(request, started, "refused", error="unknown_skill")
+            record = self._record(request, started, Outcome.REFUSED, error="unknown_skill")
             return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
+        return await self._model_turn(job, request, surface_prompt(policy), words, started)
 
+    async def _model_turn(
+        self, job: _Job, request: TurnRequest, surface: SurfacePrompt, words: str, started: datetime
+    ) -> TurnResult:
+        """Recall, prepare the prompt once, then call the model and publish what it said."""
         history = await self._history.load(request.conversation_key)
         attached = await self._attached(request, history)
         recall = RecallCache(
@@ -333,45 +320,23 @@ class Host:
             request_holds(request, history),
             render=self._assembler.recalled_block,
         )
-        hits = await recall.recall(text) if self._memory is not None else []
-        user_entry = self._assembler.user_entry(replace(request, text=text), attached)
-        ttl = self._assembler.cache_ttl_for(history, request.received_at)
+        hits = await recall.recall(words) if self._memory is not None else []
+        prepared = self._assembler.prepare(
+            request, history, hits, surface=surface, attached=attached
+        )
         self._log_context(request)
-
-        budget: dict[str, object] = {}
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            assembled = self._assembler.assemble(
-                request,
-                entries,
-                hits,
-                turn_skills=skills,
-                cache_ttl=ttl,
-                text=text,
-                surface=surface,
-                attached=attached,
-            )
-            if assembled.floor_unmet and not budget.get("floor_unmet"):
-                log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
-            budget.update(
-                floor_unmet=assembled.floor_unmet,
-                estimated_tokens=assembled.estimated_tokens,
-                history_used=assembled.history_used,
-            )
-            return assembled
-
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=prepared.request,
             tools=self._tools_for(request, recall),
             on_text=self._streamer(request),
         )
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
             return await self._call_and_publish(
-                job, request, plan, user_entry, started, budget, notice=attached.problems
+                job, request, plan, prepared.user_entry, started, notice=attached.problems
             )
 
     async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
@@ -388,7 +353,6 @@ class Host:
         plan: TurnPlan,
         user_entry: HistoryEntry,
         started: datetime,
-        budget: Mapping[str, object],
         *,
         notice: Sequence[str] = (),
     ) -> TurnResult:
@@ -397,32 +361,46 @@ class Host:
                 outcome = await self._model.run(plan)
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
-            details = {**budget, "floor_unmet": True}
-            record = self._record(request, started, "refused", error=exc.code, details=details)
-            return await self._conclude(job, record, InboxState.REFUSED, say=TOO_LARGE_REPLY)
+            details = {"floor_unmet": True}
+            record = self._record(
+                request, started, Outcome.REFUSED, error=exc.code, details=details
+            )
+            return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
         except TurnFailed as failure:
             record = self._record(
                 request,
                 started,
-                "failed",
+                Outcome.FAILED,
                 error=str(failure),
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
-                details=budget,
+                details=_budget_details(failure.budget),
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
-            say = _noted(notice, failure.reply or FAILED_REPLY)
+            say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled(request, user_entry, started))
             raise
+        return await self._answered(job, request, outcome, user_entry, started, notice)
 
+    async def _answered(
+        self,
+        job: _Job,
+        request: TurnRequest,
+        outcome: TurnOutcome,
+        user_entry: HistoryEntry,
+        started: datetime,
+        notice: Sequence[str],
+    ) -> TurnResult:
+        """Publish and deliver the model's answer (nothing, for a silent request-driven turn),
+        then remember the exchange."""
         entries = [user_entry, *without_recalled_words(outcome.entries)]
         if outcome.history is not None:
             entries = [*outcome.history, *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
-        result = "silent" if silent else "ok"
+        result = Outcome.SILENT if silent else Outcome.OK
         record = self._record(
             request,
             started,
@@ -430,7 +408,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=budget,
+            details=_budget_details(outcome.budget),
         )
         ended = await self._conclude(
             job,
@@ -448,31 +426,27 @@ class Host:
     async def _compact(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
         history = await self._history.load(request.conversation_key)
         if not history:
-            record = self._record(request, started, "compacted")
-            return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
-
-        surface = surface_prompt(self._policy(request))
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(
-                request, entries, (), text=request.text, surface=surface
+            record = self._record(request, started, Outcome.COMPACTED)
+            return await self._conclude(
+                job, record, InboxState.ANSWERED, say=replies.NOTHING_TO_COMPACT
             )
 
+        surface = surface_prompt(self._policy(request))
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=self._assembler.prepare(request, history, surface=surface).request,
             compact_only=True,
         )
         try:
             async with self._model_calls:
                 outcome = await self._model.run(plan)
         except TurnFailed as failure:
-            record = self._record(request, started, "failed", error=str(failure))
-            say = failure.reply or FAILED_REPLY
+            record = self._record(request, started, Outcome.FAILED, error=str(failure))
+            say = failure.reply or replies.TURN_FAILED
             return await self._conclude(job, record, InboxState.FAILED, say=say)
-        record = self._record(request, started, "compacted", usage=outcome.usage)
+        record = self._record(request, started, Outcome.COMPACTED, usage=outcome.usage)
         return await self._conclude(
             job,
             record,
@@ -509,13 +483,15 @@ class Host:
             await self._outbox.publish(publication)
         except Exception as exc:  # the item stays pending: it runs again after the next start
             log.exception("turn_publish_failed", error=type(exc).__name__)
-            return TurnResult(request.turn_id, "failed", error=f"publish: {type(exc).__name__}")
+            return TurnResult(
+                request.turn_id, Outcome.FAILED, error=f"publish: {type(exc).__name__}"
+            )
         delivery = await self._delivery.send(request.route, say, parts)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
         await self._charge(request, record)
-        outcome = "ok" if record.outcome == "compacted" else record.outcome
+        outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
     async def _crashed(
@@ -525,10 +501,10 @@ class Host:
             user_entry = self._assembler.user_entry(request)
         except Exception:  # the assembler itself may be what failed
             user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
-        record = self._record(request, started, "crashed", error=error)
+        record = self._record(request, started, Outcome.CRASHED, error=error)
         account = continuity_account(user_entry, "", "the host failed")
         return await self._conclude(
-            job, record, InboxState.CRASHED, say=FAILED_REPLY, entries=account
+            job, record, InboxState.CRASHED, say=replies.TURN_FAILED, entries=account
         )
 
     async def _gave_up(self, job: _Job) -> bool:
@@ -548,7 +524,7 @@ class Host:
     ) -> None:
         """Record that this turn did not complete, so the next turn is not left guessing. Its
         inbox item stays pending: the turn runs again after the next start."""
-        record = self._record(request, started, "cancelled")
+        record = self._record(request, started, Outcome.CANCELLED)
         account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
             await self._outbox.publish(
@@ -567,7 +543,7 @@ class Host:
         say = notice if self._notices.allow(request.person) else ""
 
         async def refuse() -> None:
-            record = self._record(request, datetime.now(UTC), "refused", error=why.value)
+            record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
             await self._conclude(job, record, InboxState.REFUSED, say=say)
 
         self._in_background(refuse())
@@ -583,7 +559,7 @@ class Host:
         """/memory or /forget: the host answers from the speaker's own memory, at no token cost."""
         scope = memory_scope(request)
         reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
-        record = self._record(request, started, "ok", details={"command": "memory"})
+        record = self._record(request, started, Outcome.OK, details={"command": "memory"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 
     async def _over_budget(
@@ -597,8 +573,10 @@ class Host:
         if refusal is None:
             return None
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
-        reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
-        record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
+        reply = replies.budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
+        record = self._record(
+            request, started, Outcome.OVER_BUDGET, error=f"budget:{refusal.scope}"
+        )
         result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
         return replace(result, error=refusal.scope)
 
@@ -634,7 +612,7 @@ class Host:
         self,
         request: TurnRequest,
         started: datetime,
-        outcome: str,
+        outcome: Outcome,
         *,
         error: str | None = None,
         request_body: Mapping[str, object] | None = None,
@@ -727,30 +705,14 @@ class Host:
         task.add_done_callback(self._background.discard)
 
 
+def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:
+    """The budget's facts for the turn record ({} when no request was assembled)."""
+    return budget.details() if budget is not None else {}
+
+
 def _noted(notice: Sequence[str], text: str) -> str:
     """What is said: the host's lines about files it could not read, then the answer."""
     return "\n".join(notice) + "\n\n" + text if notice else text
-
-
-def memory_scope(request: TurnRequest) -> MemoryScope:
-    """Where this turn's words were heard, for the memory privacy rule (SPEC §6)."""
-    if request.surface is None:
-        return MemoryScope(
-            surface=request.conversation_key, person=request.person, surfaceless=True
-        )
-    return MemoryScope(
-        surface=memory_surface(request.channel, request.surface.id),
-        person=request.person,
-        private=request.surface.kind is SurfaceKind.DM,
-    )
-
-
-def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
-    """What the surface's rule changes in the model request."""
-    rule = policy.rule
-    if rule is None:
-        return SurfacePrompt()
-    return SurfacePrompt(policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens)
 
 
 def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:

@@ -115,10 +115,6 @@ class Outbox(Protocol):
         """Every part of one turn, in order (delivered ones carry their platform id)."""
 
 
-class PartFailed(Exception):
-    """The platform refused a part for good (not a rate limit or a passing failure)."""
-
-
 @runtime_checkable
 class PartDeliverer(Protocol):
     """A deliverer that posts an answer part by part, so the outbox can track each one."""

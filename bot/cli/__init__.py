@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "preview": ("bot.cli.preview", "print the exact model request for an event file"),
     "history": ("bot.cli.history", "show or reset one conversation's stored history"),
     "memory": ("bot.cli.memory", "search or forget long-term memory entries"),
-    "turns": ("bot.cli.turns", "show turn records (the exact requests sent, usage, outcome)"),
+    "turns": (
+        "bot.cli.turn_records",
+        "show turn records (the exact requests sent, usage, outcome)",
+    ),
     "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
     "store": ("bot.cli.store", "copy the SQLite store into PostgreSQL (migrate --to URL)"),
@@ -118,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         _parser(None).print_help()
         return 0
     module = _module(COMMANDS[args.command][0])
-    from bot.config import ConfigError, load_config
+    from bot.config import load_config
+    from bot.errors import ConfigError
     from bot.logs import configure_logging
 
     try:

@@ -22,15 +22,13 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
-from bot.ports import Admission, DeliveryReport, TurnResult, TurnSink
-from bot.turns import ConversationKind, ReplyRoute, TurnRequest
+from bot import replies
+from bot.ports import DeliveryReport, TurnResult, TurnSink
+from bot.turns import ConversationKind, Outcome, ReplyRoute, TurnRequest
 
 PLATFORM = "console"
 PROMPT = "you> "
 QUIT = {"/quit", "/exit"}
-PROGRESS = "(thinking…)"
-FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
-CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 _ERASE_LINE = "\r\x1b[K"
 
 
@@ -68,7 +66,7 @@ class ConsoleDeliverer:
     @asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
         if self._progress:
-            self._out.write(PROGRESS)
+            self._out.write(replies.CONSOLE_THINKING)
             self._out.flush()
             self._sign_shown = True
         try:
@@ -153,10 +151,10 @@ class ConsoleChannel:
             return False
         if not self._finishing:
             self._finishing = True
-            self._say(FINISHING)
+            self._say(replies.CONSOLE_FINISHING)
             return False
         self.interrupted = True
-        self._say(CANCELLING)
+        self._say(replies.CONSOLE_CANCELLING)
         return True
 
     def _say(self, note: str) -> None:
@@ -203,7 +201,7 @@ class ConsoleChannel:
             return None
 
     def _explain(self, result: TurnResult) -> None:
-        if result.outcome in {Admission.BUSY.value, Admission.RATE_LIMITED.value}:
+        if result.outcome in {Outcome.BUSY, Outcome.RATE_LIMITED}:
             return  # the host already answered politely
-        if result.outcome == Admission.CLOSED.value:
+        if result.outcome == Outcome.CLOSED:
             self._out.write("(the host is shutting down)\n")

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.lanes import LaneFull, Lanes
+from bot.errors import LaneFull
+from bot.lanes import Lanes
 from bot.ratelimit import MAX_PEOPLE, PersonRate
 
 
