@@ -14,7 +14,13 @@ from bot.ports.cron import CronRuns
 from channels.cron.plan import HookPlan, JobPlan, plan_hooks, plan_jobs
 from channels.cron.runner import CronRunner
 from channels.cron.scheduler import CronScheduler
-from tests.cron.doubles import ManualClock, MemoryRuns, RecordingDeliverer, ScriptedSink, utc
+from tests.channels.cron.doubles import (
+    ManualClock,
+    MemoryRuns,
+    RecordingDeliverer,
+    ScriptedSink,
+    utc,
+)
 
 # Monday 2024-06-03, 08:59 UTC.
 START = utc(2024, 6, 3, 8, 59)

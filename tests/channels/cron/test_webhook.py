@@ -18,9 +18,9 @@ from bot.ports.cron import CronRunStatus, CronTrigger
 from bot.turns import ConversationKind, ReplyRoute
 from channels.cron.runner import CronRunner
 from channels.cron.webhook import WebhookEndpoint
-from tests.cron.conftest import planned_hooks
-from tests.cron.doubles import MemoryRuns, RecordingDeliverer, ScriptedSink, Step
-from tests.cron.test_plan import SECRETS, hook, hooks_settings
+from tests.channels.cron.conftest import planned_hooks
+from tests.channels.cron.doubles import MemoryRuns, RecordingDeliverer, ScriptedSink, Step
+from tests.channels.cron.test_plan import SECRETS, hook, hooks_settings
 
 TOKEN = SECRETS.get("HOOK_DEPLOY_TOKEN")
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

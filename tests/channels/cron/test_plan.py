@@ -12,7 +12,7 @@ from bot.cli.settings import Settings
 from bot.config import Secrets
 from bot.errors import ConfigError
 from channels.cron.plan import Destination
-from tests.cron.conftest import job, planned_hooks, planned_jobs, settings_with
+from tests.channels.cron.conftest import job, planned_hooks, planned_jobs, settings_with
 
 TOKEN_ENV = "HOOK_DEPLOY_TOKEN"
 SECRETS = Secrets({TOKEN_ENV: "s3cret-token-value"})
