@@ -182,12 +182,19 @@ class Host:
 
     # --- intake -----------------------------------------------------------------------------
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closed:
             return Admission.CLOSED
         try:
-            item = await self._inbox.accept(request, source=source, marks=marks)
+            item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
         except Exception as exc:  # not stored: the channel must not acknowledge
             log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
             return Admission.UNAVAILABLE
@@ -415,7 +422,7 @@ class Host:
             say = _noted(notice, failure.reply or FAILED_REPLY)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled(request, user_entry, started))
+            await asyncio.shield(self._cancelled(job, request, user_entry, started))
             raise
 
         entries = [user_entry, *without_recalled_words(outcome.entries)]
@@ -544,11 +551,18 @@ class Host:
         return True
 
     async def _cancelled(
-        self, request: TurnRequest, user_entry: HistoryEntry, started: datetime
+        self, job: _Job, request: TurnRequest, user_entry: HistoryEntry, started: datetime
     ) -> None:
-        """Record that this turn did not complete, so the next turn is not left guessing. Its
-        inbox item stays pending: the turn runs again after the next start."""
+        """A turn cut short (shutdown past its grace). An inbox item stays pending and runs again
+        after the next start, exactly as after a kill: nothing is published now, so the person
+        gets one answer and history holds the turn once, with no continuity account beside it.
+        A turn that will not run again (console, cron) records that it did not complete, so the
+        next turn is not left guessing."""
         record = self._record(request, started, "cancelled")
+        self._observe(record)
+        if job.item_id is not None:
+            log.info("turn_left_pending", reason="cancelled at shutdown")
+            return
         account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
             await self._outbox.publish(
@@ -556,7 +570,6 @@ class Host:
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
-        self._observe(record)
 
     def _refuse_later(self, job: _Job, notice: str, why: Admission) -> None:
         """Close a refused turn without holding up the channel's intake (a rate-limited
