@@ -78,6 +78,10 @@ CONTINUITY_MAX_BYTES = 48 * 1024
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
+# A publication the store refuses (disk full, database locked) is tried again while the host runs,
+# waiting this long first and twice as long each time, up to the cap; its lane waits meanwhile.
+PUBLISH_RETRY_FIRST = 0.1
+PUBLISH_RETRY_MAX = 30.0
 
 BUSY_REPLY = (
     "I'm still working through earlier messages in this conversation. "
@@ -157,6 +161,7 @@ class Host:
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._closing = asyncio.Event()  # set with _closed: wakes publications waiting to retry
         # Until `resume()` has queued what an earlier process left, accepted items wait here so
         # that they run after it, in the order they were accepted.
         self._resumed = False
@@ -273,6 +278,7 @@ class Host:
         """Stop intake, let running turns finish up to `grace` (cancel the rest: they run again
         after the next start), then post what is left in the outbox."""
         self._closed = True
+        self._closing.set()
         await self._lanes.close(self._settings.shutdown_grace if grace is None else grace)
         await self.idle()
         try:
@@ -512,11 +518,9 @@ class Host:
         publication = Publication(
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
-        try:
-            await self._outbox.publish(publication)
-        except Exception as exc:  # the item stays pending: it runs again after the next start
-            log.exception("turn_publish_failed", error=type(exc).__name__)
-            return TurnResult(request.turn_id, "failed", error=f"publish: {type(exc).__name__}")
+        failure = await self._publish(publication)
+        if failure is not None:  # the item stays pending: it runs again after the next start
+            return TurnResult(request.turn_id, "failed", error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
@@ -524,6 +528,25 @@ class Host:
         await self._charge(request, record)
         outcome = "ok" if record.outcome == "compacted" else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
+
+    async def _publish(self, publication: Publication) -> str | None:
+        """Publish, trying again with backoff while the host runs (a full disk may get space
+        back; the conversation's later turns wait behind this one, so order holds). None once
+        published; the error's name when the host began closing first."""
+        wait = PUBLISH_RETRY_FIRST
+        while True:
+            try:
+                await self._outbox.publish(publication)
+                return None
+            except Exception as exc:
+                error = type(exc).__name__
+                if self._closed:
+                    log.warning("turn_publish_failed", error=error, detail=str(exc))
+                    return error
+                log.warning("turn_publish_retrying", error=error, detail=str(exc), wait=wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), wait)
+            wait = min(wait * 2, PUBLISH_RETRY_MAX)
 
     async def _crashed(
         self, job: _Job, request: TurnRequest, started: datetime, error: str

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from tests.channels.telegram.conftest import MakeConfig
@@ -88,3 +89,36 @@ async def test_a_full_disk_confirms_no_update_and_loses_no_group_context(
     assert answer.plain == "here is what happened"
     # The chatter kept before the full disk is still the mention's context.
     assert "the deploy on main is red again" in str(claude.requests[0]["messages"][-1])
+
+
+async def test_a_publication_the_full_disk_refuses_is_retried_while_the_host_runs(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    claude.hold()
+    claude.script("worth the wait", "and the next one")
+    with capture_logs() as logs:
+        async with App(make_config()) as app:
+            await tg.push(tg.message(tg.private_chat(alice), alice, "first"))
+            await until(lambda: claude.requests)  # stored, and in its model call
+            await fill(app.store)
+            claude.release()
+            await until(lambda: retries(logs) >= 2)  # the answer could not be published
+            assert tg.sent == []
+            await make_room(app.store)
+            await tg.wait_sent(1)  # no restart needed
+            await tg.push(tg.message(tg.private_chat(alice), alice, "second"))
+            await tg.wait_sent(2)
+            await app.host.idle()
+            history = await app.store.history.load(f"telegram:{ALICE_ID}")
+    assert [sent.plain for sent in tg.sent] == ["worth the wait", "and the next one"]
+    assert [entry.text for entry in history] == [
+        "first",
+        "worth the wait",
+        "second",
+        "and the next one",
+    ]
+
+
+def retries(logs: list[dict[str, object]]) -> int:
+    return sum(1 for line in logs if line.get("event") == "turn_publish_retrying")
