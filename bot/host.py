@@ -28,7 +28,15 @@ from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.departures import memory_surface
-from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
+from bot.inbox import (
+    Inbox,
+    InboxItem,
+    InboxState,
+    Outbox,
+    OutboxPart,
+    Publication,
+    RequestCompleter,
+)
 from bot.lanes import LaneFull, Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
@@ -151,6 +159,7 @@ class Host:
         self._policies = policies
         self._budgets = budgets
         self._delivery = Delivery(outbox)
+        self._completers: dict[str, RequestCompleter] = {}
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
@@ -170,8 +179,14 @@ class Host:
 
     # --- wiring -----------------------------------------------------------------------------
 
-    def attach(self, platform: str, deliverer: Deliverer) -> None:
+    def attach(
+        self, platform: str, deliverer: Deliverer, completer: RequestCompleter | None = None
+    ) -> None:
+        """A platform's way out, and (when its stored requests leave names to look up at turn
+        time) what completes them."""
         self._delivery.attach(platform, deliverer)
+        if completer is not None:
+            self._completers[platform] = completer
 
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._delivery.deliverer(platform)
@@ -300,7 +315,20 @@ class Host:
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
                 return TurnResult(job.turn_id, "crashed", error="interrupted too often")
-            return await self._turn(job, job.request)
+            request = await self._completed(job.request)
+            return await self._turn(replace(job, request=request), request)
+
+    async def _completed(self, request: TurnRequest) -> TurnRequest:
+        """The request with what its channel left for the turn to look up (Slack's names)."""
+        route = request.route
+        completer = self._completers.get(route.platform) if route is not None else None
+        if completer is None:
+            return request
+        try:
+            return await completer.complete(request)
+        except Exception:  # the stored request is readable as it is
+            log.exception("request_completion_failed")
+            return request
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)

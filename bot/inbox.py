@@ -122,6 +122,15 @@ class Outbox(Protocol):
         """Every part of one turn, in order (delivered ones carry their platform id)."""
 
 
+@runtime_checkable
+class RequestCompleter(Protocol):
+    """A channel whose stored requests leave something for their turn to fill in (Slack looks
+    names up then, not before the ack): the host asks it first, when the turn starts."""
+
+    async def complete(self, request: TurnRequest) -> TurnRequest:
+        """The request with what was left to fill in; never raises (degrade instead)."""
+
+
 class PartFailed(Exception):
     """The platform refused a part for good (not a rate limit or a passing failure)."""
 

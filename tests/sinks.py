@@ -1,10 +1,13 @@
 """A TurnSink for channel tests: records what a channel submits, deduplicates its marks the way
 the host's inbox does (or through a real inbox, which also empties the chat buffer a stored turn
-consumes), and answers with an admission the test sets (ACCEPTED, BUSY, CLOSED...)."""
+consumes), and answers with an admission the test sets (ACCEPTED, BUSY, CLOSED...).
+
+`stored` is what the channel submitted (what the inbox would hold); `requests` is the same after
+`complete` (the channel's `RequestCompleter`, when a test sets it), as a turn would see it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.inbox import Inbox
 from bot.ports import Admission, IntakeUnavailable, TurnResult
@@ -14,6 +17,8 @@ from bot.turns import TurnRequest
 class RecordingSink:
     def __init__(self, answer: Admission = Admission.ACCEPTED, inbox: Inbox | None = None) -> None:
         self.requests: list[TurnRequest] = []
+        self.stored: list[TurnRequest] = []
+        self.complete: Callable[[TurnRequest], Awaitable[TurnRequest]] | None = None
         self.marks: set[tuple[str, str]] = set()
         self.answer = answer
         self._inbox = inbox
@@ -34,7 +39,8 @@ class RecordingSink:
                 return Admission.DUPLICATE
         elif not self._mark(source, marks):
             return Admission.DUPLICATE
-        self.requests.append(request)
+        self.stored.append(request)
+        self.requests.append(await self.complete(request) if self.complete else request)
         return self.answer
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
