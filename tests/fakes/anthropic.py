@@ -426,6 +426,8 @@ class FakeAnthropic:
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()  # a stalled answer gives up when the server closes
         self._gate: asyncio.Event | None = None  # set by hold(): answers wait for release()
+        self.in_flight = 0  # Messages API calls being answered now
+        self.most_in_flight = 0  # the most ever at once
         self.base_url = ""
 
     async def __aenter__(self) -> FakeAnthropic:
@@ -491,6 +493,14 @@ class FakeAnthropic:
     # --- handlers ---
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         denied = self._check_auth(request)
         body = await request.json()
         self.requests.append(body)
