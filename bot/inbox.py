@@ -131,10 +131,6 @@ class RequestCompleter(Protocol):
         """The request with what was left to fill in; never raises (degrade instead)."""
 
 
-class PartFailed(Exception):
-    """The platform refused a part for good (not a rate limit or a passing failure)."""
-
-
 @runtime_checkable
 class PartDeliverer(Protocol):
     """A deliverer that posts an answer part by part, so the outbox can track each one."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from bot.errors import IntakeUnavailable
 from bot.inbox import Inbox
-from bot.ports import Admission, IntakeUnavailable, TurnResult
+from bot.ports import Admission, TurnResult
 from bot.turns import TurnRequest
 
 

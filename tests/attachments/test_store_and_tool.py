@@ -13,7 +13,7 @@ import pytest
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import MAX_OUTPUT_CHARS, ReadAttachmentTool
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
-from bot.ports import FileRefused, ToolError
+from bot.errors import FileRefused, ToolError
 from bot.store import Store, open_store
 from bot.turns import (
     Attachment,

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.config import Config, load_config
-from bot.host import RATE_LIMITED_REPLY
+from bot.replies import TOO_FAST
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -84,5 +84,5 @@ async def test_refusal_notices_go_to_a_person_at_most_once_a_minute(
         await app.host.idle()
         await tg.wait_sent(2)
     texts = [sent.plain for sent in tg.sent]
-    assert sorted(texts) == sorted(["the one answer", RATE_LIMITED_REPLY])
+    assert sorted(texts) == sorted(["the one answer", TOO_FAST])
     assert len(claude.requests) == 1
