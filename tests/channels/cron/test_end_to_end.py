@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -26,8 +25,8 @@ from bot.ports import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs
 from channels.cron import CronScheduler
+from tests.channels.cron.doubles import ManualClock, utc
 from tests.conftest import write_config
-from tests.cron.doubles import ManualClock, utc
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
@@ -80,14 +79,16 @@ notify = "slack:{NEWS}"
 
 
 async def test_bot_cron_run_posts_the_answer_and_records_it_delivered(
-    make_config: MakeConfig, slack: FakeSlack, claude: FakeAnthropic, agent_dir: Path
+    make_config: MakeConfig,
+    slack: FakeSlack,
+    claude: FakeAnthropic,
+    agent_dir: Path,
+    bot_command: list[str],
 ) -> None:
     config = make_config(NEWS_JOB)
     claude.script("Good morning, team! Three things today.")
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot_command,
         "--config",
         str(agent_dir / "bot.toml"),
         "cron",
