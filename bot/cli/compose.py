@@ -27,6 +27,7 @@ from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
 from bot.httpguard import guard
+from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
@@ -305,6 +306,7 @@ class App:
             inbox=store.inbox,
             outbox=store.outbox,
             deliverers=deliverers,
+            completers={c.name: c for c in self.channels if isinstance(c, RequestCompleter)},
             memory=store.memory if settings.memory.enabled else None,
             tools_for=toolbox.for_turn,
             settings=settings.host,

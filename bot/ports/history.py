@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.turns import HistoryEntry, PrecedingMessage
@@ -24,11 +25,25 @@ class HistoryStore(Protocol):
         """Every stored conversation key, most recently active first."""
 
 
+@dataclass(frozen=True, slots=True)
+class Buffered:
+    """What a chat buffer holds now, oldest first; `upto` is the newest row's id (None: empty).
+    A turn that uses them passes `upto` to `TurnSink.submit`, which empties the buffer up to it
+    in the transaction that stores the turn, so they are neither lost nor used twice."""
+
+    messages: tuple[PrecedingMessage, ...] = ()
+    upto: int | None = None
+
+
 class ChatBuffer(Protocol):
     """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
 
     async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
         """Buffer `message` for `key`, keeping only the newest `keep` messages there."""
+
+    async def peek(self, key: str) -> Buffered:
+        """Everything buffered for `key`, oldest first, without emptying it (a read: it works
+        while the store cannot write)."""
 
     async def take(self, key: str) -> list[PrecedingMessage]:
         """Everything buffered for `key` since the last take, oldest first; empties the buffer."""

@@ -41,10 +41,18 @@ class TurnResult:
 class TurnSink(Protocol):
     """What a channel hands its TurnRequests to (the host)."""
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         """Store the turn in the durable inbox, deduplicated by the event's `marks` (its ids
         under `source`), and queue it; return at once. Push channels acknowledge the event to
-        the platform only when `admission.acknowledge` is true."""
+        the platform only when `admission.acknowledge` is true. `consumes`: the conversation's
+        chat buffer up to this id (`Buffered.upto`) is emptied in the same transaction."""
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
         """Record the marks of an event that starts no turn; True the first time. Raises
