@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.cli.compose import App
-from bot.config import Config, load_config
+from bot.cli.settings import Config, load_config
 from bot.replies import TOO_FAST
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic

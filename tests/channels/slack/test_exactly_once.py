@@ -25,8 +25,7 @@ from bot.config import MemorySettings
 from bot.inbox import OutboxPart, Publication
 from bot.store import open_store
 from bot.turns import ReplyRoute
-from channels.slack import SlackChannel
-from channels.slack.channel import EVENTS_PATH
+from channels.slack.channel import EVENTS_PATH, SlackChannel
 from channels.slack.deliver import PART_EVENT, SlackDeliverer
 from tests.channels.slack.conftest import ALICE, DM, GENERAL, SIGNING_SECRET, MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
