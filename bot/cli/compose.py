@@ -220,6 +220,7 @@ class App:
             history=store.history,
             inbox=store.inbox,
             outbox=store.outbox,
+            share=store.share,
             memory=memory,
             tools_for=tools_for,
             settings=settings.host,

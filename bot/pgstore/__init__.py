@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from bot.config import MemorySettings, StoreSettings
 from bot.pgstore.buffer import PgChatBuffer
+from bot.pgstore.claims import PgWorkShare
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.history import PgHistory
@@ -41,6 +42,7 @@ class PgStore:
     inbox: PgInbox
     outbox: PgOutbox
     leadership: PgLeadership
+    share: PgWorkShare
     usage: PgUsage
     owner: str  # this replica, in the inbox and outbox (see bot.pgstore.owners)
 
@@ -88,6 +90,7 @@ async def open_pg_store(
         inbox=PgInbox(db, clock, owner=owner),
         outbox=PgOutbox(db, history, records, clock, owner=owner),
         leadership=leadership,
+        share=PgWorkShare(db, owner),
         usage=PgUsage(db, clock),
         owner=owner,
     )

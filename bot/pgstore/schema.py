@@ -180,8 +180,18 @@ _V1_USAGE = (
     )""",
 )
 
+# Version 2: replicas adopt whole conversations (bot.pgstore.claims): their pending work is
+# looked up by conversation. Items accepted from now on are nobody's (owner '') until adopted.
+_V2_CLAIMS = (
+    "CREATE INDEX inbox_pending_by_conversation ON inbox (conversation_key, id) "
+    "WHERE state = 'pending'",
+    "CREATE INDEX outbox_pending_by_conversation ON outbox (conversation_key, id) "
+    "WHERE state = 'pending'",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
+    _V2_CLAIMS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
