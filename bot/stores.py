@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from bot.inbox import Inbox, Outbox, WorkShare
 from bot.ports import (
+    AttachmentStore,
     ChatBuffer,
     CronRun,
     HistoryStore,
@@ -80,6 +81,9 @@ class OpenStore(Protocol):
 
     @property
     def usage(self) -> OperatorUsage: ...
+
+    @property
+    def attachments(self) -> AttachmentStore: ...
 
     @property
     def inbox(self) -> Inbox: ...

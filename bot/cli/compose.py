@@ -188,8 +188,7 @@ class App:
         load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
         memory = store.memory if settings.memory.enabled else None
 
-        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
-        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
+        attachment_store: AttachmentStore | None = store.attachments
         files = attachment_store if settings.attachments.enabled else None
 
         def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
