@@ -10,7 +10,8 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from bot.config import AgentSettings, ConfigError
+from bot.config import AgentSettings
+from bot.errors import ConfigError
 from bot.prompt import AgentTexts, Skill
 
 # A skill file larger than this is almost certainly a mistake (the prompt keeps at most 1 MB).

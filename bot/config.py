@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.budget import BudgetSettings
+from bot.errors import ConfigError
 from bot.surfaces import SurfaceRule
 
 DEFAULT_CONFIG = Path("config/bot.toml")
@@ -36,10 +37,6 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 _MiB = 1024 * 1024
 _TiB = 1024 * _MiB * 1024
 _DAY = 86_400
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used. The message says what, where, and how to fix it."""
 
 
 class _Section(BaseModel):

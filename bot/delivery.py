@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Sequence
 
 import structlog
 
-from bot.inbox import Outbox, OutboxPart, PartDeliverer, PartFailed
+from bot.errors import PartFailed
+from bot.inbox import Outbox, OutboxPart, PartDeliverer
 from bot.ports import Deliverer, DeliveryReport
 from bot.turns import ReplyRoute
 

@@ -31,53 +31,41 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands
+from bot import memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.departures import memory_surface
-from bot.inbox import (
+from bot.errors import (
     ClaimLost,
-    Inbox,
-    InboxItem,
-    InboxState,
-    Outbox,
-    OutboxPart,
-    Publication,
-    WorkShare,
+    IntakeUnavailable,
+    LaneFull,
+    TurnFailed,
+    UnknownSkill,
+    WindowExceeded,
 )
-from bot.lanes import LaneFull, Lanes
+from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication, WorkShare
+from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
     Admission,
-    AssembledRequest,
     AttachmentReader,
+    BudgetFacts,
     Deliverer,
     HistoryStore,
-    IntakeUnavailable,
     MemoryCapture,
     MemoryScope,
     MemoryStore,
     ModelRuntime,
     Tool,
-    TurnFailed,
     TurnPlan,
     TurnRecord,
     TurnResult,
     Usage,
 )
-from bot.prompt import (
-    SILENT_TOKEN,
-    Assembler,
-    SurfacePrompt,
-    UnknownSkill,
-    WindowExceeded,
-    host_command,
-    speaker_label,
-)
+from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.replies import budget_reached, greeting, help_text
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import (
     Attached,
@@ -97,17 +85,6 @@ REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
 SHARE_SWEEP_SECONDS = 1.0  # replicas: how often to look for work no live replica owns
 SHARE_SWEEP_LIMIT = 100  # conversations adopted per sweep at most
-
-BUSY_REPLY = (
-    "I'm still working through earlier messages in this conversation. "
-    "Please send this again in a minute."
-)
-RATE_LIMITED_REPLY = "You're sending messages faster than I can answer. Please wait a moment."
-FAILED_REPLY = "Sorry, I couldn't answer that just now. Please try again in a little while."
-TOO_LARGE_REPLY = (
-    "That message is too large for me to read in one go. Please shorten it or split it up."
-)
-NOTHING_TO_COMPACT = "There is nothing to compact yet."
 
 
 @runtime_checkable
@@ -256,13 +233,13 @@ class Host:
         assert request is not None
         if not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
-            self._refuse_later(job, RATE_LIMITED_REPLY, Admission.RATE_LIMITED)
+            self._refuse_later(job, replies.TOO_FAST, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
             future = self._lanes.put(request.conversation_key, job)
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
-            self._refuse_later(job, BUSY_REPLY, Admission.BUSY)
+            self._refuse_later(job, replies.BUSY, Admission.BUSY)
             return Admission.BUSY, None
         return Admission.ACCEPTED, future
 
@@ -411,7 +388,6 @@ class Host:
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
             return refused
-        surface = surface_prompt(policy)
         command = host_command(text)
         if command == "compact":
             async with self._working(request.route):
@@ -419,15 +395,24 @@ class Host:
         if command is not None:  # /start, /help: answered by the host, no model call
             agent = self._assembler.agent
             listed = [(skill.name, skill.description) for skill in agent.skills]
-            say = greeting(agent.identity) if command == "start" else help_text(listed)
+            say = (
+                replies.greeting(agent.identity)
+                if command == "start"
+                else replies.help_text(listed)
+            )
             record = self._record(request, started, "command")
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
-            skills, text = self._assembler.split_skill_command(text)
+            words = self._assembler.words(request)
         except UnknownSkill as exc:
             record = self._record(request, started, "refused", error="unknown_skill")
             return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
+        return await self._model_turn(job, request, surface_prompt(policy), words, started)
 
+    async def _model_turn(
+        self, job: _Job, request: TurnRequest, surface: SurfacePrompt, words: str, started: datetime
+    ) -> TurnResult:
+        """Recall, prepare the prompt once, then call the model and publish what it said."""
         history = await self._history.load(request.conversation_key)
         attached = await self._attached(request, history)
         recall = RecallCache(
@@ -436,45 +421,23 @@ class Host:
             request_holds(request, history),
             render=self._assembler.recalled_block,
         )
-        hits = await recall.recall(text) if self._memory is not None else []
-        user_entry = self._assembler.user_entry(replace(request, text=text), attached)
-        ttl = self._assembler.cache_ttl_for(history, request.received_at)
+        hits = await recall.recall(words) if self._memory is not None else []
+        prepared = self._assembler.prepare(
+            request, history, hits, surface=surface, attached=attached
+        )
         self._log_context(request)
-
-        budget: dict[str, object] = {}
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            assembled = self._assembler.assemble(
-                request,
-                entries,
-                hits,
-                turn_skills=skills,
-                cache_ttl=ttl,
-                text=text,
-                surface=surface,
-                attached=attached,
-            )
-            if assembled.floor_unmet and not budget.get("floor_unmet"):
-                log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
-            budget.update(
-                floor_unmet=assembled.floor_unmet,
-                estimated_tokens=assembled.estimated_tokens,
-                history_used=assembled.history_used,
-            )
-            return assembled
-
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=prepared.request,
             tools=self._tools_for(request, recall),
             on_text=self._streamer(request),
         )
         # The progress sign (reaction, typing) stays up until the answer has been posted.
         async with self._working(request.route):
             return await self._call_and_publish(
-                job, request, plan, user_entry, started, budget, notice=attached.problems
+                job, request, plan, prepared.user_entry, started, notice=attached.problems
             )
 
     async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
@@ -491,7 +454,6 @@ class Host:
         plan: TurnPlan,
         user_entry: HistoryEntry,
         started: datetime,
-        budget: Mapping[str, object],
         *,
         notice: Sequence[str] = (),
     ) -> TurnResult:
@@ -500,9 +462,9 @@ class Host:
                 outcome = await self._model.run(plan)
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
-            details = {**budget, "floor_unmet": True}
+            details = {"floor_unmet": True}
             record = self._record(request, started, "refused", error=exc.code, details=details)
-            return await self._conclude(job, record, InboxState.REFUSED, say=TOO_LARGE_REPLY)
+            return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
         except TurnFailed as failure:
             record = self._record(
                 request,
@@ -512,10 +474,10 @@ class Host:
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
-                details=budget,
+                details=_budget_details(failure.budget),
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
-            say = _noted(notice, failure.reply or FAILED_REPLY)
+            say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled(request, user_entry, started))
@@ -533,7 +495,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=budget,
+            details=_budget_details(outcome.budget),
         )
         ended = await self._conclude(
             job,
@@ -552,20 +514,16 @@ class Host:
         history = await self._history.load(request.conversation_key)
         if not history:
             record = self._record(request, started, "compacted")
-            return await self._conclude(job, record, InboxState.ANSWERED, say=NOTHING_TO_COMPACT)
-
-        surface = surface_prompt(self._policy(request))
-
-        def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-            return self._assembler.assemble(
-                request, entries, (), text=request.text, surface=surface
+            return await self._conclude(
+                job, record, InboxState.ANSWERED, say=replies.NOTHING_TO_COMPACT
             )
 
+        surface = surface_prompt(self._policy(request))
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=assemble,
+            assemble=self._assembler.prepare(request, history, surface=surface).request,
             compact_only=True,
         )
         try:
@@ -573,7 +531,7 @@ class Host:
                 outcome = await self._model.run(plan)
         except TurnFailed as failure:
             record = self._record(request, started, "failed", error=str(failure))
-            say = failure.reply or FAILED_REPLY
+            say = failure.reply or replies.TURN_FAILED
             return await self._conclude(job, record, InboxState.FAILED, say=say)
         record = self._record(request, started, "compacted", usage=outcome.usage)
         return await self._conclude(
@@ -634,7 +592,7 @@ class Host:
         record = self._record(request, started, "crashed", error=error)
         account = continuity_account(user_entry, "", "the host failed")
         return await self._conclude(
-            job, record, InboxState.CRASHED, say=FAILED_REPLY, entries=account
+            job, record, InboxState.CRASHED, say=replies.TURN_FAILED, entries=account
         )
 
     async def _gave_up(self, job: _Job) -> bool:
@@ -703,7 +661,7 @@ class Host:
         if refusal is None:
             return None
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
-        reply = budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
+        reply = replies.budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
         record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
         result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
         return replace(result, error=refusal.scope)
@@ -831,6 +789,11 @@ class Host:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:
+    """The budget's facts for the turn record ({} when no request was assembled)."""
+    return budget.details() if budget is not None else {}
 
 
 def _noted(notice: Sequence[str], text: str) -> str:

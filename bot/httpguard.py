@@ -27,6 +27,8 @@ from urllib.parse import parse_qs
 import structlog
 from aiohttp import web
 
+from bot.errors import BadInput
+
 log = structlog.get_logger(__name__)
 
 MAX_DEPTH = 64
@@ -35,10 +37,6 @@ _JSON = "application/json"
 _FORM = "application/x-www-form-urlencoded"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class BadInput(ValueError):
-    """Outside input the host will not read; the message says what is wrong with it."""
 
 
 @web.middleware

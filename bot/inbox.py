@@ -146,15 +146,6 @@ class WorkShare(Protocol):
         left by a replica that is gone), oldest first; at most `limit`."""
 
 
-class ClaimLost(Exception):
-    """The item is no longer this replica's (it was taken for gone and its conversation was
-    adopted elsewhere): nothing of the turn's end was written."""
-
-
-class PartFailed(Exception):
-    """The platform refused a part for good (not a rate limit or a passing failure)."""
-
-
 @runtime_checkable
 class PartDeliverer(Protocol):
     """A deliverer that posts an answer part by part, so the outbox can track each one."""

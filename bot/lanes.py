@@ -16,14 +16,12 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
+from bot.errors import LaneFull
+
 log = structlog.get_logger(__name__)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-
-class LaneFull(Exception):
-    """The conversation already has as many turns waiting as its lane holds."""
 
 
 @dataclass

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from bot.agentfiles import missing_skill
 from bot.budget import price_for
-from bot.config import ConfigError, Settings
-from bot.prompt import SESSION_SLOTS, TURN_SLOTS, AgentTexts, Template, TemplateError
+from bot.config import Settings
+from bot.errors import ConfigError, PolicyError, TemplateError
+from bot.prompt import SESSION_SLOTS, TURN_SLOTS, AgentTexts, Template
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, DEFAULT_TURN_TEMPLATE, Slots
-from bot.surfaces import Policies, PolicyError, load_policies
+from bot.surfaces import Policies, load_policies
 
 TEMPLATE_MAX_BYTES = 64 * 1024
 

@@ -311,15 +311,6 @@ class Admission(StrEnum):
         return self not in (Admission.CLOSED, Admission.UNAVAILABLE)
 
 
-class IntakeUnavailable(Exception):
-    """The host cannot take an event now (shutting down, store unwritable): do not
-    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
-
-    def __init__(self, message: str, *, closing: bool = False) -> None:
-        super().__init__(message)
-        self.closing = closing
-
-
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
@@ -362,16 +353,6 @@ class Channel(Protocol):
 
 
 # --- attachments --------------------------------------------------------------------------------
-
-
-class FileRefused(Exception):
-    """A shared file was not downloaded. `reason` is "too_large", "refused" (the platform said
-    no, or the URL is not the platform's own) or "failed"; the message is for the log only and
-    never holds a URL, a file id or a token."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
 
 
 class FileSource(Protocol):
@@ -425,8 +406,20 @@ class Tool(Protocol):
         """Run the tool; raise ToolError (or anything) for an error result."""
 
 
-class ToolError(Exception):
-    """A tool call failed in a way the model should be told about."""
+@dataclass(frozen=True, slots=True)
+class BudgetFacts:
+    """What the token budget decided for one assembled request, as the turn record keeps it."""
+
+    estimated_tokens: int
+    history_used: int
+    floor_unmet: bool = False
+
+    def details(self) -> dict[str, object]:
+        return {
+            "floor_unmet": self.floor_unmet,
+            "estimated_tokens": self.estimated_tokens,
+            "history_used": self.history_used,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +430,10 @@ class AssembledRequest:
     estimated_tokens: int
     history_used: int
     floor_unmet: bool = False
+
+    @property
+    def budget(self) -> BudgetFacts:
+        return BudgetFacts(self.estimated_tokens, self.history_used, self.floor_unmet)
 
 
 class Assemble(Protocol):
@@ -464,7 +461,8 @@ class TurnOutcome:
     """What the model runtime produced.
 
     `entries` are this turn's new assistant/tool entries (not the user message). `history`, when
-    set, is a compacted replacement for the history the plan carried.
+    set, is a compacted replacement for the history the plan carried. `budget` is what the
+    budget decided for the last request assembled (None when none was, as for `/compact`).
     """
 
     text: str
@@ -473,29 +471,7 @@ class TurnOutcome:
     request: Mapping[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
-
-
-class TurnFailed(Exception):
-    """The model runtime gave up on a turn; carries whatever finished before it did."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        partial_text: str = "",
-        entries: Sequence[HistoryEntry] = (),
-        reply: str | None = None,
-        attempts: int = 0,
-        request: Mapping[str, Any] | None = None,
-        usage: Usage | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.partial_text = partial_text
-        self.entries = entries
-        self.reply = reply  # what the person should be told, when not the default
-        self.attempts = attempts
-        self.request = request
-        self.usage = usage or Usage()
+    budget: BudgetFacts | None = None
 
 
 class ModelRuntime(Protocol):

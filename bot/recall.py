@@ -22,7 +22,8 @@ from typing import Any
 
 import structlog
 
-from bot.ports import MemoryHit, MemoryScope, MemoryStore, RequestHolds, ToolError, ToolSpec
+from bot.errors import ToolError
+from bot.ports import MemoryHit, MemoryScope, MemoryStore, RequestHolds, ToolSpec
 from bot.turns import Block, HistoryEntry, ToolResultBlock, ToolUseBlock, TurnRequest
 
 log = structlog.get_logger(__name__)

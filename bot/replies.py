@@ -33,6 +33,71 @@ FORGOT_ONE = "Done: I forgot entry {number} ({said})."
 FORGOT_ALL = "Done: I forgot all {count} of your entries here."
 FORGOT_NOTHING = "There was nothing of yours to forget here."
 
+# --- the console (`bot chat`) -------------------------------------------------------------------
+
+CONSOLE_THINKING = "(thinking…)"
+CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
+CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
+
+# --- turns that end without an answer from the model --------------------------------------------
+
+BUSY = (
+    "I'm still working through earlier messages in this conversation. "
+    "Please send this again in a minute."
+)
+TOO_FAST = "You're sending messages faster than I can answer. Please wait a moment."
+TOO_LARGE = "That message is too large for me to read in one go. Please shorten it or split it up."
+# The host itself failed (a bug, a store error) mid-turn.
+TURN_FAILED = "Sorry, I couldn't answer that just now. Please try again in a little while."
+# The model API kept failing, or refused the request, after the retries.
+MODEL_UNAVAILABLE = (
+    "Sorry, I couldn't answer right now: the language model isn't responding. "
+    "Please try again in a few minutes."
+)
+MODEL_MISCONFIGURED = (
+    "Sorry, I can't answer right now: my access to the language model is misconfigured. "
+    "Whoever runs this bot needs to fix it."
+)
+# Streamed to a reader who saw part of an answer whose call is being retried.
+ANSWER_RESTARTED = "\n\n(The answer was interrupted; starting it again.)\n\n"
+
+
+def tool_round_limit(limit: int) -> str:
+    """Appended to an answer cut short because the model asked for tools past the limit."""
+    return f"(I stopped here: I reached the limit of {limit} tool rounds for one answer.)"
+
+
+# --- /compact -----------------------------------------------------------------------------------
+
+NOTHING_TO_COMPACT = "There is nothing to compact yet."
+COMPACT_FAILED = (
+    "I couldn't compact this conversation right now; its history is unchanged. "
+    "Please try again in a few minutes."
+)
+
+
+def nothing_older_to_compact(kept: int) -> str:
+    return f"Nothing to compact yet: the conversation has {kept} messages, all kept as is."
+
+
+def compacted(summarized: int, kept: int) -> str:
+    return (
+        f"Compacted: {summarized} earlier messages are now one summary; the last {kept} are "
+        "kept as they were."
+    )
+
+
+# --- skills -------------------------------------------------------------------------------------
+
+
+def unknown_skill(name: str, known: Sequence[str]) -> str:
+    """The answer to `/name` when no skill has that name: the skills there are, if any."""
+    if known:
+        listed = ", ".join(f"/{k}" for k in known)
+        return f'There is no skill called "{name}". Skills you can use: {listed}.'
+    return f'There is no skill called "{name}", and no skills are set up here.'
+
+
 # --- budgets ------------------------------------------------------------------------------------
 
 # Which budget ran out, as the person should hear it.

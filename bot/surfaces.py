@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.budget import BudgetLimits
+from bot.errors import PolicyError
 from bot.turns import TurnRequest
 
 INSTRUCTIONS_MAX_BYTES = 64 * 1024
@@ -111,10 +112,6 @@ class Policies:
     @property
     def all(self) -> list[SurfacePolicy]:
         return sorted(self._ranked, key=lambda p: p.index or 0)
-
-
-class PolicyError(ValueError):
-    """A rule cannot be used (its instructions file is missing...); the message says the fix."""
 
 
 def load_policies(rules: Sequence[SurfaceRule]) -> Policies:

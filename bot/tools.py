@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.attachments.tool import READ_ATTACHMENT_SPEC
-from bot.ports import ToolError, ToolSpec
+from bot.errors import ToolError
+from bot.ports import ToolSpec
 from bot.prompt import AgentTexts
 from bot.prompt.skills import capped_body
 from bot.recall import MEMORY_RECALL_SPEC

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from bot.ports import FileRefused
+from bot.errors import FileRefused
 
 CHUNK = 64 * 1024
 TIMEOUT = aiohttp.ClientTimeout(total=120, sock_connect=15, sock_read=30)

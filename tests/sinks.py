@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.ports import Admission, IntakeUnavailable, TurnResult
+from bot.errors import IntakeUnavailable
+from bot.ports import Admission, TurnResult
 from bot.turns import TurnRequest
 
 

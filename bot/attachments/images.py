@@ -17,19 +17,16 @@ from dataclasses import dataclass
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from bot import replies
+from bot.errors import FileUnreadable
 
 MAX_EDGE = 1568
 MAX_PIXELS = 1_150_000
-# Refused before decoding: the provider's own limit is 8,000 px a side.
+# FileUnreadable before decoding: the provider's own limit is 8,000 px a side.
 MAX_SOURCE_EDGE = 12_000
 MAX_SOURCE_PIXELS = 64_000_000
 JPEG_QUALITY = 85
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 _EXIF_ORIENTATION = 0x0112
-
-
-class ImageRefused(ValueError):
-    """The image cannot be used; the message is a short reason for the person."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +46,17 @@ def target_size(width: int, height: int) -> tuple[int, int]:
 
 
 def prepare_image(data: bytes) -> ReadyImage:
-    """The image as the model should get it; ImageRefused when it is damaged or too large."""
+    """The image as the model should get it; FileUnreadable when it is damaged or too large."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             return _prepare(data)
-    except ImageRefused:
+    except FileUnreadable:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ImageRefused(replies.IMAGE_BOMB) from None
+        raise FileUnreadable(replies.IMAGE_BOMB) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
-        raise ImageRefused(replies.IMAGE_DAMAGED) from None
+        raise FileUnreadable(replies.IMAGE_DAMAGED) from None
 
 
 def _prepare(data: bytes) -> ReadyImage:
@@ -67,7 +64,7 @@ def _prepare(data: bytes) -> ReadyImage:
         media_type = FORMATS[str(image.format)]
         width, height = image.size
         if max(width, height) > MAX_SOURCE_EDGE or width * height > MAX_SOURCE_PIXELS:
-            raise ImageRefused(replies.image_too_large(width, height))
+            raise FileUnreadable(replies.image_too_large(width, height))
         rotated = image.getexif().get(_EXIF_ORIENTATION, 1) not in (1, None)
         goal = target_size(width, height)
         if goal == (width, height) and not rotated:

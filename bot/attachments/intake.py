@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from bot import replies
-from bot.attachments.read import Ready, Refused, read_file
+from bot.attachments.read import Ready, read_file
 from bot.config import AttachmentSettings
-from bot.ports import AttachmentStore, FileRefused, FileSource
+from bot.errors import FileRefused, FileUnreadable
+from bot.ports import AttachmentStore, FileSource
 from bot.prompt.attachments import size_text
 from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnRequest
 
@@ -94,7 +95,7 @@ class AttachmentIntake:
             )
         try:
             ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
-        except Refused as exc:
+        except FileUnreadable as exc:
             log.info("attachment_refused", index=index + 1, size=len(data), reason=str(exc))
             return _with(block, size=len(data), problem=str(exc))
         content_id = await self._keep(request.conversation_key, ready)

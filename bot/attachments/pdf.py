@@ -12,6 +12,7 @@ from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
 from bot import replies
+from bot.errors import FileUnreadable
 
 MAX_PAGES = 100
 MAX_BYTES = 32 * 1024 * 1024
@@ -20,25 +21,21 @@ MAX_BYTES = 32 * 1024 * 1024
 logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
-class PdfRefused(ValueError):
-    """The PDF cannot be used; the message is a short reason for the person."""
-
-
 def pdf_pages(data: bytes) -> int:
-    """The page count of a PDF the model can read; PdfRefused otherwise."""
+    """The page count of a PDF the model can read; FileUnreadable otherwise."""
     if len(data) > MAX_BYTES:
-        raise PdfRefused(replies.pdf_too_large(MAX_BYTES // (1024 * 1024)))
+        raise FileUnreadable(replies.pdf_too_large(MAX_BYTES // (1024 * 1024)))
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
-            raise PdfRefused(replies.PDF_LOCKED)
+            raise FileUnreadable(replies.PDF_LOCKED)
         pages = len(reader.pages)
-    except PdfRefused:
+    except FileUnreadable:
         raise
     except (PyPdfError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        raise PdfRefused(replies.PDF_DAMAGED) from None
+        raise FileUnreadable(replies.PDF_DAMAGED) from None
     if pages == 0:
-        raise PdfRefused(replies.PDF_EMPTY)
+        raise FileUnreadable(replies.PDF_EMPTY)
     if pages > MAX_PAGES:
-        raise PdfRefused(replies.pdf_too_long(pages, MAX_PAGES))
+        raise FileUnreadable(replies.pdf_too_long(pages, MAX_PAGES))
     return pages

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from bot import replies
-from bot.attachments.images import ImageRefused, prepare_image
-from bot.attachments.pdf import PdfRefused, pdf_pages
+from bot.attachments.images import prepare_image
+from bot.attachments.pdf import pdf_pages
+from bot.errors import FileUnreadable
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image"),
@@ -109,10 +110,6 @@ _UNTYPED = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _MAX_ODD_SHARE = 0.01
 
 
-class Refused(ValueError):
-    """The file is not read; the message is a short reason for the person and the model."""
-
-
 @dataclass(frozen=True, slots=True)
 class Ready:
     """A file in the form the model gets it: `data` is what the store keeps and replays."""
@@ -134,7 +131,7 @@ def sniff(data: bytes) -> str | None:
 
 
 def read_file(name: str, media_type: str, data: bytes) -> Ready:
-    """`data` made ready for the model, or Refused with the reason."""
+    """`data` made ready for the model, or FileUnreadable with the reason."""
     declared = media_type.split(";", 1)[0].strip().lower()
     kind = sniff(data)
     if kind == "image":
@@ -142,30 +139,24 @@ def read_file(name: str, media_type: str, data: bytes) -> Ready:
     if kind == "pdf":
         return _pdf(data)
     if declared == "application/pdf":
-        raise Refused(replies.PDF_DAMAGED)
+        raise FileUnreadable(replies.PDF_DAMAGED)
     if declared in ("image/png", "image/jpeg", "image/gif", "image/webp"):
-        raise Refused(replies.IMAGE_DAMAGED)
+        raise FileUnreadable(replies.IMAGE_DAMAGED)
     text = _text(name, declared, data)
     if text is None:
-        raise Refused(replies.unsupported_type(declared or "unknown"))
+        raise FileUnreadable(replies.unsupported_type(declared or "unknown"))
     mime = declared if _is_text_type(declared) else "text/plain"
     return Ready("text", mime, text.encode("utf-8"), {"chars": len(text)})
 
 
 def _image(data: bytes) -> Ready:
-    try:
-        image = prepare_image(data)
-    except ImageRefused as exc:
-        raise Refused(str(exc)) from None
+    image = prepare_image(data)
     detail = {"width": image.width, "height": image.height}
     return Ready("image", image.media_type, image.data, detail)
 
 
 def _pdf(data: bytes) -> Ready:
-    try:
-        pages = pdf_pages(data)
-    except PdfRefused as exc:
-        raise Refused(str(exc)) from None
+    pages = pdf_pages(data)
     return Ready("pdf", "application/pdf", data, {"pages": pages})
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.ports import AttachmentStore, ToolError, ToolSpec
+from bot.errors import ToolError
+from bot.ports import AttachmentStore, ToolSpec
 from bot.prompt.fence import neutralize, scrub
 
 MAX_OUTPUT_CHARS = 16_000

@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         _parser(None).print_help()
         return 0
     module = _module(COMMANDS[args.command][0])
-    from bot.config import ConfigError, load_config
+    from bot.config import load_config
+    from bot.errors import ConfigError
     from bot.logs import configure_logging
 
     try:

@@ -20,8 +20,9 @@ from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
 from bot.cli.stored import open_configured
-from bot.config import Config, ConfigError
+from bot.config import Config
 from bot.departures import MemoryDepartures
+from bot.errors import ConfigError
 from bot.host import Host
 from bot.httpguard import guard
 from bot.logs import remember_secrets
@@ -303,7 +304,8 @@ class App:
     async def _verify_model(self, model: ModelRuntime) -> None:
         """A refused key stops start-up (nothing could be answered); a model API that is down
         right now does not (turns retry, and it may be back by the first message)."""
-        from bot.model import AnthropicRuntime, ModelAuthError, ModelError
+        from bot.errors import ModelAuthError, ModelError
+        from bot.model import AnthropicRuntime
 
         if not isinstance(model, AnthropicRuntime):
             return

@@ -7,7 +7,8 @@ import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 
-from bot.config import Config, ConfigError, LoggingSettings
+from bot.config import Config, LoggingSettings
+from bot.errors import ConfigError
 from bot.logs import configure_logging
 from bot.ports import CronRun, CronRunStatus, CronTrigger
 

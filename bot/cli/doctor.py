@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config, ConfigError, StoreSettings, load_config
+from bot.config import Config, StoreSettings, load_config
+from bot.errors import ConfigError
 
 HELP = "check config, files, tokens and services"
 

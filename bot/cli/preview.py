@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Config
+from bot.errors import BadInput
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -32,10 +33,6 @@ from bot.turns import (
 )
 
 HELP = "print the exact model request for an event file"
-
-
-class EventError(ValueError):
-    """The event file is not usable; the message names the field and the fix."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +59,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting past the limit
         print(f"bot preview: {args.event} is not usable JSON: {exc}", file=sys.stderr)
         return 2
-    except EventError as exc:
+    except BadInput as exc:
         print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
         return 2
     body, rule = asyncio.run(_preview(config, request))
@@ -87,7 +84,7 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     assembler = build_assembler(
         config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
     )
-    skills, text = assembler.split_skill_command(request.text)
+    words = assembler.words(request)
     history: list[HistoryEntry] = []
     hits: list[Any] = []
     if settings.store.url or settings.store.path.exists():
@@ -97,19 +94,11 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
         try:
             history = await store.history.load(request.conversation_key)
             if settings.memory.enabled:
-                hits = list(await store.memory.recall(text, memory_scope(request)))
+                hits = list(await store.memory.recall(words, memory_scope(request)))
         finally:
             await store.aclose()
-    ttl = assembler.cache_ttl_for(history, request.received_at)
-    assembled = assembler.assemble(
-        request,
-        history,
-        hits,
-        turn_skills=skills,
-        cache_ttl=ttl,
-        text=text,
-        surface=surface_prompt(matched),
-    )
+    prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
+    assembled = prepared.request(history)
     return assembled.body, matched.label
 
 
@@ -122,10 +111,10 @@ class _Reader:
         value = self.raw.get(key)
         if value is None:
             if required:
-                raise EventError(f'{self.where}{key} is missing. Fix: add "{key}": "...".')
+                raise BadInput(f'{self.where}{key} is missing. Fix: add "{key}": "...".')
             return None
         if not isinstance(value, str | int):
-            raise EventError(f"{self.where}{key} must be a string, got {type(value).__name__}.")
+            raise BadInput(f"{self.where}{key} must be a string, got {type(value).__name__}.")
         return str(value)
 
     def child(self, key: str) -> _Reader | None:
@@ -133,21 +122,21 @@ class _Reader:
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise EventError(f"{self.where}{key} must be an object {{...}}.")
+            raise BadInput(f"{self.where}{key} must be an object {{...}}.")
         return _Reader(value, f"{self.where}{key}.")
 
 
 def parse_event(raw: Any) -> TurnRequest:
     """Turn a preview event (see module docstring) into the TurnRequest a channel would build."""
     if not isinstance(raw, dict):
-        raise EventError("the event must be a JSON object.")
+        raise BadInput("the event must be a JSON object.")
     event = _Reader(raw)
     channel = event.text("channel", required=True) or ""
     kind_name = event.text("kind") or ("console" if channel == "console" else "push")
     try:
         kind = ConversationKind(kind_name)
     except ValueError:
-        raise EventError(f"kind = {kind_name!r} is not one of push, console, request.") from None
+        raise BadInput(f"kind = {kind_name!r} is not one of push, console, request.") from None
     conversation = event.text("conversation") or f"{channel}:{uuid.uuid4()}"
     speaker_raw = event.child("speaker")
     speaker = person = None
@@ -157,7 +146,7 @@ def parse_event(raw: Any) -> TurnRequest:
         person = _channel_person(channel, conversation, speaker_raw)(user_id) if user_id else None
     route_raw = raw.get("route")
     if route_raw is not None and not isinstance(route_raw, dict):
-        raise EventError("route must be an object of host-side values.")
+        raise BadInput("route must be an object of host-side values.")
     return TurnRequest(
         conversation_key=conversation,
         kind=kind,
@@ -181,20 +170,18 @@ def _surface(reader: _Reader | None, channel: str) -> Surface | None:
     try:
         kind = SurfaceKind(kind_name)
     except ValueError:
-        raise EventError(
-            f"surface.kind = {kind_name!r} is not one of dm, channel, group."
-        ) from None
+        raise BadInput(f"surface.kind = {kind_name!r} is not one of dm, channel, group.") from None
     surface_id = reader.text("id", required=True) or ""
     return _channel_surface(channel)(kind, surface_id, reader.text("name"))
 
 
 def _preceding(items: Any) -> list[PrecedingMessage]:
     if not isinstance(items, list):
-        raise EventError("preceding must be a list of messages.")
+        raise BadInput("preceding must be a list of messages.")
     messages = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise EventError(f"preceding[{index}] must be an object.")
+            raise BadInput(f"preceding[{index}] must be an object.")
         reader = _Reader(item, f"preceding[{index}].")
         messages.append(
             PrecedingMessage(
@@ -211,7 +198,7 @@ def _time(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise EventError(f"{value!r} is not an ISO 8601 timestamp.") from None
+        raise BadInput(f"{value!r} is not an ISO 8601 timestamp.") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

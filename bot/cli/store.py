@@ -58,9 +58,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _migrate(config: Config, source: Path, url: str) -> int:
+    from bot.errors import StoreError
     from bot.pgstore import open_pg_store
     from bot.pgstore.importer import count_rows, import_tables
-    from bot.store import StoreError
     from bot.store.export import TABLES, export_tables
     from bot.store.export import count_rows as count_source
 

@@ -14,7 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bot.config import AttachmentSettings, Config, MemorySettings, StoreSettings
-from bot.store import StoreError, existing_database
+from bot.errors import StoreError
+from bot.store import existing_database
 from bot.stores import OpenStore
 
 Action = Callable[[OpenStore], Awaitable[int]]

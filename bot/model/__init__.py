@@ -3,6 +3,6 @@
 `AnthropicRuntime` implements `bot.ports.ModelRuntime`; `ping()` backs `bot doctor`.
 """
 
-from bot.model.runtime import AnthropicRuntime, ModelAuthError, ModelError
+from bot.model.runtime import AnthropicRuntime
 
-__all__ = ["AnthropicRuntime", "ModelAuthError", "ModelError"]
+__all__ = ["AnthropicRuntime"]

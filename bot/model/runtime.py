@@ -20,19 +20,13 @@ import anthropic
 import structlog
 from anthropic.types import Message
 
+from bot import replies
 from bot.config import ModelSettings
+from bot.errors import ModelAuthError, ModelError, ToolError, TurnFailed
 from bot.model import compaction, wire
 from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
-from bot.ports import (
-    AssembledRequest,
-    Tool,
-    ToolError,
-    TurnFailed,
-    TurnOutcome,
-    TurnPlan,
-    Usage,
-)
+from bot.ports import AssembledRequest, BudgetFacts, Tool, TurnOutcome, TurnPlan, Usage
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 
@@ -41,25 +35,11 @@ log = structlog.get_logger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 OnText = Callable[[str], Awaitable[None]]
 
-FAILED_REPLY = (
-    "Sorry, I couldn't answer right now: the language model isn't responding. "
-    "Please try again in a few minutes."
-)
-MISCONFIGURED_REPLY = (
-    "Sorry, I can't answer right now: my access to the language model is misconfigured. "
-    "Whoever runs this bot needs to fix it."
-)
-COMPACT_FAILED_REPLY = (
-    "I couldn't compact this conversation right now; its history is unchanged. "
-    "Please try again in a few minutes."
-)
 ROUND_LIMIT_NOTE = (
     "(The limit of {limit} tool rounds for one answer is reached. Answer now with what you "
     "have; no more tool calls.)"
 )
-ROUND_LIMIT_END = "(I stopped here: I reached the limit of {limit} tool rounds for one answer.)"
 EMPTY_ENTRY_TEXT = "(no reply)"
-RESTART_NOTE = "\n\n(The answer was interrupted; starting it again.)\n\n"
 
 
 class Counter(Protocol):
@@ -70,14 +50,6 @@ class Counter(Protocol):
     def observe(self, estimated: int, actual: int) -> None: ...
 
 
-class ModelError(Exception):
-    """The model API could not be used (see the message for what failed and how to fix it)."""
-
-
-class ModelAuthError(ModelError):
-    """The model API refused the key: ANTHROPIC_API_KEY is wrong, revoked or missing."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Call:
     message: Message
@@ -85,7 +57,7 @@ class _Call:
     usage: Usage
 
 
-class _CallError(Exception):
+class _CallError(ModelError):
     """A call that will not be retried (any more); `verdict` says why."""
 
     def __init__(self, verdict: Verdict, cause: BaseException, attempts: int, spent: float):
@@ -96,7 +68,7 @@ class _CallError(Exception):
         self.spent = spent
 
 
-class _CompactionFailed(Exception):
+class _CompactionFailed(ModelError):
     pass
 
 
@@ -214,7 +186,7 @@ class _Calls:
                 if delay is None:
                     raise _CallError(classify(exc), exc, attempt, spent) from exc
                 if streamed.count:  # the reader saw part of an answer that will not finish
-                    await streamed(RESTART_NOTE)
+                    await streamed(replies.ANSWER_RESTARTED)
                 await self._sleep(delay)
                 continue
             usage = wire.usage_of(message.usage)
@@ -284,10 +256,23 @@ class _Turn:
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
             return await self._compact_only()
-        self.request = self.plan.assemble(self.history)
+        self._assemble(self.history)
         if self.request.estimated_tokens >= compaction.THRESHOLD * self.settings.window:
             await self._compact_before_call()
         return await self._loop()
+
+    def _assemble(self, history: Sequence[HistoryEntry]) -> None:
+        assembled = self.plan.assemble(history)
+        was_unmet = self.budget is not None and self.budget.floor_unmet
+        if assembled.floor_unmet and not was_unmet:
+            log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
+        self.request = assembled
+
+    @property
+    def budget(self) -> BudgetFacts | None:
+        """What the budget decided for the last request assembled (None before the first)."""
+        assembled: AssembledRequest | None = getattr(self, "request", None)
+        return assembled.budget if assembled is not None else None
 
     # --- the tool loop ---
 
@@ -301,7 +286,7 @@ class _Turn:
             if not calls:
                 return self._finish(text)
             if last:  # the model asked for tools anyway: end honestly, without the calls
-                note = ROUND_LIMIT_END.format(limit=limit)
+                note = replies.tool_round_limit(limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
             results = await self._run_tools(calls)
             self.entries += [
@@ -319,6 +304,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             attempts=self.attempts,
+            budget=self.budget,
         )
 
     def _body(self, last: bool) -> dict[str, Any]:
@@ -403,7 +389,11 @@ class _Turn:
 
     def _failed(self, error: _CallError) -> TurnFailed:
         verdict = error.verdict
-        reply = MISCONFIGURED_REPLY if verdict in {Verdict.AUTH, Verdict.DENIED} else FAILED_REPLY
+        reply = (
+            replies.MODEL_MISCONFIGURED
+            if verdict in {Verdict.AUTH, Verdict.DENIED}
+            else replies.MODEL_UNAVAILABLE
+        )
         return TurnFailed(
             _failure_message(error, self.settings),
             partial_text="".join(self.streamed),
@@ -412,6 +402,7 @@ class _Turn:
             attempts=error.attempts,
             request=self.last_body,
             usage=self.usage,
+            budget=self.budget,
         )
 
     # --- compaction ---
@@ -423,7 +414,7 @@ class _Turn:
             log.warning("compaction_failed", reason="threshold", error=str(exc), going_on=True)
             return
         if history is not None:
-            self.request = self.plan.assemble(history)
+            self._assemble(history)
 
     async def _compact_after_overflow(self, error: _CallError) -> None:
         try:
@@ -434,14 +425,15 @@ class _Turn:
                 f"history failed ({exc}).",
                 partial_text="".join(self.streamed),
                 entries=tuple(self.entries),
-                reply=FAILED_REPLY,
+                reply=replies.MODEL_UNAVAILABLE,
                 attempts=error.attempts,
                 request=self.last_body,
                 usage=self.usage,
+                budget=self.budget,
             ) from None
         if history is None:
             raise self._failed(error)
-        self.request = self.plan.assemble(history)
+        self._assemble(history)
 
     async def _summarize(self, reason: str) -> list[HistoryEntry] | None:
         """Replace the older history by a summary; None when there is nothing older to replace."""
@@ -474,16 +466,13 @@ class _Turn:
             history = await self._summarize("command")
         except _CompactionFailed as exc:
             raise TurnFailed(
-                f"/compact failed: {exc}", reply=COMPACT_FAILED_REPLY, usage=self.usage
+                f"/compact failed: {exc}", reply=replies.COMPACT_FAILED, usage=self.usage
             ) from None
         if history is None:
             kept = len(self.history)
-            text = f"Nothing to compact yet: the conversation has {kept} messages, all kept as is."
+            text = replies.nothing_older_to_compact(kept)
             return TurnOutcome(text=text, entries=(), usage=self.usage, attempts=0)
-        text = (
-            f"Compacted: {self.summarized} earlier messages are now one summary; the last "
-            f"{len(history) - 1} are kept as they were."
-        )
+        text = replies.compacted(self.summarized, len(history) - 1)
         return TurnOutcome(
             text=text,
             entries=(),

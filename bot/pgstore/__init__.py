@@ -4,7 +4,7 @@ the only importer of asyncpg.
 Selected by `store.url` (SQLite's `bot.store` stays the embedded default). `open_pg_store(...)`
 connects a pool, brings the schema up to date (forward migrations, `bot.pgstore.schema`) and hands
 out one object per port, like `bot.store.open_store`; `aclose()` lets started writes finish and
-closes the pool. Errors are the SQLite store's tree (`bot.store.errors`).
+closes the pool. Errors are the store branch of the one tree (`bot.errors`).
 """
 
 from __future__ import annotations

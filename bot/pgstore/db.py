@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
+from bot.errors import StoreClosedError, StoreOpenError
 from bot.pgstore.schema import migrate
-from bot.store.errors import StoreClosedError, StoreOpenError
 
 log = structlog.get_logger(__name__)
 

@@ -14,8 +14,9 @@ from typing import Any
 import structlog
 
 from bot.config import StoreSettings
+from bot.errors import UnreadableRecord
 from bot.pgstore.db import PgDatabase
-from bot.store.codec import UnreadableEntry, bound_entry, decode_entry, encode_entry
+from bot.store.codec import bound_entry, decode_entry, encode_entry
 from bot.store.history import ConversationInfo, _Stored, _trim
 from bot.turns import HistoryEntry
 
@@ -41,7 +42,7 @@ class PgHistory:
         )
         try:
             return [decode_entry(row["body"]) for row in rows]
-        except UnreadableEntry as exc:
+        except UnreadableRecord as exc:
             log.warning("history_unreadable", conversation_key=key, reason=str(exc))
             return []
 
@@ -167,7 +168,7 @@ async def _read_window(conn: Any, key: str) -> list[_Stored]:
     rows = await conn.fetch("SELECT seq, body FROM messages WHERE key = $1 ORDER BY seq", key)
     try:
         return [_Stored(row["seq"], decode_entry(row["body"]), row["body"]) for row in rows]
-    except UnreadableEntry as exc:
+    except UnreadableRecord as exc:
         log.warning("history_unreadable_replaced", conversation_key=key, reason=str(exc))
         return []
 

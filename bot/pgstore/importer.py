@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterable
 from typing import Any, Protocol
 
+from bot.errors import TargetNotEmptyError
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.memory import storable
-from bot.store.errors import StoreError
 
 
 class Exported(Protocol):
@@ -26,10 +26,6 @@ class Exported(Protocol):
 
     @property
     def rows(self) -> list[tuple[Any, ...]]: ...
-
-
-class TargetNotEmptyError(StoreError):
-    """The PostgreSQL store already holds data; a migration only fills an empty one."""
 
 
 async def import_tables(db: PgDatabase, batches: AsyncIterable[Exported]) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 
 import structlog
 
-from bot.inbox import ClaimLost, InboxItem, InboxState, OutboxPart, Publication
+from bot.errors import ClaimLost
+from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.history import PgHistory
 from bot.pgstore.records import PgTurnRecords

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.store.errors import SchemaTooNewError
+from bot.errors import SchemaTooNewError
 
 # Any constant the project owns: the advisory lock that serializes migrations.
 _MIGRATION_LOCK = 0x626F7431  # "bot1"

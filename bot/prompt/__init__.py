@@ -3,22 +3,16 @@
 No I/O happens here (the agent's files are read by `bot.agentfiles`). The public surface:
 `Assembler` (the whole request, with a `SurfacePrompt` from the surface's rule), the session and
 turn-context `Template`s with their slots, `TokenCounter` (offline token estimates),
-`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN`, `host_command` (the
-host's own `/compact`, `/start`, `/help`), and the errors
-`UnknownSkill` (a `/name` that names no skill), `WindowExceeded` (a request that cannot fit the
-model's window) and `TemplateError` (a template that cannot be used).
+`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN` and `host_command` (the
+host's own `/compact`, `/start`, `/help`). Its errors (`UnknownSkill`, `WindowExceeded`,
+`TemplateError`) are in `bot.errors`.
 """
 
-from bot.prompt.assembler import Assembler, SurfacePrompt, WindowExceeded
+from bot.prompt.assembler import Assembler, SurfacePrompt
 from bot.prompt.message import speaker_label
 from bot.prompt.session import SILENT_TOKEN
-from bot.prompt.skills import AgentTexts, Skill, UnknownSkill, host_command
-from bot.prompt.template import (
-    SESSION_SLOTS,
-    TURN_SLOTS,
-    Template,
-    TemplateError,
-)
+from bot.prompt.skills import AgentTexts, Skill, host_command
+from bot.prompt.template import SESSION_SLOTS, TURN_SLOTS, Template
 from bot.prompt.tokens import TokenCounter
 
 __all__ = [
@@ -30,10 +24,7 @@ __all__ = [
     "Skill",
     "SurfacePrompt",
     "Template",
-    "TemplateError",
     "TokenCounter",
-    "UnknownSkill",
-    "WindowExceeded",
     "host_command",
     "speaker_label",
 ]

@@ -16,11 +16,12 @@ import json
 import statistics
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+from bot.errors import WindowExceeded
 from bot.ports import AssembledRequest, MemoryHit, ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.attachments import attachment_tokens, content_blocks
@@ -73,24 +74,34 @@ class SurfacePrompt:
 DEFAULT_SURFACE = SurfacePrompt()
 
 
-class WindowExceeded(Exception):
-    """The request cannot fit the model's window even with no history at all."""
+@dataclass(frozen=True, slots=True)
+class PreparedTurn:
+    """One turn's prompt, prepared once: the user entry to store, and the request body over any
+    history (the model runtime builds it again after compacting). Everything per turn (skill
+    command, attachments, recalled memory, surface, cache lifetime) is fixed inside."""
 
-    code = "estimated_input_exceeds_model_limit"
-    reply = (
-        "Your message is too long for me to handle in one go. Please send a shorter message, or "
-        "split it into parts."
-    )
+    user_entry: HistoryEntry
+    _assembler: Assembler
+    _request: TurnRequest
+    _hits: Sequence[MemoryHit]
+    _skills: tuple[Skill, ...]
+    _text: str
+    _ttl: CacheTtl
+    _surface: SurfacePrompt
+    _attached: Attached | None
 
-    def __init__(self, estimated: int, limit: int) -> None:
-        super().__init__(
-            f"{self.code}: the prompt needs about {estimated} tokens before any history, but the "
-            f"model's window leaves {limit} for input (context window minus max_tokens). Fix: "
-            "shorten the message, the identity or the selected skills, or raise "
-            "model.context_window / lower model.max_tokens."
+    def request(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
+        """The request body for this turn over `history`, with what the budget decided."""
+        return self._assembler.assemble(
+            self._request,
+            history,
+            self._hits,
+            turn_skills=self._skills,
+            cache_ttl=self._ttl,
+            text=self._text,
+            surface=self._surface,
+            attached=self._attached,
         )
-        self.estimated = estimated
-        self.limit = limit
 
 
 class Assembler:
@@ -168,6 +179,35 @@ class Assembler:
 
     def split_skill_command(self, text: str) -> tuple[tuple[Skill, ...], str]:
         return split_skill_command(self._agent.skills, text)
+
+    def words(self, request: TurnRequest) -> str:
+        """The person's words this turn: the text after a leading `/skill` command (what recall
+        searches for). Raises UnknownSkill when the command names no skill."""
+        return self.split_skill_command(request.text)[1]
+
+    def prepare(
+        self,
+        request: TurnRequest,
+        history: Sequence[HistoryEntry],
+        hits: Sequence[MemoryHit] = (),
+        *,
+        surface: SurfacePrompt = DEFAULT_SURFACE,
+        attached: Attached | None = None,
+    ) -> PreparedTurn:
+        """The one entry point for a turn: what it stores and how its request is built. Raises
+        UnknownSkill for a `/name` that names no skill."""
+        skills, text = self.split_skill_command(request.text)
+        return PreparedTurn(
+            user_entry=self.user_entry(replace(request, text=text), attached),
+            _assembler=self,
+            _request=request,
+            _hits=tuple(hits),
+            _skills=skills,
+            _text=text,
+            _ttl=self.cache_ttl_for(history, request.received_at),
+            _surface=surface,
+            _attached=attached,
+        )
 
     def recalled_block(self, hits: Sequence[MemoryHit]) -> str:
         """Recalled memory as the model reads it, fenced and neutralized (automatic recall and

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot import replies
+from bot.errors import UnknownSkill
 from bot.prompt.fence import cut_utf8, one_line, utf8_len
 
 INDEX_MAX_BYTES = 16 * 1024
@@ -39,20 +41,6 @@ class AgentTexts:
     identity: str
     skills: tuple[Skill, ...]  # every skill found, selected or not
     selected: tuple[str, ...]  # names of the skills whose bodies always ride the system prompt
-
-
-class UnknownSkill(Exception):
-    """A `/name` command named no skill. The message is a short reply for the person."""
-
-    def __init__(self, name: str, known: Sequence[str]) -> None:
-        shown = one_line(name, 64)
-        if known:
-            listed = ", ".join(f"/{k}" for k in sorted(known))
-            message = f'There is no skill called "{shown}". Skills you can use: {listed}.'
-        else:
-            message = f'There is no skill called "{shown}", and no skills are set up here.'
-        super().__init__(message)
-        self.name = name
 
 
 def find_skill(skills: Sequence[Skill], name: str) -> Skill | None:
@@ -87,7 +75,8 @@ def split_skill_command(skills: Sequence[Skill], text: str) -> tuple[tuple[Skill
         return (), text
     skill = find_skill(skills, name)
     if skill is None:
-        raise UnknownSkill(name, [s.name for s in skills])
+        listed = sorted(s.name for s in skills)
+        raise UnknownSkill(name, replies.unknown_skill(one_line(name, 64), listed))
     return (skill,), text[match.end() :].strip()
 
 

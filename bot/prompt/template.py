@@ -17,9 +17,7 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-
-class TemplateError(ValueError):
-    """A template cannot be used; the message names the problem and the fix."""
+from bot.errors import TemplateError
 
 
 @dataclass(frozen=True)

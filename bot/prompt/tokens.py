@@ -17,6 +17,8 @@ from importlib import resources
 
 import tiktoken
 
+from bot.errors import EncodingUnavailable
+
 # The published hashes of the unzipped files (the same ones tiktoken checks after a download).
 _EXPECTED_SHA256 = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -57,10 +59,6 @@ CALIBRATION_MAX = 3.0
 # that one odd request (a huge cached tool result, an image) does not swing every later estimate.
 _SMOOTHING = 0.2
 _MAX_STEP_RATIO = 2.0
-
-
-class EncodingUnavailable(Exception):
-    """The bundled BPE file for an encoding is missing or corrupt."""
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """The durable store: one SQLite file holding history, memory, turn records, the inbox (with its
-dedupe marks), the outbox, the chat buffer and per-turn usage; the only importer of aiosqlite.
-dedupe marks), the outbox, the chat buffer and attachments; the only importer of aiosqlite.
+dedupe marks), the outbox, the chat buffer, per-turn usage and attachments; the only importer of
+aiosqlite.
 
 The composition root opens it once with `open_store(...)` and hands its attributes to whoever
 needs each port; `aclose()` lets started writes finish and closes the file.
@@ -14,16 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.errors import StoreOpenError
 from bot.store.attachments import SqliteAttachments
 from bot.store.buffer import SqliteChatBuffer
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.store.db import Database
-from bot.store.errors import (
-    SchemaTooNewError,
-    StoreClosedError,
-    StoreError,
-    StoreOpenError,
-)
 from bot.store.history import ConversationInfo, SqliteHistory
 from bot.store.inbox import SqliteInbox, SqliteOutbox
 from bot.store.memory import SqliteMemory, StoredMemory
@@ -33,11 +28,7 @@ from bot.store.usage import SqliteUsage
 __all__ = [
     "ConversationInfo",
     "RecordSummary",
-    "SchemaTooNewError",
     "Store",
-    "StoreClosedError",
-    "StoreError",
-    "StoreOpenError",
     "StoredMemory",
     "existing_database",
     "open_store",

@@ -1,6 +1,6 @@
 """How a HistoryEntry is stored: one JSON object per message, strictly decoded, size-bounded.
 
-`decode_entry` accepts exactly what `encode_entry` writes and raises `UnreadableEntry` for anything
+`decode_entry` accepts exactly what `encode_entry` writes and raises `UnreadableRecord` for anything
 else, so a damaged row is detected rather than half-trusted. `bound_entry` shrinks an entry until
 its stored form fits the per-message bound, keeping the head and tail of its largest texts.
 """
@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot.errors import UnreadableRecord
 from bot.turns import (
     AttachmentBlock,
     Block,
@@ -24,10 +25,6 @@ from bot.turns import (
 
 _HEAD_SHARE = 0.6  # of a shortened text, the part kept from its start; the rest from its end
 _SPEAKER_MAX = 512  # a speaker label is a bounded display name; this only guards the store
-
-
-class UnreadableEntry(ValueError):
-    """A stored message is not a history entry this program can read."""
 
 
 def encode_entry(entry: HistoryEntry) -> str:
@@ -66,15 +63,15 @@ def decode_entry(text: str) -> HistoryEntry:
     try:
         body = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise UnreadableEntry(f"not JSON ({exc})") from None
+        raise UnreadableRecord(f"not JSON ({exc})") from None
     if not isinstance(body, dict):
-        raise UnreadableEntry("not a JSON object")
+        raise UnreadableRecord("not a JSON object")
     role = body.get("role")
     if role not in ("user", "assistant"):
-        raise UnreadableEntry(f"unknown role {role!r}")
+        raise UnreadableRecord(f"unknown role {role!r}")
     blocks = body.get("blocks")
     if not isinstance(blocks, list) or not blocks:
-        raise UnreadableEntry("no blocks")
+        raise UnreadableRecord("no blocks")
     return HistoryEntry(
         role=role,
         blocks=tuple(_decode_block(block) for block in blocks),
@@ -87,14 +84,14 @@ def decode_entry(text: str) -> HistoryEntry:
 
 def _decode_block(block: Any) -> Block:
     if not isinstance(block, dict):
-        raise UnreadableEntry("a block is not an object")
+        raise UnreadableRecord("a block is not an object")
     kind = block.get("type")
     if kind == "text":
         return TextBlock(_str(block, "text"))
     if kind == "tool_use":
         arguments = block.get("input")
         if not isinstance(arguments, dict):
-            raise UnreadableEntry("tool_use input is not an object")
+            raise UnreadableRecord("tool_use input is not an object")
         return ToolUseBlock(_str(block, "id"), _str(block, "name"), arguments)
     if kind == "tool_result":
         return ToolResultBlock(
@@ -102,7 +99,7 @@ def _decode_block(block: Any) -> Block:
         )
     if kind == "attachment":
         return _decode_attachment(block)
-    raise UnreadableEntry(f"unknown block type {kind!r}")
+    raise UnreadableRecord(f"unknown block type {kind!r}")
 
 
 def _encode_attachment(block: AttachmentBlock) -> dict[str, Any]:
@@ -126,7 +123,7 @@ def _encode_attachment(block: AttachmentBlock) -> dict[str, Any]:
 def _decode_attachment(block: Mapping[str, Any]) -> AttachmentBlock:
     detail = block.get("detail", {})
     if not isinstance(detail, dict):
-        raise UnreadableEntry("attachment detail is not an object")
+        raise UnreadableRecord("attachment detail is not an object")
     return AttachmentBlock(
         index=_int(block.get("index"), "index"),
         name=_str(block, "name"),
@@ -142,20 +139,20 @@ def _decode_attachment(block: Mapping[str, Any]) -> AttachmentBlock:
 def _str(block: Mapping[str, Any], name: str) -> str:
     value = block.get(name)
     if not isinstance(value, str):
-        raise UnreadableEntry(f"{name} is not a string")
+        raise UnreadableRecord(f"{name} is not a string")
     return value
 
 
 def _optional(body: Mapping[str, Any], name: str, kind: type[str]) -> str | None:
     value = body.get(name)
     if value is not None and not isinstance(value, kind):
-        raise UnreadableEntry(f"{name} is not a string")
+        raise UnreadableRecord(f"{name} is not a string")
     return value
 
 
 def _int(value: Any, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise UnreadableEntry(f"{name} is not a non-negative integer")
+        raise UnreadableRecord(f"{name} is not a non-negative integer")
     return value
 
 
@@ -163,11 +160,11 @@ def _time(value: Any) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise UnreadableEntry("at is not a timestamp")
+        raise UnreadableRecord("at is not a timestamp")
     try:
         return datetime.fromisoformat(value)
     except ValueError:
-        raise UnreadableEntry("at is not a timestamp") from None
+        raise UnreadableRecord("at is not a timestamp") from None
 
 
 # --- bounding ------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from bot.store.errors import StoreClosedError, StoreOpenError
+from bot.errors import StoreClosedError, StoreOpenError
 from bot.store.schema import migrate
 
 log = structlog.get_logger(__name__)

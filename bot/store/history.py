@@ -16,7 +16,8 @@ import aiosqlite
 import structlog
 
 from bot.config import StoreSettings
-from bot.store.codec import UnreadableEntry, bound_entry, decode_entry, encode_entry
+from bot.errors import UnreadableRecord
+from bot.store.codec import bound_entry, decode_entry, encode_entry
 from bot.store.db import Database
 from bot.turns import HistoryEntry, ToolResultBlock
 
@@ -55,7 +56,7 @@ class SqliteHistory:
         )
         try:
             return [decode_entry(row["body"]) for row in rows]
-        except UnreadableEntry as exc:
+        except UnreadableRecord as exc:
             # Start cold rather than crash or replay a damaged history; the next publish
             # replaces it (see _publish).
             log.warning("history_unreadable", conversation_key=key, reason=str(exc))
@@ -195,7 +196,7 @@ async def _read_window(conn: aiosqlite.Connection, key: str) -> list[_Stored]:
         rows = list(await cursor.fetchall())
     try:
         return [_Stored(row["seq"], decode_entry(row["body"]), row["body"]) for row in rows]
-    except UnreadableEntry as exc:
+    except UnreadableRecord as exc:
         log.warning("history_unreadable_replaced", conversation_key=key, reason=str(exc))
         return []
 

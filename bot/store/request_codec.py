@@ -3,7 +3,7 @@
 Every field round-trips, the hidden route included (it never leaves the host: the inbox is
 host-side like the route itself). Nested values are the turn model's small dataclasses, written
 field by field, so a field added to one of them is stored without touching this module; a
-document this program cannot read raises `UnreadableRequest`.
+document this program cannot read raises `UnreadableRecord`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from bot.errors import UnreadableRecord
 from bot.inbox import InboxItem, OutboxPart
 from bot.turns import (
     Attachment,
@@ -32,10 +33,6 @@ from bot.turns import (
 log = structlog.get_logger(__name__)
 
 
-class UnreadableRequest(ValueError):
-    """A stored request or route is not one this program can read."""
-
-
 def inbox_items(rows: Iterable[Any]) -> list[InboxItem]:
     """Inbox rows (`id`, `attempts`, `request`) as items; an unreadable one is logged and
     skipped. Rows of either engine (they are read by column name)."""
@@ -43,7 +40,7 @@ def inbox_items(rows: Iterable[Any]) -> list[InboxItem]:
     for row in rows:
         try:
             request = decode_request(row["request"])
-        except UnreadableRequest as exc:
+        except UnreadableRecord as exc:
             log.error("inbox_item_unreadable", item=row["id"], reason=str(exc))
             continue
         items.append(InboxItem(int(row["id"]), request, int(row["attempts"])))
@@ -56,7 +53,7 @@ def outbox_parts(rows: Iterable[Any]) -> list[OutboxPart]:
     for row in rows:
         try:
             route = decode_route(row["route"])
-        except UnreadableRequest as exc:
+        except UnreadableRecord as exc:
             log.error("outbox_part_unreadable", part_id=row["part_id"], reason=str(exc))
             continue
         parts.append(
@@ -104,7 +101,7 @@ def decode_request(text: str) -> TurnRequest:
         return TurnRequest(**body)
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
-        raise UnreadableRequest(f"not a stored turn request ({reason})") from None
+        raise UnreadableRecord(f"not a stored turn request ({reason})") from None
 
 
 def _plain(value: Any) -> Any:
@@ -125,18 +122,18 @@ def _object(text: str) -> Mapping[str, Any]:
     try:
         body = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise UnreadableRequest(f"not JSON ({exc})") from None
+        raise UnreadableRecord(f"not JSON ({exc})") from None
     if not isinstance(body, dict):
-        raise UnreadableRequest("not a JSON object")
+        raise UnreadableRecord("not a JSON object")
     return body
 
 
 def _route(body: Any) -> ReplyRoute:
     if not isinstance(body, dict) or not isinstance(body.get("platform"), str):
-        raise UnreadableRequest("a route needs a platform")
+        raise UnreadableRecord("a route needs a platform")
     values = body.get("values", {})
     if not isinstance(values, dict):
-        raise UnreadableRequest("a route's values are not an object")
+        raise UnreadableRecord("a route's values are not an object")
     return ReplyRoute(platform=body["platform"], values=values)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from bot.store.errors import SchemaTooNewError
+from bot.errors import SchemaTooNewError
 
 _V1_HISTORY = (
     # One row per conversation: activity drives idle and oldest-first pruning; `bytes` is the sum

@@ -22,15 +22,13 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
+from bot import replies
 from bot.ports import Admission, DeliveryReport, TurnResult, TurnSink
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
 
 PLATFORM = "console"
 PROMPT = "you> "
 QUIT = {"/quit", "/exit"}
-PROGRESS = "(thinking…)"
-FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
-CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 _ERASE_LINE = "\r\x1b[K"
 
 
@@ -68,7 +66,7 @@ class ConsoleDeliverer:
     @asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
         if self._progress:
-            self._out.write(PROGRESS)
+            self._out.write(replies.CONSOLE_THINKING)
             self._out.flush()
             self._sign_shown = True
         try:
@@ -153,10 +151,10 @@ class ConsoleChannel:
             return False
         if not self._finishing:
             self._finishing = True
-            self._say(FINISHING)
+            self._say(replies.CONSOLE_FINISHING)
             return False
         self.interrupted = True
-        self._say(CANCELLING)
+        self._say(replies.CONSOLE_CANCELLING)
         return True
 
     def _say(self, note: str) -> None:

@@ -17,7 +17,7 @@ from channels.cron.plan import (
 )
 from channels.cron.runner import CronRunner, RunResult
 from channels.cron.runs import CronRuns, describe
-from channels.cron.schedule import Schedule, ScheduleError
+from channels.cron.schedule import Schedule
 from channels.cron.scheduler import CronScheduler
 from channels.cron.webhook import MAX_BODY_BYTES, WebhookEndpoint
 
@@ -32,7 +32,6 @@ __all__ = [
     "RunPlan",
     "RunResult",
     "Schedule",
-    "ScheduleError",
     "WebhookEndpoint",
     "describe",
     "parse_destination",

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from bot.config import ConfigError, CronJob, Secrets, Settings, WebhookSettings
+from bot.config import CronJob, Secrets, Settings, WebhookSettings
+from bot.errors import ConfigError, ScheduleError
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
-from channels.cron.schedule import Schedule, ScheduleError
+from channels.cron.schedule import Schedule
 
 Platform = Literal["slack", "telegram"]
 WEBHOOK_RECORD_PREFIX = "webhook:"

@@ -23,6 +23,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
+from bot.errors import ScheduleError
+
 FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 EXAMPLE = "0 9 * * 1-5"
 # How far a zone's UTC offset moves at one change, at most (real changes are 30 min to 2 h): the
@@ -38,10 +40,6 @@ _ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-
-
-class ScheduleError(ValueError):
-    """A schedule that cannot be used; the message says what is wrong and what to write instead."""
 
 
 @dataclass(frozen=True, slots=True)

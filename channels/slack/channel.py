@@ -31,7 +31,8 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import ConfigError, Secrets, SlackSettings
+from bot.config import Secrets, SlackSettings
+from bot.errors import ConfigError
 from bot.ports import Departures, TurnSink
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
@@ -46,10 +47,6 @@ log = structlog.get_logger(__name__)
 EVENTS_PATH = "/slack/events"
 INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
-
-
-class SlackSetupError(ConfigError):
-    """The Slack channel cannot start; the message names the setting or token and the fix."""
 
 
 class SlackChannel:
@@ -145,7 +142,7 @@ class SlackChannel:
             opened = await self._client.apps_connections_open(app_token=self._app_token)
         except SlackApiError as exc:
             await self.stop()
-            raise SlackSetupError(
+            raise ConfigError(
                 f"Slack refused SLACK_APP_TOKEN ({error_code(exc)}). Fix: set "
                 "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "
                 "scope, and turn Socket Mode on in the app settings."
@@ -159,14 +156,14 @@ class SlackChannel:
             await self._client.auth_test()
         except SlackApiError as exc:
             await self.stop()
-            raise SlackSetupError(
+            raise ConfigError(
                 f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}) at "
                 f"{self._settings.api_url}. Fix: set SLACK_BOT_TOKEN to the bot token (xoxb-…) "
                 "of the installed app, and check slack.api_url."
             ) from None
         except CALL_ERRORS as exc:
             await self.stop()
-            raise SlackSetupError(
+            raise ConfigError(
                 f"cannot reach Slack at slack.api_url = {self._settings.api_url!r} "
                 f"({type(exc).__name__}). Fix: check the network or slack.api_url."
             ) from None
@@ -281,26 +278,26 @@ def api_base(url: str) -> str:
 def _require_tokens(settings: SlackSettings, secrets: Secrets, http: web.Application | None) -> str:
     """Check the secrets this mode needs; return the app token (empty in HTTP mode)."""
     if not secrets.get("SLACK_BOT_TOKEN"):
-        raise SlackSetupError(
+        raise ConfigError(
             "slack.enabled = true but SLACK_BOT_TOKEN is not set. Fix: export the app's bot token "
             "(xoxb-…, under OAuth & Permissions) as SLACK_BOT_TOKEN or put it in .env."
         )
     if settings.mode == "socket":
         token = secrets.get("SLACK_APP_TOKEN")
         if not token:
-            raise SlackSetupError(
+            raise ConfigError(
                 "slack.mode = 'socket' but SLACK_APP_TOKEN is not set. Fix: create an app-level "
                 "token (xapp-…) with connections:write under Basic Information and export it as "
                 "SLACK_APP_TOKEN, or set slack.mode = 'http'."
             )
         return token
     if not secrets.get("SLACK_SIGNING_SECRET"):
-        raise SlackSetupError(
+        raise ConfigError(
             "slack.mode = 'http' but SLACK_SIGNING_SECRET is not set. Fix: export the app's "
             "signing secret (Basic Information) as SLACK_SIGNING_SECRET."
         )
     if http is None:
-        raise SlackSetupError(
+        raise ConfigError(
             "slack.mode = 'http' needs the host's HTTP server. Fix: set http.enabled = true "
             f"(Slack then posts events to {EVENTS_PATH} on the [http] port), or use "
             "slack.mode = 'socket'."

@@ -27,7 +27,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.inbox import OutboxPart, PartFailed
+from bot.errors import DeliveryError, PartFailed
+from bot.inbox import OutboxPart
 from bot.ports import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code
@@ -207,7 +208,7 @@ class SlackDeliverer:
             await asyncio.wait(set(self._signs), timeout=MAX_WAIT)
 
 
-class _PostFailed(Exception):
+class _PostFailed(DeliveryError):
     """A part could not be posted; the message names the API method and Slack's error. `final`:
     Slack refused it (posting it again would fail alike), rather than failing for a while."""
 

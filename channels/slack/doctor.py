@@ -10,6 +10,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets, SlackSettings
+from bot.errors import CheckFailed
 from channels.slack.api import CALL_ERRORS, error_code
 
 # Without these the channel cannot work: hear mentions and DMs, answer, show progress, name people.
@@ -35,31 +36,27 @@ CONTEXT_SCOPES = frozenset(
 FILE_SCOPES = frozenset({"files:read"})
 
 
-class SlackCheckFailed(Exception):
-    """What `bot doctor` prints as the failure: what is wrong and how to fix it."""
-
-
 async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
     token = secrets.get("SLACK_BOT_TOKEN")
     if not token:
-        raise SlackCheckFailed("SLACK_BOT_TOKEN is not set. Fix: export it or add it to .env.")
+        raise CheckFailed("SLACK_BOT_TOKEN is not set. Fix: export it or add it to .env.")
     client = AsyncWebClient(token=token, base_url=settings.api_url)
     try:
         answer = await client.auth_test()
     except SlackApiError as exc:
-        raise SlackCheckFailed(
+        raise CheckFailed(
             f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}). Fix: copy the Bot User OAuth "
             "Token (xoxb-...) of the installed app into SLACK_BOT_TOKEN."
         ) from None
     except CALL_ERRORS as exc:
-        raise SlackCheckFailed(
+        raise CheckFailed(
             f"cannot reach Slack at slack.api_url = {settings.api_url!r} "
             f"({type(exc).__name__}). Fix: check the network or slack.api_url."
         ) from None
     granted = {s.strip() for s in answer.headers.get("x-oauth-scopes", "").split(",") if s}
     missing = sorted(REQUIRED_SCOPES - granted)
     if missing:
-        raise SlackCheckFailed(
+        raise CheckFailed(
             f"the bot token lacks the scopes {', '.join(missing)}. Fix: add them under OAuth & "
             "Permissions (or recreate the app from deploy/slack-app-manifest.yaml) and reinstall "
             "the app to the workspace."

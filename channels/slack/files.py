@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.ports import FileRefused
+from bot.errors import FileRefused
 from bot.turns import Attachment, ReplyRoute
 from channels.download import download
 

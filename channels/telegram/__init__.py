@@ -1,12 +1,10 @@
 """Telegram: the channel adapter (python-telegram-bot) and its deliverer."""
 
-from channels.telegram.channel import TelegramChannel, TelegramConfigError, check_token
-from channels.telegram.deliver import TelegramDeliverer, TelegramRouteError
+from channels.telegram.channel import TelegramChannel, check_token
+from channels.telegram.deliver import TelegramDeliverer
 
 __all__ = [
     "TelegramChannel",
-    "TelegramConfigError",
     "TelegramDeliverer",
-    "TelegramRouteError",
     "check_token",
 ]

@@ -32,16 +32,9 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
 
-from bot.config import ConfigError, Secrets, TelegramSettings
-from bot.ports import (
-    Admission,
-    ChatBuffer,
-    Departure,
-    Departures,
-    IntakeUnavailable,
-    Leadership,
-    TurnSink,
-)
+from bot.config import Secrets, TelegramSettings
+from bot.errors import ConfigError, IntakeUnavailable
+from bot.ports import Admission, ChatBuffer, Departure, Departures, Leadership, TurnSink
 from bot.replies import CHAT_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.files import TelegramFiles
@@ -66,10 +59,6 @@ POLL_BACKOFF = 0.5  # first wait after a failed getUpdates or an update not stor
 POLL_BACKOFF_MAX = 30.0
 
 
-class TelegramConfigError(ConfigError):
-    """The Telegram channel cannot start with this configuration; the message says the fix."""
-
-
 _REFUSED_TOKEN = (
     "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token again "
     "from @BotFather (/mybots -> API Token); a revoked token needs the new one."
@@ -84,14 +73,14 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
     """For `bot doctor`: call getMe with the configured token; says which bot answered."""
     token = secrets.get("TELEGRAM_BOT_TOKEN")
     if not token:
-        raise TelegramConfigError(_NO_TOKEN)
+        raise ConfigError(_NO_TOKEN)
     try:
         async with Bot(token, base_url=settings.api_url) as bot:
             me = await bot.get_me()
     except InvalidToken:
-        raise TelegramConfigError(_REFUSED_TOKEN) from None
+        raise ConfigError(_REFUSED_TOKEN) from None
     except TelegramError as exc:
-        raise TelegramConfigError(
+        raise ConfigError(
             f"getMe at {settings.api_url} failed ({type(exc).__name__}: {exc.message}). Fix: "
             "check telegram.api_url (it must end in /bot) and the network."
         ) from None
@@ -121,7 +110,7 @@ class TelegramChannel:
     ) -> None:
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
-            raise TelegramConfigError(_NO_TOKEN)
+            raise ConfigError(_NO_TOKEN)
         self._settings = settings
         self._buffer = buffer
         self._departures = departures
@@ -176,7 +165,7 @@ class TelegramChannel:
             await self._app.initialize()  # getMe: who the bot is, for mentions and replies
         except InvalidToken:
             # PTB's own message quotes the token; this one does not.
-            raise TelegramConfigError(_REFUSED_TOKEN) from None
+            raise ConfigError(_REFUSED_TOKEN) from None
         bot = self._app.bot
         self._me = BotIdentity(bot.id, bot.username)
         if not intake:
@@ -368,13 +357,13 @@ class TelegramChannel:
 def _webhook_secret(secrets: Secrets, http: web.Application | None) -> str:
     secret = secrets.get("TELEGRAM_WEBHOOK_SECRET")
     if not secret:
-        raise TelegramConfigError(
+        raise ConfigError(
             "telegram.mode = 'webhook' needs TELEGRAM_WEBHOOK_SECRET (1-256 characters of "
             "A-Z, a-z, 0-9, _ and -), which Telegram sends back with every update. Fix: export "
             "it, or use telegram.mode = 'polling'."
         )
     if http is None:
-        raise TelegramConfigError(
+        raise ConfigError(
             "telegram.mode = 'webhook' needs the host's HTTP server. Fix: set [http] "
             "enabled = true, or use telegram.mode = 'polling'."
         )

@@ -39,7 +39,8 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.inbox import OutboxPart, PartFailed
+from bot.errors import PartFailed, RouteError
+from bot.inbox import OutboxPart
 from bot.ports import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
@@ -56,10 +57,6 @@ NETWORK_RETRIES = 2
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class TelegramRouteError(ValueError):
-    """A route or destination does not name a Telegram chat."""
-
-
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a message goes: a chat, maybe a forum topic, maybe a message to reply to."""
@@ -72,7 +69,7 @@ class Target:
     def of(cls, route: ReplyRoute) -> Target:
         values = route.values
         if route.platform != PLATFORM or not isinstance(values.get("chat_id"), int):
-            raise TelegramRouteError(
+            raise RouteError(
                 f"route for platform {route.platform!r} has no integer chat_id; a Telegram route "
                 "comes from the Telegram channel or from route_to('<chat id>[:<topic id>]')."
             )
@@ -112,7 +109,7 @@ class TelegramDeliverer:
         try:
             return route_for(Target(int(chat), int(topic) if topic else None))
         except ValueError:
-            raise TelegramRouteError(
+            raise RouteError(
                 f"Telegram destination {destination!r} is not '<chat id>' or "
                 "'<chat id>:<topic id>' (numbers, e.g. '-1001234567890'). Fix the notify setting."
             ) from None
@@ -124,7 +121,7 @@ class TelegramDeliverer:
         """Send one outbox part; the first replies to the triggering message (in groups)."""
         try:
             target = Target.of(part.route)
-        except TelegramRouteError as exc:
+        except RouteError as exc:
             raise PartFailed(str(exc)) from None
         reply_to = target.reply_to if part.index == 0 else None
         try:

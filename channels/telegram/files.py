@@ -15,7 +15,7 @@ import aiohttp
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.ports import FileRefused
+from bot.errors import FileRefused
 from bot.turns import Attachment, ReplyRoute
 from channels.download import download
 

@@ -18,14 +18,12 @@ import unicodedata
 from dataclasses import dataclass
 from enum import IntEnum
 
+from bot.errors import SplitError
+
 TELEGRAM_MESSAGE_LIMIT = 4096
 
 _TOKEN = re.compile(r"<(/?)([a-z-]+)[^>]*>|&(?:#\d+|#x[0-9a-fA-F]+|[a-z]+);|.", re.DOTALL)
 _JOINERS = {"\u200d", "\ufe0f", "\ufe0e", "\u20e3"}
-
-
-class SplitError(ValueError):
-    """The text cannot be split within the limit (the limit is smaller than the markup needs)."""
 
 
 def utf16_length(text: str) -> int:

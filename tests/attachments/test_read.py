@@ -9,7 +9,8 @@ from PIL import Image
 
 from bot import replies
 from bot.attachments.images import MAX_EDGE, MAX_PIXELS, target_size
-from bot.attachments.read import Refused, read_file, sniff
+from bot.attachments.read import read_file, sniff
+from bot.errors import FileUnreadable
 
 from . import files
 
@@ -53,12 +54,12 @@ def test_target_size_keeps_both_bounds(width: int, height: int) -> None:
 
 
 def test_a_truncated_image_is_refused_as_damaged() -> None:
-    with pytest.raises(Refused, match="could not be decoded"):
+    with pytest.raises(FileUnreadable, match="could not be decoded"):
         read_file("cut.png", "image/png", files.truncated_png())
 
 
 def test_a_decompression_bomb_is_refused_before_decoding() -> None:
-    with pytest.raises(Refused, match=r"too large to decode safely|too many pixels"):
+    with pytest.raises(FileUnreadable, match=r"too large to decode safely|too many pixels"):
         read_file("bomb.png", "image/png", files.bomb_png())
 
 
@@ -70,9 +71,9 @@ def test_a_three_page_pdf_is_a_document() -> None:
 
 def test_a_damaged_pdf_is_refused() -> None:
     data = files.pdf(3)
-    with pytest.raises(Refused, match="PDF could not be read"):
+    with pytest.raises(FileUnreadable, match="PDF could not be read"):
         read_file("report.pdf", "application/pdf", data[:9] + b"garbage" * 10)
-    with pytest.raises(Refused, match="PDF could not be read"):
+    with pytest.raises(FileUnreadable, match="PDF could not be read"):
         read_file("report.pdf", "application/pdf", b"not a pdf at all")
 
 
@@ -90,10 +91,10 @@ def test_untyped_text_is_recognised_by_its_bytes() -> None:
 
 
 def test_binary_and_unknown_types_are_unsupported() -> None:
-    with pytest.raises(Refused) as caught:
+    with pytest.raises(FileUnreadable) as caught:
         read_file("blob.bin", "application/octet-stream", files.big_file(4096))
     assert str(caught.value) == replies.unsupported_type("application/octet-stream")
-    with pytest.raises(Refused, match="application/zip"):
+    with pytest.raises(FileUnreadable, match="application/zip"):
         read_file("a.zip", "application/zip", b"PK\x03\x04" + b"\x00" * 100)
 
 
@@ -102,5 +103,5 @@ def test_the_bytes_decide_not_the_declared_type() -> None:
     assert sniff(files.pdf(1)) == "pdf"
     ready = read_file("looks-like.txt", "text/plain", files.png())
     assert ready.kind == "image"
-    with pytest.raises(Refused, match="could not be decoded"):
+    with pytest.raises(FileUnreadable, match="could not be decoded"):
         read_file("fake.png", "image/png", b"hello, I am text")

@@ -14,7 +14,7 @@ import pytest
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import MAX_OUTPUT_CHARS, ReadAttachmentTool
 from bot.config import AttachmentSettings
-from bot.ports import FileRefused, ToolError
+from bot.errors import FileRefused, ToolError
 from bot.stores import OpenStore
 from bot.turns import (
     Attachment,

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from bot.agentfiles import load_agent
 from bot.cli.compose import build_assembler, require_api_key
 from bot.cli.doctor import diagnose
-from bot.config import ConfigError, Settings, _env_value, load_config
+from bot.config import Settings, _env_value, load_config
+from bot.errors import ConfigError
 from bot.prompt import TokenCounter
 from tests.conftest import write_config
 

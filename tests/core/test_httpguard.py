@@ -22,7 +22,8 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.config import load_config
-from bot.httpguard import MAX_DEPTH, BadInput, parse_json
+from bot.errors import BadInput
+from bot.httpguard import MAX_DEPTH, parse_json
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack

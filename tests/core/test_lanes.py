@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from bot.lanes import LaneFull, Lanes
+from bot.errors import LaneFull
+from bot.lanes import Lanes
 from bot.ratelimit import MAX_PEOPLE, PersonRate
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.agentfiles import load_agent
-from bot.config import ConfigError, Settings, load_config
+from bot.config import Settings, load_config
+from bot.errors import ConfigError
 from bot.policyfiles import load_policy
 from bot.surfaces import Policies, SurfaceRule
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest

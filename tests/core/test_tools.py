@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.ports import ToolError
+from bot.errors import ToolError
 from bot.prompt import AgentTexts, Skill
 from bot.recall import MEMORY_RECALL_SPEC
 from bot.tools import LOAD_SKILL_SPEC, LoadSkillTool, tool_specs

@@ -20,7 +20,8 @@ import pytest
 
 from bot.cli import cron as cron_cli
 from bot.cli.compose import App
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, load_config
+from bot.errors import ConfigError
 from bot.ports import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import ConfigError, Secrets, Settings
+from bot.config import Secrets, Settings
+from bot.errors import ConfigError
 from channels.cron import Destination, plan_hooks, plan_jobs
 from tests.cron.conftest import job, settings_with
 

@@ -11,7 +11,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.cron.schedule import Schedule, ScheduleError
+from bot.errors import ScheduleError
+from channels.cron.schedule import Schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

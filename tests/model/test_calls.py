@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from bot.config import ModelSettings
-from bot.model import AnthropicRuntime, ModelAuthError, ModelError
-from bot.model.runtime import RESTART_NOTE
-from bot.ports import AssembledRequest, TurnFailed, Usage
+from bot.errors import ModelAuthError, ModelError, TurnFailed
+from bot.model import AnthropicRuntime
+from bot.ports import AssembledRequest, Usage
 from bot.prompt.tokens import TokenCounter
+from bot.replies import ANSWER_RESTARTED
 from bot.turns import HistoryEntry
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.model.conftest import MODEL, FakeTime, plan
@@ -233,7 +234,7 @@ async def test_an_error_event_mid_stream_is_retried(
     assert outcome.text == "the whole answer"
     assert outcome.attempts == 2
     # What the reader saw streamed: the broken start, a note saying so, then the whole answer.
-    assert "".join(deltas) == "Partial " + RESTART_NOTE + "the whole answer"
+    assert "".join(deltas) == "Partial " + ANSWER_RESTARTED + "the whole answer"
 
 
 async def test_a_failure_after_partial_streaming_keeps_the_partial_text(

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from bot.errors import TurnFailed
 from bot.model import AnthropicRuntime
 from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_body, transcript
-from bot.ports import TurnFailed
 from bot.prompt.fence import fence_forms
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.errors import ToolError
 from bot.model import AnthropicRuntime
 from bot.model.tooloutput import TOOL_OUTPUT_MAX_BYTES, bound_tool_output
 from bot.model.wire import count_breakpoints
-from bot.ports import ToolError
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.model.conftest import RecordingTool, make_assemble, plan

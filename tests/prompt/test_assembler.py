@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.prompt import SILENT_TOKEN, Assembler, TokenCounter, WindowExceeded
+from bot.errors import UnknownSkill, WindowExceeded
+from bot.prompt import SILENT_TOKEN, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.prompt.history import LEADING_GAP_TEXT
 from bot.turns import (
@@ -462,6 +463,30 @@ def test_turn_skill_rides_the_user_message_ahead_of_the_text(counter: TokenCount
     )
     assert "/summarize" not in current
     assert body["system"] == assembler.assemble(slack_request(), []).body["system"]
+
+
+def test_one_prepared_turn_gives_the_stored_entry_and_the_request_for_any_history(
+    counter: TokenCounter,
+) -> None:
+    assembler = make_assembler(counter)
+    request = slack_request("/summarize the thread please")
+    history = exchange("q", "a")
+    prepared = assembler.prepare(request, history, hits())
+    assert assembler.words(request) == "the thread please"
+    assert prepared.user_entry.text == "the thread please"
+    current = last_text(prepared.request(history).body)
+    assert '<skill name="summarize">' in current
+    assert "<recalled_memory>" in current
+    # After compaction the runtime builds it again over a shorter history: same turn, less past.
+    assert prepared.request([]).body["messages"] == [prepared.request(history).body["messages"][-1]]
+
+
+def test_an_unknown_skill_is_refused_before_anything_is_prepared(counter: TokenCounter) -> None:
+    assembler = make_assembler(counter)
+    with pytest.raises(UnknownSkill):
+        assembler.words(slack_request("/sumarize this"))
+    with pytest.raises(UnknownSkill):
+        assembler.prepare(slack_request("/sumarize this"), [])
 
 
 # --- budget -------------------------------------------------------------------------------------

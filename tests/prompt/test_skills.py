@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.agentfiles import default_guardrails, load_agent
-from bot.config import AgentSettings, ConfigError
-from bot.prompt import Skill, TokenCounter, UnknownSkill
+from bot.config import AgentSettings
+from bot.errors import ConfigError, UnknownSkill
+from bot.prompt import Skill, TokenCounter
 from bot.prompt.skills import INDEX_MAX_BYTES, capped_body, render_index
 
 from .builders import make_agent, make_assembler, slack_request

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.prompt import SESSION_SLOTS, TURN_SLOTS, SurfacePrompt, Template, TemplateError
+from bot.errors import TemplateError
+from bot.prompt import SESSION_SLOTS, TURN_SLOTS, SurfacePrompt, Template
 from bot.prompt.template import DEFAULT_SESSION, DEFAULT_TURN
 from bot.prompt.tokens import TokenCounter
 from bot.turns import Surface, SurfaceKind

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.errors import EncodingUnavailable
 from bot.prompt import TokenCounter
-from bot.prompt.tokens import CALIBRATION_MAX, CALIBRATION_MIN, EncodingUnavailable, load_encoding
+from bot.prompt.tokens import CALIBRATION_MAX, CALIBRATION_MIN, load_encoding
 
 
 class NetworkUsed(AssertionError):

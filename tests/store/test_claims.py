@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bot.inbox import ClaimLost, InboxState, Publication, WorkShare
+from bot.errors import ClaimLost
+from bot.inbox import InboxState, Publication, WorkShare
 from bot.pgstore.owners import duty
 from bot.stores import OpenStore
 from tests.engines import Engine

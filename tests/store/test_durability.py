@@ -13,8 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.config import MemorySettings, StoreSettings
+from bot.errors import SchemaTooNewError, StoreClosedError
 from bot.ports import MemoryScope
-from bot.store import SchemaTooNewError, Store, StoreClosedError, open_store
+from bot.store import Store, open_store
 from bot.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.store.helpers import turn
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.config import ConfigError, MemorySettings, StoreSettings, load_config
+from bot.config import MemorySettings, StoreSettings, load_config
+from bot.errors import ConfigError, SchemaTooNewError, StoreOpenError
 from bot.pgstore import SCHEMA_VERSION, open_pg_store
 from bot.pgstore.memory import tsquery_text
 from bot.ports import MemoryCapture, MemoryScope
-from bot.store import SchemaTooNewError, StoreOpenError
 from bot.store.fts import query_terms
 from bot.stores import OpenStore
 from tests.engines import Engine

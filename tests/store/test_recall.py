@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from structlog.testing import capture_logs
 
-from bot.ports import MemoryCapture, MemoryHit, MemoryScope, ToolError
+from bot.errors import ToolError
+from bot.ports import MemoryCapture, MemoryHit, MemoryScope
 from bot.prompt.message import memory_block
 from bot.recall import (
     MEMORY_RECALL_SPEC,

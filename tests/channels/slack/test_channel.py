@@ -16,8 +16,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.config import Secrets, SlackSettings
+from bot.errors import ConfigError
 from bot.turns import SurfaceKind, TurnRequest
-from channels.slack import SlackChannel, SlackSetupError
+from channels.slack import SlackChannel
 from channels.slack.channel import EVENTS_PATH
 from channels.slack.directory import HISTORY_PAGE, MAX_LOOKUPS_PER_MESSAGE, THREAD_PAGES
 from tests.channels.slack.conftest import (
@@ -332,12 +333,12 @@ async def test_lookups_that_fail_degrade_instead_of_dropping_the_turn(
 
 async def test_missing_tokens_are_named(slack: FakeSlack) -> None:
     settings = SlackSettings(enabled=True, api_url=slack.api_url)
-    with pytest.raises(SlackSetupError, match="SLACK_BOT_TOKEN is not set"):
+    with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN is not set"):
         SlackChannel(settings, Secrets({}))
-    with pytest.raises(SlackSetupError, match="SLACK_APP_TOKEN is not set"):
+    with pytest.raises(ConfigError, match="SLACK_APP_TOKEN is not set"):
         SlackChannel(settings, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}))
     http = SlackSettings(enabled=True, mode="http")
-    with pytest.raises(SlackSetupError, match="SLACK_SIGNING_SECRET is not set"):
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET is not set"):
         SlackChannel(http, Secrets({"SLACK_BOT_TOKEN": "xoxb-1"}), web.Application())
 
 
@@ -345,7 +346,7 @@ async def test_a_wrong_app_token_fails_start_clearly(slack: FakeSlack, sink: Rec
     settings = SlackSettings(enabled=True, api_url=slack.api_url)
     secrets = Secrets({"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": "xapp-wrong"})
     channel = SlackChannel(settings, secrets)
-    with pytest.raises(SlackSetupError, match="refused SLACK_APP_TOKEN \\(invalid_auth\\)") as info:
+    with pytest.raises(ConfigError, match="refused SLACK_APP_TOKEN \\(invalid_auth\\)") as info:
         await channel.start(sink)
     assert "xapp-wrong" not in str(info.value)
 
@@ -354,7 +355,7 @@ async def test_a_wrong_bot_token_fails_start_clearly(slack: FakeSlack, sink: Rec
     settings = SlackSettings(enabled=True, api_url=slack.api_url.rstrip("/"))
     secrets = Secrets({"SLACK_BOT_TOKEN": "xoxb-wrong", "SLACK_APP_TOKEN": slack.app_token})
     channel = SlackChannel(settings, secrets)
-    with pytest.raises(SlackSetupError, match="refused SLACK_BOT_TOKEN \\(invalid_auth\\)"):
+    with pytest.raises(ConfigError, match="refused SLACK_BOT_TOKEN \\(invalid_auth\\)"):
         await channel.start(sink)
 
 

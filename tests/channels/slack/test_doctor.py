@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.config import Secrets, SlackSettings
-from channels.slack import SlackCheckFailed, check_slack
+from bot.errors import CheckFailed
+from channels.slack import check_slack
 from tests.fakes.slack import FakeSlack
 
 
@@ -26,13 +27,13 @@ async def test_missing_context_scopes_pass_with_a_note(slack: FakeSlack) -> None
 
 async def test_a_missing_required_scope_fails_with_the_fix(slack: FakeSlack) -> None:
     slack.revoke("chat:write")
-    with pytest.raises(SlackCheckFailed, match=r"lacks the scopes chat:write.*reinstall"):
+    with pytest.raises(CheckFailed, match=r"lacks the scopes chat:write.*reinstall"):
         await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
 
 
 async def test_a_refused_token_is_named_and_never_echoed(slack: FakeSlack) -> None:
     wrong = "xoxb-0000-wrong-token-value"
-    with pytest.raises(SlackCheckFailed) as raised:
+    with pytest.raises(CheckFailed) as raised:
         await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": wrong}))
     assert "SLACK_BOT_TOKEN" in str(raised.value)
     assert wrong not in str(raised.value)

@@ -11,9 +11,10 @@ import pytest
 from aiohttp import web
 
 from bot.config import MemorySettings, Secrets, StoreSettings, TelegramSettings
+from bot.errors import ConfigError
 from bot.ports import Admission
 from bot.store import Store, open_store
-from channels.telegram import TelegramChannel, TelegramConfigError, check_token
+from channels.telegram import TelegramChannel, check_token
 from tests.fakes.telegram import FakeTelegram
 from tests.sinks import RecordingSink as Sink
 
@@ -82,12 +83,12 @@ async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
 
 
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:
-    with pytest.raises(TelegramConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
+    with pytest.raises(ConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
         TelegramChannel(settings(tg), Secrets({}), buffer=store.buffer)
 
 
 def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> None:
-    with pytest.raises(TelegramConfigError, match=r"\[http\]"):
+    with pytest.raises(ConfigError, match=r"\[http\]"):
         TelegramChannel(
             settings(tg, mode="webhook"),
             secrets(tg, TELEGRAM_WEBHOOK_SECRET="s"),
@@ -130,9 +131,9 @@ async def test_check_token_for_bot_doctor(tg: FakeTelegram) -> None:
     assert await check_token(settings(tg), secrets(tg)) == (
         f"@{tg.username} answered getMe; privacy mode off: group chatter is used as context"
     )
-    with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN"):
+    with pytest.raises(ConfigError, match="refused TELEGRAM_BOT_TOKEN"):
         await check_token(settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": "1:wrong"}))
-    with pytest.raises(TelegramConfigError, match="not set"):
+    with pytest.raises(ConfigError, match="not set"):
         await check_token(settings(tg), Secrets({}))
 
 
@@ -143,7 +144,7 @@ async def test_a_refused_token_fails_start_without_quoting_it(
     channel = TelegramChannel(
         settings(tg), Secrets({"TELEGRAM_BOT_TOKEN": wrong}), buffer=store.buffer
     )
-    with pytest.raises(TelegramConfigError, match="refused TELEGRAM_BOT_TOKEN") as caught:
+    with pytest.raises(ConfigError, match="refused TELEGRAM_BOT_TOKEN") as caught:
         await channel.start(Sink())
     assert wrong not in str(caught.value)
     assert caught.value.__suppress_context__

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from telegram import Bot
 
-from channels.telegram import TelegramDeliverer, TelegramRouteError
+from bot.errors import RouteError
+from channels.telegram import TelegramDeliverer
 from channels.telegram.deliver import MAX_RATE_LIMIT_WAIT, Target, route_for
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, utf16_length
 from tests.fakes.telegram import FakeTelegram, parse_html
@@ -168,5 +169,5 @@ def test_route_to_a_chat_or_a_topic(bot: Bot) -> None:
     assert deliverer.route_to("-1001234") == route_for(Target(-1001234))
     assert deliverer.route_to("-1001234:7") == route_for(Target(-1001234, 7))
     assert deliverer.route_to("telegram:42") == route_for(Target(42))
-    with pytest.raises(TelegramRouteError, match="not '<chat id>'"):
+    with pytest.raises(RouteError, match="not '<chat id>'"):
         deliverer.route_to("@channelname")

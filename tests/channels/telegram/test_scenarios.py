@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from bot.cli.compose import App
-from channels.telegram import TelegramConfigError
+from bot.errors import ConfigError
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, utf16_length
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
@@ -290,6 +290,6 @@ async def test_webhook_with_a_wrong_secret_is_refused_and_starts_nothing(
 
 
 async def test_webhook_mode_needs_its_secret(make_config: MakeConfig) -> None:
-    with pytest.raises(TelegramConfigError, match="TELEGRAM_WEBHOOK_SECRET"):
+    with pytest.raises(ConfigError, match="TELEGRAM_WEBHOOK_SECRET"):
         async with App(webhook_config(make_config)):
             pass

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.config import load_config
+from bot.errors import ConfigError
 from tests.conftest import write_config
 
 

@@ -1,0 +1,245 @@
+"""The one exception tree of the host and its channels.
+
+Every error the program raises on purpose is a `BotError`; its message says what is wrong, where,
+and (when a person can act on it) how to fix it (`Fix: ...`). The branches say which part failed:
+
+BotError
+├── ConfigError              the configuration, a file it names, a token or a service's setup
+│   ├── PolicyError          a [[surfaces]] rule (its instructions file, its skills)
+│   ├── TemplateError        a prompt template (a slot that does not exist, a stray brace)
+│   ├── ScheduleError        a cron schedule or webhook setting
+│   ├── CheckFailed          a `bot doctor` check of a platform (the token, the scopes)
+│   └── EncodingUnavailable  the bundled tokenizer file is missing or corrupt
+├── StoreError               the durable store cannot do what was asked
+│   ├── StoreOpenError       the database file or its folder cannot be opened or created
+│   ├── SchemaTooNewError    the file was written by a newer version of the program
+│   ├── StoreClosedError     an operation arrived after the store was closed
+│   ├── TargetNotEmptyError  `bot store migrate` found data in the target already
+│   ├── ClaimLost            a replica's inbox item was adopted by another (it was taken for gone)
+│   └── UnreadableRecord     a stored entry, request or route this program cannot read
+├── ModelError               the model API cannot be used (start-up checks)
+│   ├── ModelAuthError       the API refused the key
+│   ├── TurnFailed           the model runtime gave up on a turn (carries what finished)
+│   └── WindowExceeded       the request cannot fit the model's window even with no history
+├── IntakeError              input the host will not take
+│   ├── IntakeUnavailable    not now (shutting down, store unwritable): do not acknowledge it
+│   ├── LaneFull             the conversation's queue is full
+│   ├── BadInput             outside input the host will not read (a webhook body, an event file)
+│   └── UnknownSkill         a `/name` command that names no skill
+├── DeliveryError            an answer could not be posted
+│   ├── PartFailed           the platform refused a part for good
+│   ├── RouteError           a route or destination names no place on the platform
+│   └── SplitError           the text cannot be split within the platform's limit
+├── FileError                a file a person shared was not read
+│   ├── FileRefused          not downloaded (too large, refused, failed): `reason` says which
+│   └── FileUnreadable       downloaded, but the model cannot be given it; the message says why
+└── ToolError                a tool call failed in a way the model should be told about
+
+Errors that a validator raises (templates, rules, schedules, bad input, unreadable records) are
+ValueErrors too, so pydantic and the parsers' callers treat them as invalid values. This module
+imports nothing from the rest of the program, so every part, channels included, may raise these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # values only carried, never used here: no import at run time
+    from bot.ports import BudgetFacts, Usage
+    from bot.turns import HistoryEntry
+
+
+class BotError(Exception):
+    """Anything the host or a channel cannot do; the message says what, where and the fix."""
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+class ConfigError(BotError):
+    """The configuration cannot be used. The message says what, where, and how to fix it."""
+
+
+class PolicyError(ConfigError, ValueError):
+    """A rule cannot be used (its instructions file is missing...); the message says the fix."""
+
+
+class TemplateError(ConfigError, ValueError):
+    """A template cannot be used; the message names the problem and the fix."""
+
+
+class ScheduleError(ConfigError, ValueError):
+    """A schedule that cannot be used; the message says what is wrong and what to write instead."""
+
+
+class CheckFailed(ConfigError):
+    """What `bot doctor` prints as the failure of a platform check: what is wrong, the fix."""
+
+
+class EncodingUnavailable(ConfigError):
+    """The bundled BPE file for an encoding is missing or corrupt."""
+
+
+# --- the store ----------------------------------------------------------------------------------
+
+
+class StoreError(BotError):
+    """The durable store cannot do what was asked."""
+
+
+class StoreOpenError(StoreError):
+    """The database file or its folder cannot be opened or created."""
+
+
+class SchemaTooNewError(StoreError):
+    """The database was written by a newer program; this one cannot safely use it."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed before this operation ran."""
+
+
+class TargetNotEmptyError(StoreError):
+    """The PostgreSQL store already holds data; a migration only fills an empty one."""
+
+
+class ClaimLost(StoreError):
+    """The inbox item is no longer this replica's (it was taken for gone and its conversation was
+    adopted by another): nothing of the turn's end was written."""
+
+
+class UnreadableRecord(StoreError, ValueError):
+    """A stored history entry, request or route is not one this program can read."""
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+class ModelError(BotError):
+    """The model API could not be used (see the message for what failed and how to fix it)."""
+
+
+class ModelAuthError(ModelError):
+    """The model API refused the key: ANTHROPIC_API_KEY is wrong, revoked or missing."""
+
+
+class TurnFailed(ModelError):
+    """The model runtime gave up on a turn; carries whatever finished before it did."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partial_text: str = "",
+        entries: Sequence[HistoryEntry] = (),
+        reply: str | None = None,
+        attempts: int = 0,
+        request: Mapping[str, Any] | None = None,
+        usage: Usage | None = None,
+        budget: BudgetFacts | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.entries = entries
+        self.reply = reply  # what the person should be told, when not the default
+        self.attempts = attempts
+        self.request = request
+        self.usage = usage
+        self.budget = budget  # of the last request assembled, as on TurnOutcome
+
+
+class WindowExceeded(ModelError):
+    """The request cannot fit the model's window even with no history at all."""
+
+    code = "estimated_input_exceeds_model_limit"
+
+    def __init__(self, estimated: int, limit: int) -> None:
+        super().__init__(
+            f"{self.code}: the prompt needs about {estimated} tokens before any history, but the "
+            f"model's window leaves {limit} for input (context window minus max_tokens). Fix: "
+            "shorten the message, the identity or the selected skills, or raise "
+            "model.context_window / lower model.max_tokens."
+        )
+        self.estimated = estimated
+        self.limit = limit
+
+
+# --- intake -------------------------------------------------------------------------------------
+
+
+class IntakeError(BotError):
+    """Input the host will not take (now, or at all)."""
+
+
+class IntakeUnavailable(IntakeError):
+    """The host cannot take an event now (shutting down, store unwritable): do not
+    acknowledge it, so the platform delivers it again. `closing`: it will take none again."""
+
+    def __init__(self, message: str, *, closing: bool = False) -> None:
+        super().__init__(message)
+        self.closing = closing
+
+
+class LaneFull(IntakeError):
+    """The conversation already has as many turns waiting as its lane holds."""
+
+
+class BadInput(IntakeError, ValueError):
+    """Outside input the host will not read; the message says what is wrong with it."""
+
+
+class UnknownSkill(IntakeError):
+    """A `/name` command named no skill. The message is the reply for the person."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+# --- delivery -----------------------------------------------------------------------------------
+
+
+class DeliveryError(BotError):
+    """An answer, or a part of one, could not be posted."""
+
+
+class PartFailed(DeliveryError):
+    """The platform refused a part for good (not a rate limit or a passing failure)."""
+
+
+class RouteError(DeliveryError, ValueError):
+    """A route or destination does not name a place on the platform (a chat, a channel)."""
+
+
+class SplitError(DeliveryError, ValueError):
+    """The text cannot be split within the limit (the limit is smaller than the markup needs)."""
+
+
+# --- files people share -------------------------------------------------------------------------
+
+
+class FileError(BotError):
+    """A shared file was not read."""
+
+
+class FileRefused(FileError):
+    """A shared file was not downloaded. `reason` is "too_large", "refused" (the platform said
+    no, or the URL is not the platform's own) or "failed"; the message is for the log only and
+    never holds a URL, a file id or a token."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+class FileUnreadable(FileError, ValueError):
+    """The file cannot be given to the model (damaged, too large to decode, an unknown type);
+    the message is a short reason for the person and the model."""
+
+
+# --- tools --------------------------------------------------------------------------------------
+
+
+class ToolError(BotError):
+    """A tool call failed in a way the model should be told about."""
