@@ -35,7 +35,6 @@ from bot import memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
-from bot.departures import memory_surface
 from bot.errors import (
     ClaimLost,
     IntakeUnavailable,
@@ -54,10 +53,10 @@ from bot.ports import (
     Deliverer,
     HistoryStore,
     MemoryCapture,
-    MemoryScope,
     MemoryStore,
     ModelRuntime,
     Tool,
+    TurnOutcome,
     TurnPlan,
     TurnRecord,
     TurnResult,
@@ -67,12 +66,13 @@ from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, spe
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
+from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
     Attached,
     ConversationKind,
     HistoryEntry,
+    Outcome,
     ReplyRoute,
-    SurfaceKind,
     TextBlock,
     TurnRequest,
 )
@@ -152,7 +152,7 @@ class Host:
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
-            cancelled=lambda job: TurnResult(job.turn_id, "cancelled"),
+            cancelled=lambda job: TurnResult(job.turn_id, Outcome.CANCELLED),
         )
         self._model_calls = asyncio.Semaphore(settings.max_concurrent_turns)
         self._rate = PersonRate(settings.turns_per_person_per_minute, clock)
@@ -222,10 +222,10 @@ class Host:
     async def run(self, request: TurnRequest) -> TurnResult:
         """Queue a turn (not from the inbox) and wait until it is published and delivered."""
         if self._closed:
-            return TurnResult(request.turn_id, Admission.CLOSED.value)
+            return TurnResult(request.turn_id, Outcome.CLOSED)
         admission, future = self._admit(_Job(request))
         if future is None:
-            return TurnResult(request.turn_id, admission.value)
+            return TurnResult(request.turn_id, Outcome(admission.value))
         return await future
 
     def _admit(self, job: _Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
@@ -361,12 +361,12 @@ class Host:
     async def _work_one(self, job: _Job) -> TurnResult:
         if job.request is None:
             report = await self._delivery.leftovers(job.leftovers)
-            return TurnResult(job.turn_id, "ok" if report.delivered else "undelivered")
+            return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
         with structlog.contextvars.bound_contextvars(
             turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
-                return TurnResult(job.turn_id, "crashed", error="interrupted too often")
+                return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
             return await self._turn(job, job.request)
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
@@ -400,12 +400,12 @@ class Host:
                 if command == "start"
                 else replies.help_text(listed)
             )
-            record = self._record(request, started, "command")
+            record = self._record(request, started, Outcome.COMMAND)
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         try:
             words = self._assembler.words(request)
         except UnknownSkill as exc:
-            record = self._record(request, started, "refused", error="unknown_skill")
+            record = self._record(request, started, Outcome.REFUSED, error="unknown_skill")
             return await self._conclude(job, record, InboxState.REFUSED, say=str(exc))
         return await self._model_turn(job, request, surface_prompt(policy), words, started)
 
@@ -463,13 +463,15 @@ class Host:
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}
-            record = self._record(request, started, "refused", error=exc.code, details=details)
+            record = self._record(
+                request, started, Outcome.REFUSED, error=exc.code, details=details
+            )
             return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
         except TurnFailed as failure:
             record = self._record(
                 request,
                 started,
-                "failed",
+                Outcome.FAILED,
                 error=str(failure),
                 request_body=failure.request,
                 usage=failure.usage,
@@ -482,12 +484,24 @@ class Host:
         except asyncio.CancelledError:
             await asyncio.shield(self._cancelled(request, user_entry, started))
             raise
+        return await self._answered(job, request, outcome, user_entry, started, notice)
 
+    async def _answered(
+        self,
+        job: _Job,
+        request: TurnRequest,
+        outcome: TurnOutcome,
+        user_entry: HistoryEntry,
+        started: datetime,
+        notice: Sequence[str],
+    ) -> TurnResult:
+        """Publish and deliver the model's answer (nothing, for a silent request-driven turn),
+        then remember the exchange."""
         entries = [user_entry, *without_recalled_words(outcome.entries)]
         if outcome.history is not None:
             entries = [*outcome.history, *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
-        result = "silent" if silent else "ok"
+        result = Outcome.SILENT if silent else Outcome.OK
         record = self._record(
             request,
             started,
@@ -513,7 +527,7 @@ class Host:
     async def _compact(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
         history = await self._history.load(request.conversation_key)
         if not history:
-            record = self._record(request, started, "compacted")
+            record = self._record(request, started, Outcome.COMPACTED)
             return await self._conclude(
                 job, record, InboxState.ANSWERED, say=replies.NOTHING_TO_COMPACT
             )
@@ -530,10 +544,10 @@ class Host:
             async with self._model_calls:
                 outcome = await self._model.run(plan)
         except TurnFailed as failure:
-            record = self._record(request, started, "failed", error=str(failure))
+            record = self._record(request, started, Outcome.FAILED, error=str(failure))
             say = failure.reply or replies.TURN_FAILED
             return await self._conclude(job, record, InboxState.FAILED, say=say)
-        record = self._record(request, started, "compacted", usage=outcome.usage)
+        record = self._record(request, started, Outcome.COMPACTED, usage=outcome.usage)
         return await self._conclude(
             job,
             record,
@@ -570,16 +584,18 @@ class Host:
             await self._outbox.publish(publication)
         except ClaimLost:  # another replica took this one for gone and runs the item
             log.warning("turn_claim_lost", item=job.item_id)
-            return TurnResult(request.turn_id, "failed", error="claim lost")
+            return TurnResult(request.turn_id, Outcome.FAILED, error="claim lost")
         except Exception as exc:  # the item stays pending: it runs again after the next start
             log.exception("turn_publish_failed", error=type(exc).__name__)
-            return TurnResult(request.turn_id, "failed", error=f"publish: {type(exc).__name__}")
+            return TurnResult(
+                request.turn_id, Outcome.FAILED, error=f"publish: {type(exc).__name__}"
+            )
         delivery = await self._delivery.send(request.route, say, parts)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
         await self._charge(request, record)
-        outcome = "ok" if record.outcome == "compacted" else record.outcome
+        outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
     async def _crashed(
@@ -589,7 +605,7 @@ class Host:
             user_entry = self._assembler.user_entry(request)
         except Exception:  # the assembler itself may be what failed
             user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
-        record = self._record(request, started, "crashed", error=error)
+        record = self._record(request, started, Outcome.CRASHED, error=error)
         account = continuity_account(user_entry, "", "the host failed")
         return await self._conclude(
             job, record, InboxState.CRASHED, say=replies.TURN_FAILED, entries=account
@@ -612,7 +628,7 @@ class Host:
     ) -> None:
         """Record that this turn did not complete, so the next turn is not left guessing. Its
         inbox item stays pending: the turn runs again after the next start."""
-        record = self._record(request, started, "cancelled")
+        record = self._record(request, started, Outcome.CANCELLED)
         account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
             await self._outbox.publish(
@@ -631,7 +647,7 @@ class Host:
         say = notice if self._notices.allow(request.person) else ""
 
         async def refuse() -> None:
-            record = self._record(request, datetime.now(UTC), "refused", error=why.value)
+            record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
             await self._conclude(job, record, InboxState.REFUSED, say=say)
 
         self._in_background(refuse())
@@ -647,7 +663,7 @@ class Host:
         """/memory or /forget: the host answers from the speaker's own memory, at no token cost."""
         scope = memory_scope(request)
         reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
-        record = self._record(request, started, "ok", details={"command": "memory"})
+        record = self._record(request, started, Outcome.OK, details={"command": "memory"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 
     async def _over_budget(
@@ -662,7 +678,9 @@ class Host:
             return None
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
         reply = replies.budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
-        record = self._record(request, started, "over_budget", error=f"budget:{refusal.scope}")
+        record = self._record(
+            request, started, Outcome.OVER_BUDGET, error=f"budget:{refusal.scope}"
+        )
         result = await self._conclude(job, record, InboxState.REFUSED, say=reply)
         return replace(result, error=refusal.scope)
 
@@ -698,7 +716,7 @@ class Host:
         self,
         request: TurnRequest,
         started: datetime,
-        outcome: str,
+        outcome: Outcome,
         *,
         error: str | None = None,
         request_body: Mapping[str, object] | None = None,
@@ -799,27 +817,6 @@ def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:
 def _noted(notice: Sequence[str], text: str) -> str:
     """What is said: the host's lines about files it could not read, then the answer."""
     return "\n".join(notice) + "\n\n" + text if notice else text
-
-
-def memory_scope(request: TurnRequest) -> MemoryScope:
-    """Where this turn's words were heard, for the memory privacy rule (SPEC §6)."""
-    if request.surface is None:
-        return MemoryScope(
-            surface=request.conversation_key, person=request.person, surfaceless=True
-        )
-    return MemoryScope(
-        surface=memory_surface(request.channel, request.surface.id),
-        person=request.person,
-        private=request.surface.kind is SurfaceKind.DM,
-    )
-
-
-def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
-    """What the surface's rule changes in the model request."""
-    rule = policy.rule
-    if rule is None:
-        return SurfacePrompt()
-    return SurfacePrompt(policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens)
 
 
 def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:

@@ -65,14 +65,18 @@ class Metrics:
             ["channel", "result"],
             registry=self.registry,
         )
+        self._channels_up = channels_up
+        self._up = self._gauges(queue_depth)
+
+    def _gauges(self, queue_depth: Callable[[], int]) -> Gauge:
+        """The lane queue depth (read at each scrape) and, returned, each channel's liveness."""
         depth = Gauge(
             "bot_lane_queue_depth",
             "Turns running or waiting in conversation lanes",
             registry=self.registry,
         )
         depth.set_function(lambda: float(queue_depth()))
-        self._channels_up = channels_up
-        self._up = Gauge(
+        return Gauge(
             "bot_channel_up",
             "1 when the channel's platform connection is live",
             ["channel"],

@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from bot.turns import Attached, HistoryEntry, PrecedingMessage, ReplyRoute, TurnRequest
+from bot.turns import Attached, HistoryEntry, Outcome, PrecedingMessage, ReplyRoute, TurnRequest
 
 # --- stores -------------------------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class TurnRecord:
     channel: str
     started_at: datetime
     finished_at: datetime
-    outcome: str  # "ok", "failed", "cancelled", "refused", "busy", ...
+    outcome: Outcome
     request: Mapping[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
@@ -316,7 +316,7 @@ class TurnResult:
     """How one turn ended, for callers that wait for it (console, cron, webhooks)."""
 
     turn_id: str
-    outcome: str  # "ok", "silent", "failed", "cancelled", "refused", "busy", "rate_limited", ...
+    outcome: Outcome
     text: str = ""
     delivery: DeliveryReport | None = None
     error: str | None = None

@@ -1,4 +1,5 @@
-"""The host's own read-only tools, and the agent-wide list of their specs.
+"""The host's own read-only tools, listed once in the `Toolbox`: the specs every request offers
+and, for each turn, the tools that answer them.
 
 `load_skill` lets the model read the body of a skill that the index lists; `memory_recall` (in
 `bot.recall`) searches long-term memory; `read_attachment` (in `bot.attachments.tool`) reads a
@@ -7,15 +8,16 @@ long shared text file. All are read-only: the model changes nothing with them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.attachments.tool import READ_ATTACHMENT_SPEC
+from bot.attachments.tool import READ_ATTACHMENT_SPEC, ReadAttachmentTool
 from bot.errors import ToolError
-from bot.ports import ToolSpec
+from bot.ports import AttachmentStore, Tool, ToolSpec
 from bot.prompt import AgentTexts
 from bot.prompt.skills import capped_body
-from bot.recall import MEMORY_RECALL_SPEC
+from bot.recall import MEMORY_RECALL_SPEC, RecallCache
+from bot.turns import TurnRequest
 
 LOAD_SKILL_SPEC = ToolSpec(
     name="load_skill",
@@ -56,13 +58,53 @@ class LoadSkillTool:
         return capped_body(self._skills[name], self._max_bytes)
 
 
-def tool_specs(agent: AgentTexts, *, memory: bool, attachments: bool = False) -> list[ToolSpec]:
-    """The tools every request offers, in a fixed order so the request prefix stays cacheable."""
-    specs = []
-    if memory:
-        specs.append(MEMORY_RECALL_SPEC)
-    if any(skill.name not in agent.selected for skill in agent.skills):
-        specs.append(LOAD_SKILL_SPEC)
-    if attachments:
-        specs.append(READ_ATTACHMENT_SPEC)
-    return specs
+MakeTool = Callable[[TurnRequest, RecallCache], Tool]
+
+
+class _NoFiles:
+    """`read_attachment` where files are offered but not kept (the PostgreSQL store, for now)."""
+
+    spec = READ_ATTACHMENT_SPEC
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+        raise ToolError("shared files are not kept on this store, so none can be read")
+
+
+class Toolbox:
+    """The tools, listed once: `specs` go into every request (the assembler's tool definitions)
+    and `for_turn` gives the tools that answer them, in the same fixed order, so the request
+    prefix stays cacheable and no spec is offered without its tool."""
+
+    def __init__(
+        self,
+        agent: AgentTexts,
+        *,
+        skill_max_bytes: int,
+        memory: bool,
+        attachments: bool = False,
+        files: AttachmentStore | None = None,
+    ) -> None:
+        """`files`: where shared files are kept (None: only the specs are needed, or the store
+        keeps none)."""
+        load_skill = LoadSkillTool(agent, skill_max_bytes)
+        offered: list[tuple[ToolSpec, MakeTool]] = []
+        if memory:
+            offered.append((MEMORY_RECALL_SPEC, lambda request, recall: recall.tool()))
+        if load_skill.available:
+            offered.append((LOAD_SKILL_SPEC, lambda request, recall: load_skill))
+        if attachments:
+            offered.append((READ_ATTACHMENT_SPEC, lambda request, recall: _reader(files, request)))
+        self._offered = offered
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return [spec for spec, _ in self._offered]
+
+    def for_turn(self, request: TurnRequest, recall: RecallCache) -> list[Tool]:
+        return [make(request, recall) for _, make in self._offered]
+
+
+def _reader(files: AttachmentStore | None, request: TurnRequest) -> Tool:
+    if files is None:
+        return _NoFiles()
+    return ReadAttachmentTool(files, request.conversation_key)

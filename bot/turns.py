@@ -26,6 +26,26 @@ class ConversationKind(StrEnum):
     REQUEST = "request"  # cron, webhook: nobody can answer back
 
 
+class Outcome(StrEnum):
+    """How a turn ended: what its record stores (these exact strings) and what a caller waiting
+    for it (console, cron, webhooks) sees."""
+
+    OK = "ok"  # answered (a /memory command too); a /compact turn's caller sees this
+    SILENT = "silent"  # a request-driven turn answered with the silent token: nothing posted
+    COMMAND = "command"  # /start or /help, answered by the host
+    COMPACTED = "compacted"  # /compact (its record; the caller sees OK)
+    REFUSED = "refused"  # no model call: unknown skill, too large, busy or too fast (see error)
+    OVER_BUDGET = "over_budget"  # no model call: a daily budget is reached
+    FAILED = "failed"  # the model runtime gave up, or the turn could not be published
+    CRASHED = "crashed"  # the host failed, or the turn was interrupted too often
+    CANCELLED = "cancelled"  # shutdown cut it short; it runs again after the next start
+    UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
+    # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
+    BUSY = "busy"
+    RATE_LIMITED = "rate_limited"
+    CLOSED = "closed"
+
+
 class SurfaceKind(StrEnum):
     DM = "dm"
     CHANNEL = "channel"

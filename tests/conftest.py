@@ -18,8 +18,15 @@ import structlog
 
 from tests.engines import clock, db_path, engine, parametrize_engines, pg_server, skipped_reason
 from tests.fakes.anthropic import FakeAnthropic
+from tests.warmbot import bot_command
 
-__all__ = ["clock", "db_path", "engine", "pg_server"]  # fixtures shared by the whole suite
+__all__ = [
+    "bot_command",
+    "clock",
+    "db_path",
+    "engine",
+    "pg_server",
+]  # fixtures shared by the whole suite
 
 IDENTITY = "# Identity\n\nYou are Testbot, a careful assistant for the test team.\n"
 SKILL = textwrap.dedent(

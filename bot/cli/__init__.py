@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "preview": ("bot.cli.preview", "print the exact model request for an event file"),
     "history": ("bot.cli.history", "show or reset one conversation's stored history"),
     "memory": ("bot.cli.memory", "search or forget long-term memory entries"),
-    "turns": ("bot.cli.turns", "show turn records (the exact requests sent, usage, outcome)"),
+    "turns": (
+        "bot.cli.turn_records",
+        "show turn records (the exact requests sent, usage, outcome)",
+    ),
     "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
     "store": ("bot.cli.store", "copy the SQLite store into PostgreSQL (migrate --to URL)"),

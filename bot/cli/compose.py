@@ -8,7 +8,6 @@ turns finish up to the shutdown grace, then closes the model client, the HTTP se
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,6 @@ from aiohttp import web
 
 from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
-from bot.attachments.tool import ReadAttachmentTool
 from bot.budget import Budgets
 from bot.cli.stored import open_configured
 from bot.config import Config
@@ -28,13 +26,11 @@ from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
-from bot.ports import AttachmentStore, Channel, ModelRuntime, Tool
+from bot.ports import AttachmentStore, Channel, ModelRuntime
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
-from bot.recall import RecallCache
 from bot.stores import OpenStore
-from bot.tools import LoadSkillTool, tool_specs
-from bot.turns import TurnRequest
+from bot.tools import Toolbox
 
 if TYPE_CHECKING:
     from channels.cron import CronRunner, CronScheduler, JobPlan, WebhookEndpoint
@@ -55,13 +51,32 @@ def require_api_key(config: Config) -> str:
     return key
 
 
+def build_toolbox(
+    config: Config, agent: AgentTexts, files: AttachmentStore | None = None
+) -> Toolbox:
+    """The tools the configuration offers; `files` where shared files are kept (the host's)."""
+    settings = config.settings
+    return Toolbox(
+        agent,
+        skill_max_bytes=settings.agent.skill_max_bytes,
+        memory=settings.memory.enabled,
+        attachments=settings.attachments.enabled,
+        files=files if settings.attachments.enabled else None,
+    )
+
+
 def build_assembler(
-    config: Config, agent: AgentTexts, counter: TokenCounter, policy: Policy | None = None
+    config: Config,
+    agent: AgentTexts,
+    counter: TokenCounter,
+    policy: Policy | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Assembler:
     """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
     (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
     settings = config.settings
     policy = policy or load_policy(settings, agent)
+    toolbox = toolbox or build_toolbox(config, agent)
     try:
         assembler = Assembler(
             agent,
@@ -70,11 +85,7 @@ def build_assembler(
             context_window=settings.model.window,
             timezone=settings.agent.timezone,
             counter=counter,
-            tools=tool_specs(
-                agent,
-                memory=settings.memory.enabled,
-                attachments=settings.attachments.enabled,
-            ),
+            tools=toolbox.specs,
             memory_enabled=settings.memory.enabled,
             skill_max_bytes=settings.agent.skill_max_bytes,
             session_template=policy.session_template,
@@ -186,21 +197,10 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        load_skill = LoadSkillTool(agent, settings.agent.skill_max_bytes)
         memory = store.memory if settings.memory.enabled else None
 
         attachment_store: AttachmentStore | None = store.attachments
-        files = attachment_store if settings.attachments.enabled else None
-
-        def tools_for(request: TurnRequest, recall: RecallCache) -> Sequence[Tool]:
-            tools: list[Tool] = []
-            if memory is not None:
-                tools.append(recall.tool())
-            if load_skill.available:
-                tools.append(load_skill)
-            if files is not None:
-                tools.append(ReadAttachmentTool(files, request.conversation_key))
-            return tools
+        toolbox = build_toolbox(self.config, agent, attachment_store)
 
         intake = (
             AttachmentIntake(attachment_store, settings.attachments)
@@ -215,14 +215,14 @@ class App:
             default_model=settings.model.name,
         )
         self._host = Host(
-            assembler=build_assembler(self.config, agent, counter, policy),
+            assembler=build_assembler(self.config, agent, counter, policy, toolbox),
             model=model,
             history=store.history,
             inbox=store.inbox,
             outbox=store.outbox,
             share=store.share,
             memory=memory,
-            tools_for=tools_for,
+            tools_for=toolbox.for_turn,
             settings=settings.host,
             attachments=intake,
             policies=policy.policies,

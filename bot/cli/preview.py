@@ -73,9 +73,9 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     """The request body, and which surface rule applied."""
     from bot.agentfiles import load_agent
     from bot.cli.compose import build_assembler
-    from bot.host import memory_scope, surface_prompt
     from bot.policyfiles import load_policy
     from bot.prompt import TokenCounter
+    from bot.turnprep import memory_scope, surface_prompt
 
     settings = config.settings
     agent = load_agent(settings.agent)

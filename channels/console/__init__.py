@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from bot import replies
-from bot.ports import Admission, DeliveryReport, TurnResult, TurnSink
-from bot.turns import ConversationKind, ReplyRoute, TurnRequest
+from bot.ports import DeliveryReport, TurnResult, TurnSink
+from bot.turns import ConversationKind, Outcome, ReplyRoute, TurnRequest
 
 PLATFORM = "console"
 PROMPT = "you> "
@@ -201,7 +201,7 @@ class ConsoleChannel:
             return None
 
     def _explain(self, result: TurnResult) -> None:
-        if result.outcome in {Admission.BUSY.value, Admission.RATE_LIMITED.value}:
+        if result.outcome in {Outcome.BUSY, Outcome.RATE_LIMITED}:
             return  # the host already answered politely
-        if result.outcome == Admission.CLOSED.value:
+        if result.outcome == Outcome.CLOSED:
             self._out.write("(the host is shutting down)\n")

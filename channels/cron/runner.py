@@ -24,7 +24,7 @@ from bot.ports import (
     TurnResult,
     TurnSink,
 )
-from bot.turns import ReplyRoute
+from bot.turns import Outcome, ReplyRoute
 from channels.cron.plan import RunPlan
 from channels.cron.runs import CronRuns, bounded_error
 
@@ -158,10 +158,10 @@ class CronRunner:
             return None, f"{plan.notify} is not a destination the channel accepts ({exc})"
 
     async def _finish_with(self, record: CronRun, plan: RunPlan, result: TurnResult) -> CronRun:
-        if result.outcome == "silent":
+        if result.outcome == Outcome.SILENT:
             return await self._finish(record, CronRunStatus.SILENT)
-        if result.outcome != "ok":
-            reason = result.error or f"the host answered {result.outcome!r}"
+        if result.outcome != Outcome.OK:
+            reason = result.error or f"the host answered {str(result.outcome)!r}"
             # The host may have posted a short apology; that is not this run's answer.
             return await self._finish(
                 record, CronRunStatus.FAILED, error=f"{result.outcome}: {reason}"

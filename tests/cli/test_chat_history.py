@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
 
 
-async def _bot(folder: Path, *args: str, stdin: str = "", env: dict[str, str]) -> tuple[int, str]:
+async def _bot(
+    bot: list[str], folder: Path, *args: str, stdin: str = "", env: dict[str, str]
+) -> tuple[int, str]:
     base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot,
         "--config",
         str(folder / "bot.toml"),
         *args,
@@ -30,17 +29,27 @@ async def _bot(folder: Path, *args: str, stdin: str = "", env: dict[str, str]) -
     return process.returncode, out.decode() + err.decode()
 
 
-async def test_piped_chat_then_history_show_after_a_restart(agent_dir: Path) -> None:
+async def test_piped_chat_then_history_show_after_a_restart(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     async with FakeAnthropic() as fake:
         fake.script("one", "two", "three")
         env = {"ANTHROPIC_API_KEY": "sk-ant-chat-0123456789", "ANTHROPIC_BASE_URL": fake.base_url}
         code, output = await _bot(
-            agent_dir, "chat", "--conversation", "demo", stdin="first\nsecond\nthird\n", env=env
+            bot_command,
+            agent_dir,
+            "chat",
+            "--conversation",
+            "demo",
+            stdin="first\nsecond\nthird\n",
+            env=env,
         )
         assert code == 0, output
         assert output.splitlines()[:3] == ["one", "two", "three"]
 
-    code, output = await _bot(agent_dir, "history", "show", "console:demo", "--json", env={})
+    code, output = await _bot(
+        bot_command, agent_dir, "history", "show", "console:demo", "--json", env={}
+    )
     assert code == 0, output
     entries = json.loads(output)
     assert [entry["role"] for entry in entries] == ["user", "assistant"] * 3

@@ -11,7 +11,6 @@ import json
 import os
 import pty
 import signal
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -65,13 +64,15 @@ class Terminal:
 
 
 @pytest.fixture
-async def chat(agent_dir: Path) -> AsyncIterator[tuple[Terminal, FakeAnthropic]]:
+async def chat(
+    bot_command: list[str], agent_dir: Path
+) -> AsyncIterator[tuple[Terminal, FakeAnthropic]]:
     async with FakeAnthropic() as fake:
         master, slave = pty.openpty()
         env = subprocess_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
         env["TERM"] = "dumb"
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "chat", "--conversation", "tty",
+            *bot_command, "chat", "--conversation", "tty",
             "--config", str(agent_dir / "bot.toml"),
             stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
         )  # fmt: skip

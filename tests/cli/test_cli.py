@@ -3,37 +3,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from bot.cli import COMMANDS, main
-from tests.conftest import subprocess_env, write_config
+from tests.cli.conftest import RunBot, run_command
+from tests.conftest import write_config
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 
 
-def bot(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    environment = subprocess_env()
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=cwd or REPO,
-        timeout=60,
-    )
-
-
 def test_help_lists_every_command() -> None:
-    result = bot("--help")
+    # A fresh interpreter, as the console script starts: `python -m bot.cli` works on its own.
+    result = run_command([sys.executable, "-m", "bot.cli"], "--help")
     assert result.returncode == 0
     for command in (
         "chat",
@@ -57,7 +42,7 @@ def test_help_lists_every_command() -> None:
     ],
 )
 def test_broken_config_exits_non_zero_with_one_clear_message(
-    agent_dir: Path, extra: str, key: str
+    bot: RunBot, agent_dir: Path, extra: str, key: str
 ) -> None:
     write_config(agent_dir, extra)
     result = bot("--config", str(agent_dir / "bot.toml"), "chat")
@@ -68,7 +53,7 @@ def test_broken_config_exits_non_zero_with_one_clear_message(
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_missing_identity_exits_with_the_key_and_the_fix(agent_dir: Path) -> None:
+def test_missing_identity_exits_with_the_key_and_the_fix(bot: RunBot, agent_dir: Path) -> None:
     (agent_dir / "IDENTITY.md").unlink()
     result = bot(
         "--config", str(agent_dir / "bot.toml"), "preview", str(HERE / "slack-group-event.json")
@@ -78,13 +63,15 @@ def test_missing_identity_exits_with_the_key_and_the_fix(agent_dir: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
-def test_chat_without_an_api_key_says_which_variable(agent_dir: Path) -> None:
+def test_chat_without_an_api_key_says_which_variable(bot: RunBot, agent_dir: Path) -> None:
     result = bot("--config", str(agent_dir / "bot.toml"), "chat", stdin="hi\n")
     assert result.returncode == 2
     assert "ANTHROPIC_API_KEY" in result.stderr
 
 
-def test_preview_of_a_slack_group_event_shows_what_the_model_sees(agent_dir: Path) -> None:
+def test_preview_of_a_slack_group_event_shows_what_the_model_sees(
+    bot: RunBot, agent_dir: Path
+) -> None:
     event = HERE / "slack-group-event.json"
     result = bot("--config", str(agent_dir / "bot.toml"), "preview", str(event))
     assert result.returncode == 0, result.stderr
@@ -118,7 +105,9 @@ def test_preview_of_a_slack_group_event_shows_what_the_model_sees(agent_dir: Pat
     assert "xoxb-" not in serialized
 
 
-def test_preview_rejects_a_malformed_event_clearly(agent_dir: Path, tmp_path: Path) -> None:
+def test_preview_rejects_a_malformed_event_clearly(
+    bot: RunBot, agent_dir: Path, tmp_path: Path
+) -> None:
     event = tmp_path / "bad.json"
     event.write_text(
         json.dumps({"channel": "slack", "surface": {"kind": "room", "id": "C1"}, "text": "x"})
@@ -129,7 +118,7 @@ def test_preview_rejects_a_malformed_event_clearly(agent_dir: Path, tmp_path: Pa
     assert "Traceback" not in result.stderr
 
 
-def test_init_writes_a_working_starter_and_never_overwrites(tmp_path: Path) -> None:
+def test_init_writes_a_working_starter_and_never_overwrites(bot: RunBot, tmp_path: Path) -> None:
     first = bot("init", "demo", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     for name in ("bot.toml", "IDENTITY.md", ".env.example", "skills/summarize/SKILL.md"):
@@ -144,7 +133,7 @@ def test_init_writes_a_working_starter_and_never_overwrites(tmp_path: Path) -> N
     assert (tmp_path / "demo" / "IDENTITY.md").read_text() != "mine"
 
 
-def test_doctor_on_a_fresh_starter_names_the_missing_token(tmp_path: Path) -> None:
+def test_doctor_on_a_fresh_starter_names_the_missing_token(bot: RunBot, tmp_path: Path) -> None:
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
     result = bot("doctor", "--config", "demo/bot.toml", cwd=tmp_path)
     assert result.returncode == 1
@@ -157,7 +146,7 @@ def test_doctor_on_a_fresh_starter_names_the_missing_token(tmp_path: Path) -> No
     assert "export ANTHROPIC_API_KEY" in missing[0]
 
 
-def test_doctor_names_every_token_an_enabled_channel_needs(tmp_path: Path) -> None:
+def test_doctor_names_every_token_an_enabled_channel_needs(bot: RunBot, tmp_path: Path) -> None:
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
     env = {"BOT_SLACK__ENABLED": "true", "BOT_TELEGRAM__ENABLED": "true"}
     result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from tests.conftest import subprocess_env
@@ -13,12 +12,10 @@ from tests.fakes.telegram import FakeTelegram
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def _doctor(folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
+async def _doctor(bot: list[str], folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
     base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot,
         "doctor",
         "--config",
         str(folder / "bot.toml"),
@@ -32,11 +29,9 @@ async def _doctor(folder: Path, env: dict[str, str]) -> tuple[int, list[str]]:
     return process.returncode, out.decode().splitlines()
 
 
-async def _init(tmp_path: Path) -> Path:
+async def _init(bot: list[str], tmp_path: Path) -> Path:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot,
         "init",
         str(tmp_path / "demo"),
         cwd=REPO,
@@ -47,11 +42,13 @@ async def _init(tmp_path: Path) -> Path:
 
 
 async def test_doctor_checks_the_model_and_telegram_and_reports_privacy_mode(
+    bot_command: list[str],
     tmp_path: Path,
 ) -> None:
-    folder = await _init(tmp_path)
+    folder = await _init(bot_command, tmp_path)
     async with FakeAnthropic() as model, FakeTelegram() as tg:
         code, lines = await _doctor(
+            bot_command,
             folder,
             {
                 "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
@@ -70,10 +67,13 @@ async def test_doctor_checks_the_model_and_telegram_and_reports_privacy_mode(
     assert tg.token not in "\n".join(lines)
 
 
-async def test_doctor_says_which_key_the_model_refused(tmp_path: Path) -> None:
-    folder = await _init(tmp_path)
+async def test_doctor_says_which_key_the_model_refused(
+    bot_command: list[str], tmp_path: Path
+) -> None:
+    folder = await _init(bot_command, tmp_path)
     async with FakeAnthropic(api_key="the-right-key") as model:
         code, lines = await _doctor(
+            bot_command,
             folder,
             {"ANTHROPIC_API_KEY": "sk-ant-wrong-0123456789", "ANTHROPIC_BASE_URL": model.base_url},
         )
@@ -84,13 +84,15 @@ async def test_doctor_says_which_key_the_model_refused(tmp_path: Path) -> None:
     assert "sk-ant-wrong-0123456789" not in "\n".join(lines)
 
 
-async def test_chat_with_a_refused_key_exits_with_the_operators_message(agent_dir: Path) -> None:
+async def test_chat_with_a_refused_key_exits_with_the_operators_message(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     async with FakeAnthropic(api_key="the-right-key") as model:
         env = subprocess_env(
             ANTHROPIC_API_KEY="sk-ant-wrong-0123456789", ANTHROPIC_BASE_URL=model.base_url
         )
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "chat", "--config", str(agent_dir / "bot.toml"),
+            *bot_command, "chat", "--config", str(agent_dir / "bot.toml"),
             env=env,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -19,7 +19,8 @@ from bot.cli.usage import parse_since
 from bot.config import MemorySettings, StoreSettings
 from bot.ports import Usage, UsageEntry
 from bot.store import open_store
-from tests.cli.test_cli import HERE, bot
+from tests.cli.conftest import RunBot
+from tests.cli.test_cli import HERE
 from tests.conftest import write_config
 
 
@@ -41,7 +42,7 @@ model = "claude-opus-4-1"
 """
 
 
-def test_preview_names_the_matching_rule_and_uses_it(agent_dir: Path) -> None:
+def test_preview_names_the_matching_rule_and_uses_it(bot: RunBot, agent_dir: Path) -> None:
     write_config(agent_dir, RULE)
     result = bot(
         "--config", str(agent_dir / "bot.toml"), "preview", str(HERE / "slack-group-event.json")
@@ -54,7 +55,7 @@ def test_preview_names_the_matching_rule_and_uses_it(agent_dir: Path) -> None:
     assert "U0ALICE7777" not in result.stdout  # the person id never reaches the request
 
 
-def test_a_bad_template_stops_start_up_and_doctor_says_why(agent_dir: Path) -> None:
+def test_a_bad_template_stops_start_up_and_doctor_says_why(bot: RunBot, agent_dir: Path) -> None:
     (agent_dir / "session.txt").write_text("# Here\n{conversation}\n{surface_nmae}\n")
     write_config(agent_dir, "[prompt]\nsession_template = 'session.txt'\n")
     config = str(agent_dir / "bot.toml")

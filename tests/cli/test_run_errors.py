@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from tests.conftest import subprocess_env
@@ -11,12 +10,10 @@ from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 
-async def _run(agent_dir: Path, env: dict[str, str]) -> tuple[int, str]:
+async def _run(bot: list[str], agent_dir: Path, env: dict[str, str]) -> tuple[int, str]:
     base = subprocess_env()
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot,
         "--config",
         str(agent_dir / "bot.toml"),
         "run",
@@ -36,9 +33,12 @@ async def _run(agent_dir: Path, env: dict[str, str]) -> tuple[int, str]:
     return process.returncode, err.decode()
 
 
-async def test_a_refused_telegram_token_stops_start_up_clearly(agent_dir: Path) -> None:
+async def test_a_refused_telegram_token_stops_start_up_clearly(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     async with FakeTelegram() as tg:
         code, err = await _run(
+            bot_command,
             agent_dir,
             {
                 "TELEGRAM_BOT_TOKEN": "1:not-the-right-token-at-all",
@@ -52,9 +52,12 @@ async def test_a_refused_telegram_token_stops_start_up_clearly(agent_dir: Path) 
     assert "not-the-right-token-at-all" not in err
 
 
-async def test_a_refused_slack_token_stops_start_up_clearly(agent_dir: Path) -> None:
+async def test_a_refused_slack_token_stops_start_up_clearly(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     async with FakeSlack() as slack:
         code, err = await _run(
+            bot_command,
             agent_dir,
             {
                 "SLACK_BOT_TOKEN": "xoxb-not-the-right-token",
@@ -69,11 +72,14 @@ async def test_a_refused_slack_token_stops_start_up_clearly(agent_dir: Path) -> 
     assert "xoxb-not-the-right-token" not in err
 
 
-async def test_a_refused_model_key_stops_start_up_before_any_channel(agent_dir: Path) -> None:
+async def test_a_refused_model_key_stops_start_up_before_any_channel(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     from tests.fakes.anthropic import FakeAnthropic
 
     async with FakeAnthropic(api_key="the-right-key") as model, FakeTelegram() as tg:
         code, err = await _run(
+            bot_command,
             agent_dir,
             {
                 "ANTHROPIC_API_KEY": "sk-ant-wrong-key-0123456789",

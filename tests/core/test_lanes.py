@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -32,12 +33,18 @@ async def test_one_lane_runs_its_items_strictly_in_order() -> None:
     assert lanes.depth == 0
 
 
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let the lanes' tasks run until `condition` holds (the test's timeout bounds a hang)."""
+    while not condition():
+        await asyncio.sleep(0)
+
+
 async def test_different_lanes_run_at_the_same_time() -> None:
     log: list[str] = []
     gate = asyncio.Event()
     lanes = _lanes(log, gate)
     first, second = lanes.put("a", "x"), lanes.put("b", "y")
-    await asyncio.sleep(0.01)
+    await _until(lambda: len(log) == 2)
     assert sorted(log) == ["start x", "start y"]  # both started, neither finished
     assert lanes.depth == 2
     gate.set()
@@ -61,8 +68,10 @@ async def test_close_cancels_what_outlives_the_grace() -> None:
     log: list[str] = []
     lanes = _lanes(log, asyncio.Event())  # never released
     running, waiting = lanes.put("a", "x"), lanes.put("a", "y")
-    await asyncio.sleep(0.01)
-    await lanes.close(grace=0.05)
+    await _until(lambda: log == ["start x"])
+    # x can never finish (its gate stays shut), so no grace is long enough: a grace of zero
+    # cancels at once, whatever the machine's load, and y never starts.
+    await lanes.close(grace=0)
     assert await asyncio.gather(running, waiting) == ["cancelled x", "cancelled y"]
     assert log == ["start x"]
     assert lanes.depth == 0

@@ -1,13 +1,16 @@
-"""The host's read-only tools: `load_skill`, and the agent-wide list of tool specs."""
+"""The host's read-only tools: `load_skill`, and the toolbox that lists specs and tools once."""
 
 from __future__ import annotations
 
 import pytest
 
+from bot.attachments.tool import READ_ATTACHMENT_SPEC
 from bot.errors import ToolError
+from bot.ports import MemoryScope
 from bot.prompt import AgentTexts, Skill
-from bot.recall import MEMORY_RECALL_SPEC
-from bot.tools import LOAD_SKILL_SPEC, LoadSkillTool, tool_specs
+from bot.recall import MEMORY_RECALL_SPEC, RecallCache
+from bot.tools import LOAD_SKILL_SPEC, LoadSkillTool, Toolbox
+from tests.prompt.builders import console_request
 
 LONG = Skill("triage", "Sort incoming bugs.", "é" * 400)  # 800 bytes of UTF-8
 SHORT = Skill("standup", "Run the standup.", "Ask each person three questions.")
@@ -30,7 +33,32 @@ async def test_load_skill_refuses_unknown_and_selected_skills() -> None:
 
 
 def test_tool_specs_follow_memory_and_the_index() -> None:
-    assert tool_specs(AGENT, memory=True) == [MEMORY_RECALL_SPEC, LOAD_SKILL_SPEC]
+    assert Toolbox(AGENT, skill_max_bytes=256, memory=True).specs == [
+        MEMORY_RECALL_SPEC,
+        LOAD_SKILL_SPEC,
+    ]
     all_selected = AgentTexts("rules", "identity", (SHORT,), selected=("standup",))
-    assert tool_specs(all_selected, memory=False) == []
+    assert Toolbox(all_selected, skill_max_bytes=256, memory=False).specs == []
     assert not LoadSkillTool(all_selected, max_bytes=48_000).available
+
+
+@pytest.mark.parametrize("memory", [True, False])
+@pytest.mark.parametrize("attachments", [True, False])
+def test_a_turn_gets_a_tool_for_every_spec_offered_in_the_same_order(
+    memory: bool, attachments: bool
+) -> None:
+    toolbox = Toolbox(AGENT, skill_max_bytes=256, memory=memory, attachments=attachments)
+    recall = RecallCache(None, MemoryScope("console:5b0c"), render=lambda hits: "")
+    tools = toolbox.for_turn(console_request(), recall)
+    assert [tool.spec for tool in tools] == toolbox.specs
+    assert (READ_ATTACHMENT_SPEC in toolbox.specs) is attachments
+
+
+async def test_read_attachment_without_a_file_store_says_so() -> None:
+    toolbox = Toolbox(AGENT, skill_max_bytes=256, memory=False, attachments=True)
+    recall = RecallCache(None, MemoryScope("console:5b0c"), render=lambda hits: "")
+    (reader,) = [
+        t for t in toolbox.for_turn(console_request(), recall) if t.spec.name == "read_attachment"
+    ]
+    with pytest.raises(ToolError, match="not kept on this store"):
+        await reader({"id": "abc"})

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -80,14 +79,16 @@ notify = "slack:{NEWS}"
 
 
 async def test_bot_cron_run_posts_the_answer_and_records_it_delivered(
-    make_config: MakeConfig, slack: FakeSlack, claude: FakeAnthropic, agent_dir: Path
+    make_config: MakeConfig,
+    slack: FakeSlack,
+    claude: FakeAnthropic,
+    agent_dir: Path,
+    bot_command: list[str],
 ) -> None:
     config = make_config(NEWS_JOB)
     claude.script("Good morning, team! Three things today.")
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *bot_command,
         "--config",
         str(agent_dir / "bot.toml"),
         "cron",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from tests.fakes.telegram import FakeTelegram
 
 
 async def _start_bot(
-    agent_dir: Path, fake: FakeAnthropic, tg: FakeTelegram
+    command: list[str], agent_dir: Path, fake: FakeAnthropic, tg: FakeTelegram
 ) -> asyncio.subprocess.Process:
     write_config(
         agent_dir,
@@ -44,9 +43,7 @@ async def _start_bot(
         TELEGRAM_BOT_TOKEN=tg.token,
     )
     return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
+        *command,
         "--config",
         str(agent_dir / "bot.toml"),
         "run",
@@ -71,11 +68,13 @@ async def _wait_for_log(bot: asyncio.subprocess.Process, event: str) -> None:
     raise AssertionError(f"the bot exited before logging {event}")
 
 
-async def test_sigterm_during_a_turn_lets_it_finish_and_exits_zero(agent_dir: Path) -> None:
+async def test_sigterm_during_a_turn_lets_it_finish_and_exits_zero(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     async with FakeAnthropic() as fake, FakeTelegram() as tg:
         fake.stall(1.5, times=1)
         fake.script("the slow answer")
-        bot = await _start_bot(agent_dir, fake, tg)
+        bot = await _start_bot(bot_command, agent_dir, fake, tg)
         try:
             alice = tg.user("Alice", "Chen", "alice")
             await tg.push(tg.message(tg.private_chat(alice), alice, "please think hard"))
@@ -100,10 +99,10 @@ async def test_sigterm_during_a_turn_lets_it_finish_and_exits_zero(agent_dir: Pa
     assert [entry.text for entry in history] == ["please think hard", "the slow answer"]
 
 
-async def test_a_second_signal_exits_at_once(agent_dir: Path) -> None:
+async def test_a_second_signal_exits_at_once(bot_command: list[str], agent_dir: Path) -> None:
     async with FakeAnthropic() as fake, FakeTelegram() as tg:
         fake.stall(30.0, times=1)
-        bot = await _start_bot(agent_dir, fake, tg)
+        bot = await _start_bot(bot_command, agent_dir, fake, tg)
         try:
             alice = tg.user("Alice", "Chen", "alice")
             await tg.push(tg.message(tg.private_chat(alice), alice, "a very long job"))

@@ -31,6 +31,8 @@ def tag_like(draw: st.DrawFn) -> str:
     return f"{opener}{draw(_GAPS)}{slash}{draw(_GAPS)}{name}{attrs}{closer}"
 
 
+# One strategy object per size: building one anew per draw costs more than the draw itself.
+@functools.cache
 def untrusted_text(max_pieces: int = 8) -> st.SearchStrategy[str]:
     """Text mixing ordinary characters, line breaks and fence-tag look-alikes."""
     piece = st.one_of(

@@ -1,0 +1,46 @@
+"""The `bot` command as tests start it: `python -I -S launch.py SOCKET ARGS...` asks the warm
+server (tests/warmbot/server.py) to run `bot ARGS...` with this process's streams, environment
+and working folder, passes on the signals it gets, and ends the way the command ended (its exit
+status, or death by the same signal). Only the standard library, so it starts in milliseconds.
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+
+
+def main() -> None:
+    path, argv = sys.argv[1], sys.argv[2:]
+    pending: list[int] = []
+    command: list[int] = []
+
+    def forward(number: int, frame: object) -> None:
+        if command:
+            os.kill(command[0], number)
+        else:
+            pending.append(number)
+
+    for number in FORWARDED:
+        signal.signal(number, forward)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    conn.connect(path)
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
+    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    lines = conn.makefile("r")
+    command.append(int(lines.readline().split()[1]))
+    for number in pending:
+        os.kill(command[0], number)
+    kind, _, value = lines.readline().partition(" ")
+    if kind == "signal":
+        number = int(value)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(int(value) if kind == "exit" else 1)
+
+
+if __name__ == "__main__":
+    main()
