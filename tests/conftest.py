@@ -16,17 +16,20 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.engines import clock, db_path, engine, parametrize_engines, pg_server, skipped_reason
+from tests.engines import (
+    clock,
+    db_path,
+    engine,
+    parametrize_engines,
+    pg_server,
+    skipped_reason,
+    store,
+)
 from tests.fakes.anthropic import FakeAnthropic
 from tests.warmbot import bot_command
 
-__all__ = [
-    "bot_command",
-    "clock",
-    "db_path",
-    "engine",
-    "pg_server",
-]  # fixtures shared by the whole suite
+# Fixtures shared by the whole suite.
+__all__ = ["bot_command", "clock", "db_path", "engine", "pg_server", "store"]
 
 IDENTITY = "# Identity\n\nYou are Testbot, a careful assistant for the test team.\n"
 SKILL = textwrap.dedent(

@@ -9,7 +9,7 @@ same data, as a restart would.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,14 @@ def clock() -> Clock:
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "bot.sqlite3"
+
+
+@pytest.fixture
+async def store(engine: Engine) -> AsyncIterator[OpenStore]:
+    """A fresh store of the test's engine, closed after the test."""
+    opened = await engine.open()
+    yield opened
+    await opened.aclose()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from bot.budget import Budgets, BudgetSettings
 from bot.metrics import Metrics
 from bot.ports import Spent, TurnRecord, Usage, UsageEntry
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 AT = datetime(2026, 12, 1, 9, tzinfo=UTC)
 
 

@@ -64,7 +64,7 @@ def test_the_starter_folder_loads_as_it_is(tmp_path: Path) -> None:
 
 
 def test_the_readme_configuration_table_covers_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z_.\[\]]+)` \|", readme, flags=re.MULTILINE)
     documented = {row.replace("[]", "") for row in rows}
     assert sorted(_model_keys() - documented) == []

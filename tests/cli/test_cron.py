@@ -14,8 +14,8 @@ from bot.config import MemorySettings, StoreSettings, load_config
 from bot.ports import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import open_cron_runs
+from tests.channels.cron.doubles import utc
 from tests.conftest import write_config
-from tests.cron.doubles import utc
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "bot.toml"
 NOW = utc(2024, 6, 2, 12)  # a Sunday

@@ -10,7 +10,13 @@ import pytest
 
 from bot.config import Settings
 from channels.cron import CronRunner, CronRuns, CronScheduler, JobPlan, plan_jobs
-from tests.cron.doubles import ManualClock, MemoryRuns, RecordingDeliverer, ScriptedSink, utc
+from tests.channels.cron.doubles import (
+    ManualClock,
+    MemoryRuns,
+    RecordingDeliverer,
+    ScriptedSink,
+    utc,
+)
 
 # Monday 2024-06-03, 08:59 UTC.
 START = utc(2024, 6, 3, 8, 59)

@@ -17,7 +17,7 @@ from bot.ports import CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.stores import RunRecords
-from tests.cron.doubles import utc
+from tests.channels.cron.doubles import utc
 from tests.engines import Engine
 
 T0 = utc(2024, 6, 3, 9)

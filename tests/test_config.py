@@ -20,7 +20,7 @@ from bot.errors import ConfigError
 from bot.prompt import TokenCounter
 from tests.conftest import write_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_example_config_loads_with_defaults() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from bot.config import Secrets, Settings
 from bot.errors import ConfigError
 from channels.cron import Destination, plan_hooks, plan_jobs
-from tests.cron.conftest import job, settings_with
+from tests.channels.cron.conftest import job, settings_with
 
 TOKEN_ENV = "HOOK_DEPLOY_TOKEN"
 SECRETS = Secrets({TOKEN_ENV: "s3cret-token-value"})

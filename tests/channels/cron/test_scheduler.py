@@ -7,8 +7,8 @@ from collections import deque
 
 from bot.ports import CronRunStatus, CronTrigger, DeliveryReport
 from bot.turns import ConversationKind, ReplyRoute
-from tests.cron.conftest import RigFactory, job
-from tests.cron.doubles import Step, settle, utc
+from tests.channels.cron.conftest import RigFactory, job
+from tests.channels.cron.doubles import Step, settle, utc
 
 
 async def test_a_fired_job_is_a_request_driven_turn_routed_to_the_destination_top_level(

@@ -25,8 +25,8 @@ from bot.ports import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs
 from channels.cron import CronScheduler
+from tests.channels.cron.doubles import ManualClock, utc
 from tests.conftest import write_config
-from tests.cron.doubles import ManualClock, utc
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram

@@ -17,8 +17,8 @@ from bot.config import Secrets
 from bot.ports import CronRunStatus, CronTrigger
 from bot.turns import ConversationKind, ReplyRoute
 from channels.cron import CronRunner, WebhookEndpoint, plan_hooks
-from tests.cron.doubles import MemoryRuns, RecordingDeliverer, ScriptedSink, Step
-from tests.cron.test_plan import SECRETS, hook, hooks_settings
+from tests.channels.cron.doubles import MemoryRuns, RecordingDeliverer, ScriptedSink, Step
+from tests.channels.cron.test_plan import SECRETS, hook, hooks_settings
 
 TOKEN = SECRETS.get("HOOK_DEPLOY_TOKEN")
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
