@@ -43,7 +43,16 @@ from bot.errors import (
     UnknownSkill,
     WindowExceeded,
 )
-from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication, WorkShare
+from bot.inbox import (
+    Inbox,
+    InboxItem,
+    InboxState,
+    Outbox,
+    OutboxPart,
+    Publication,
+    RequestCompleter,
+    WorkShare,
+)
 from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
@@ -85,6 +94,10 @@ REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
 SHARE_SWEEP_SECONDS = 1.0  # replicas: how often to look for work no live replica owns
 SHARE_SWEEP_LIMIT = 100  # conversations adopted per sweep at most
+# A publication the store refuses (disk full, database locked) is tried again while the host runs,
+# waiting this long first and twice as long each time, up to the cap; its lane waits meanwhile.
+PUBLISH_RETRY_FIRST = 0.1
+PUBLISH_RETRY_MAX = 30.0
 
 
 @runtime_checkable
@@ -149,6 +162,7 @@ class Host:
         self._policies = policies
         self._budgets = budgets
         self._delivery = Delivery(outbox)
+        self._completers: dict[str, RequestCompleter] = {}
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
@@ -159,6 +173,7 @@ class Host:
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._closing = asyncio.Event()  # set with _closed: wakes publications waiting to retry
         # Until `resume()` has queued what an earlier process left, accepted items wait here so
         # that they run after it, in the order they were accepted.
         self._resumed = False
@@ -171,8 +186,14 @@ class Host:
 
     # --- wiring -----------------------------------------------------------------------------
 
-    def attach(self, platform: str, deliverer: Deliverer) -> None:
+    def attach(
+        self, platform: str, deliverer: Deliverer, completer: RequestCompleter | None = None
+    ) -> None:
+        """A platform's way out, and (when its stored requests leave names to look up at turn
+        time) what completes them."""
         self._delivery.attach(platform, deliverer)
+        if completer is not None:
+            self._completers[platform] = completer
 
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._delivery.deliverer(platform)
@@ -188,12 +209,19 @@ class Host:
 
     # --- intake -----------------------------------------------------------------------------
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closed:
             return Admission.CLOSED
         try:
-            item = await self._inbox.accept(request, source=source, marks=marks)
+            item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
         except Exception as exc:  # not stored: the channel must not acknowledge
             log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
             return Admission.UNAVAILABLE
@@ -282,6 +310,7 @@ class Host:
         """Stop intake, let running turns finish up to `grace` (cancel the rest: they run again
         after the next start), then post what is left in the outbox."""
         self._closed = True
+        self._closing.set()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -367,7 +396,20 @@ class Host:
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
                 return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
-            return await self._turn(job, job.request)
+            request = await self._completed(job.request)
+            return await self._turn(replace(job, request=request), request)
+
+    async def _completed(self, request: TurnRequest) -> TurnRequest:
+        """The request with what its channel left for the turn to look up (Slack's names)."""
+        route = request.route
+        completer = self._completers.get(route.platform) if route is not None else None
+        if completer is None:
+            return request
+        try:
+            return await completer.complete(request)
+        except Exception:  # the stored request is readable as it is
+            log.exception("request_completion_failed")
+            return request
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
@@ -482,7 +524,7 @@ class Host:
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled(request, user_entry, started))
+            await asyncio.shield(self._cancelled(job, request, user_entry, started))
             raise
         return await self._answered(job, request, outcome, user_entry, started, notice)
 
@@ -580,16 +622,9 @@ class Host:
         publication = Publication(
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
-        try:
-            await self._outbox.publish(publication)
-        except ClaimLost:  # another replica took this one for gone and runs the item
-            log.warning("turn_claim_lost", item=job.item_id)
-            return TurnResult(request.turn_id, Outcome.FAILED, error="claim lost")
-        except Exception as exc:  # the item stays pending: it runs again after the next start
-            log.exception("turn_publish_failed", error=type(exc).__name__)
-            return TurnResult(
-                request.turn_id, Outcome.FAILED, error=f"publish: {type(exc).__name__}"
-            )
+        failure = await self._publish(publication)
+        if failure is not None:  # the item stays pending: it runs again after the next start
+            return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
@@ -597,6 +632,28 @@ class Host:
         await self._charge(request, record)
         outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
+
+    async def _publish(self, publication: Publication) -> str | None:
+        """Publish, trying again with backoff while the host runs (a full disk may get space
+        back; the conversation's later turns wait behind this one, so order holds). None once
+        published; the error's name when the host began closing first."""
+        wait = PUBLISH_RETRY_FIRST
+        while True:
+            try:
+                await self._outbox.publish(publication)
+                return None
+            except ClaimLost:  # another replica took this one for gone and runs the item
+                log.warning("turn_claim_lost", item=publication.item_id)
+                return ClaimLost.__name__
+            except Exception as exc:
+                error = type(exc).__name__
+                if self._closed:
+                    log.warning("turn_publish_failed", error=error, detail=str(exc))
+                    return error
+                log.warning("turn_publish_retrying", error=error, detail=str(exc), wait=wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), wait)
+            wait = min(wait * 2, PUBLISH_RETRY_MAX)
 
     async def _crashed(
         self, job: _Job, request: TurnRequest, started: datetime, error: str
@@ -624,11 +681,18 @@ class Host:
         return True
 
     async def _cancelled(
-        self, request: TurnRequest, user_entry: HistoryEntry, started: datetime
+        self, job: _Job, request: TurnRequest, user_entry: HistoryEntry, started: datetime
     ) -> None:
-        """Record that this turn did not complete, so the next turn is not left guessing. Its
-        inbox item stays pending: the turn runs again after the next start."""
+        """A turn cut short (shutdown past its grace). An inbox item stays pending and runs again
+        after the next start, exactly as after a kill: nothing is published now, so the person
+        gets one answer and history holds the turn once, with no continuity account beside it.
+        A turn that will not run again (console, cron) records that it did not complete, so the
+        next turn is not left guessing."""
         record = self._record(request, started, Outcome.CANCELLED)
+        self._observe(record)
+        if job.item_id is not None:
+            log.info("turn_left_pending", reason="cancelled at shutdown")
+            return
         account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
             await self._outbox.publish(
@@ -636,7 +700,6 @@ class Host:
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
-        self._observe(record)
 
     def _refuse_later(self, job: _Job, notice: str, why: Admission) -> None:
         """Close a refused turn without holding up the channel's intake (a rate-limited
