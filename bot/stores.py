@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.inbox import Inbox, Outbox
+from bot.inbox import Inbox, Outbox, WorkShare
+from bot.ports.attachments import AttachmentStore
 from bot.ports.cron import CronRun
 from bot.ports.history import ChatBuffer, HistoryStore
 from bot.ports.leadership import Leadership
@@ -77,6 +78,9 @@ class OpenStore(Protocol):
     def usage(self) -> OperatorUsage: ...
 
     @property
+    def attachments(self) -> AttachmentStore: ...
+
+    @property
     def inbox(self) -> Inbox: ...
 
     @property
@@ -85,6 +89,10 @@ class OpenStore(Protocol):
     @property
     def leadership(self) -> Leadership | None:
         """Who runs what must run once (Telegram polling); None when one process is all."""
+
+    @property
+    def share(self) -> WorkShare | None:
+        """Which replica runs which conversation; None when one process is all."""
 
     @property
     def where(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.cli.stored import open_configured
-from bot.config import MemorySettings, StoreSettings
+from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.stores import OpenStore
 from tests import postgres
 
@@ -52,9 +52,18 @@ class Engine:
             return StoreSettings(path=self.location, **store)
         return StoreSettings(url=self.location, **store)
 
-    async def open(self, memory: MemorySettings | None = None, **store: Any) -> OpenStore:
+    async def open(
+        self,
+        memory: MemorySettings | None = None,
+        *,
+        attachments: AttachmentSettings | None = None,
+        **store: Any,
+    ) -> OpenStore:
         return await open_configured(
-            self.settings(**store), memory or MemorySettings(), clock=self.clock
+            self.settings(**store),
+            memory or MemorySettings(),
+            attachments=attachments,
+            clock=self.clock,
         )
 
     def inbox(self, store: Any, **bounds: Any) -> Any:

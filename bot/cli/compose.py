@@ -271,8 +271,7 @@ class App:
         parts = Parts(self.config, store, http, departures)
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
-        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
-        toolbox = build_toolbox(self.config, agent, getattr(store, "attachments", None))
+        toolbox = build_toolbox(self.config, agent, store.attachments)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         self.web.router.add_get("/healthz", self._healthz)
@@ -306,6 +305,7 @@ class App:
             inbox=store.inbox,
             outbox=store.outbox,
             deliverers=deliverers,
+            share=store.share,
             completers={c.name: c for c in self.channels if isinstance(c, RequestCompleter)},
             memory=store.memory if settings.memory.enabled else None,
             tools_for=toolbox.for_turn,
@@ -319,7 +319,7 @@ class App:
         return host
 
     def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:
-        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
+        attachment_store: AttachmentStore | None = store.attachments
         if attachment_store is None:
             return None
         sources = {c.name: c.files for c in self.channels if c.files is not None}

@@ -33,7 +33,9 @@ async def open_configured(
     if settings.url:
         from bot.pgstore import open_pg_store
 
-        return await open_pg_store(settings.url, settings, memory, clock=clock)
+        return await open_pg_store(
+            settings.url, settings, memory, attachments=attachments, clock=clock
+        )
     from bot.store import open_store
 
     return await open_store(settings, memory, attachments=attachments, clock=clock)
