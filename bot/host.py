@@ -28,7 +28,15 @@ from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.errors import IntakeUnavailable, LaneFull, TurnFailed, UnknownSkill, WindowExceeded
-from bot.inbox import Inbox, InboxItem, InboxState, Outbox, OutboxPart, Publication
+from bot.inbox import (
+    Inbox,
+    InboxItem,
+    InboxState,
+    Outbox,
+    OutboxPart,
+    Publication,
+    RequestCompleter,
+)
 from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports import (
@@ -68,6 +76,10 @@ CONTINUITY_MAX_BYTES = 48 * 1024
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
+# A publication the store refuses (disk full, database locked) is tried again while the host runs,
+# waiting this long first and twice as long each time, up to the cap; its lane waits meanwhile.
+PUBLISH_RETRY_FIRST = 0.1
+PUBLISH_RETRY_MAX = 30.0
 
 
 @runtime_checkable
@@ -126,6 +138,7 @@ class Host:
         self._policies = policies
         self._budgets = budgets
         self._delivery = Delivery(outbox)
+        self._completers: dict[str, RequestCompleter] = {}
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
             self._work,
             depth=settings.queue_per_conversation,
@@ -136,6 +149,7 @@ class Host:
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._closing = asyncio.Event()  # set with _closed: wakes publications waiting to retry
         # Until `resume()` has queued what an earlier process left, accepted items wait here so
         # that they run after it, in the order they were accepted.
         self._resumed = False
@@ -144,8 +158,14 @@ class Host:
 
     # --- wiring -----------------------------------------------------------------------------
 
-    def attach(self, platform: str, deliverer: Deliverer) -> None:
+    def attach(
+        self, platform: str, deliverer: Deliverer, completer: RequestCompleter | None = None
+    ) -> None:
+        """A platform's way out, and (when its stored requests leave names to look up at turn
+        time) what completes them."""
         self._delivery.attach(platform, deliverer)
+        if completer is not None:
+            self._completers[platform] = completer
 
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._delivery.deliverer(platform)
@@ -161,12 +181,19 @@ class Host:
 
     # --- intake -----------------------------------------------------------------------------
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closed:
             return Admission.CLOSED
         try:
-            item = await self._inbox.accept(request, source=source, marks=marks)
+            item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
         except Exception as exc:  # not stored: the channel must not acknowledge
             log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
             return Admission.UNAVAILABLE
@@ -245,6 +272,7 @@ class Host:
         """Stop intake, let running turns finish up to `grace` (cancel the rest: they run again
         after the next start), then post what is left in the outbox."""
         self._closed = True
+        self._closing.set()
         await self._lanes.close(self._settings.shutdown_grace if grace is None else grace)
         await self.idle()
         try:
@@ -266,7 +294,20 @@ class Host:
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
                 return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
-            return await self._turn(job, job.request)
+            request = await self._completed(job.request)
+            return await self._turn(replace(job, request=request), request)
+
+    async def _completed(self, request: TurnRequest) -> TurnRequest:
+        """The request with what its channel left for the turn to look up (Slack's names)."""
+        route = request.route
+        completer = self._completers.get(route.platform) if route is not None else None
+        if completer is None:
+            return request
+        try:
+            return await completer.complete(request)
+        except Exception:  # the stored request is readable as it is
+            log.exception("request_completion_failed")
+            return request
 
     async def _turn(self, job: _Job, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
@@ -381,7 +422,7 @@ class Host:
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled(request, user_entry, started))
+            await asyncio.shield(self._cancelled(job, request, user_entry, started))
             raise
         return await self._answered(job, request, outcome, user_entry, started, notice)
 
@@ -479,13 +520,9 @@ class Host:
         publication = Publication(
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
-        try:
-            await self._outbox.publish(publication)
-        except Exception as exc:  # the item stays pending: it runs again after the next start
-            log.exception("turn_publish_failed", error=type(exc).__name__)
-            return TurnResult(
-                request.turn_id, Outcome.FAILED, error=f"publish: {type(exc).__name__}"
-            )
+        failure = await self._publish(publication)
+        if failure is not None:  # the item stays pending: it runs again after the next start
+            return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
@@ -493,6 +530,25 @@ class Host:
         await self._charge(request, record)
         outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
+
+    async def _publish(self, publication: Publication) -> str | None:
+        """Publish, trying again with backoff while the host runs (a full disk may get space
+        back; the conversation's later turns wait behind this one, so order holds). None once
+        published; the error's name when the host began closing first."""
+        wait = PUBLISH_RETRY_FIRST
+        while True:
+            try:
+                await self._outbox.publish(publication)
+                return None
+            except Exception as exc:
+                error = type(exc).__name__
+                if self._closed:
+                    log.warning("turn_publish_failed", error=error, detail=str(exc))
+                    return error
+                log.warning("turn_publish_retrying", error=error, detail=str(exc), wait=wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), wait)
+            wait = min(wait * 2, PUBLISH_RETRY_MAX)
 
     async def _crashed(
         self, job: _Job, request: TurnRequest, started: datetime, error: str
@@ -520,11 +576,18 @@ class Host:
         return True
 
     async def _cancelled(
-        self, request: TurnRequest, user_entry: HistoryEntry, started: datetime
+        self, job: _Job, request: TurnRequest, user_entry: HistoryEntry, started: datetime
     ) -> None:
-        """Record that this turn did not complete, so the next turn is not left guessing. Its
-        inbox item stays pending: the turn runs again after the next start."""
+        """A turn cut short (shutdown past its grace). An inbox item stays pending and runs again
+        after the next start, exactly as after a kill: nothing is published now, so the person
+        gets one answer and history holds the turn once, with no continuity account beside it.
+        A turn that will not run again (console, cron) records that it did not complete, so the
+        next turn is not left guessing."""
         record = self._record(request, started, Outcome.CANCELLED)
+        self._observe(record)
+        if job.item_id is not None:
+            log.info("turn_left_pending", reason="cancelled at shutdown")
+            return
         account = continuity_account(user_entry, "", "the turn was cancelled")
         try:
             await self._outbox.publish(
@@ -532,7 +595,6 @@ class Host:
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
-        self._observe(record)
 
     def _refuse_later(self, job: _Job, notice: str, why: Admission) -> None:
         """Close a refused turn without holding up the channel's intake (a rate-limited

@@ -51,11 +51,18 @@ class InboxItem:
 
 class Inbox(Protocol):
     async def accept(
-        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
     ) -> InboxItem | None:
         """In one transaction: record every mark under `source` and, when none was seen before,
-        store `request` (route included) as a pending item. None for a redelivery. Raises when
-        it cannot write (store closed, disk full): then nothing is recorded."""
+        store `request` (route included) as a pending item and empty the conversation's chat
+        buffer up to id `consumes` (the request's preceding messages came from it). None for a
+        redelivery. Raises when it cannot write (store closed, disk full): then nothing is
+        recorded and nothing emptied."""
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
         """Record the marks of an event that starts no turn; True when none was seen before."""
@@ -113,6 +120,15 @@ class Outbox(Protocol):
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         """Every part of one turn, in order (delivered ones carry their platform id)."""
+
+
+@runtime_checkable
+class RequestCompleter(Protocol):
+    """A channel whose stored requests leave something for their turn to fill in (Slack looks
+    names up then, not before the ack): the host asks it first, when the turn starts."""
+
+    async def complete(self, request: TurnRequest) -> TurnRequest:
+        """The request with what was left to fill in; never raises (degrade instead)."""
 
 
 @runtime_checkable

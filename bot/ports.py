@@ -245,10 +245,24 @@ class UsageLedger(Protocol):
         """Mark a budget notice as sent; True only the first time for (scope, period)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Buffered:
+    """What a chat buffer holds now, oldest first; `upto` is the newest row's id (None: empty).
+    A turn that uses them passes `upto` to `TurnSink.submit`, which empties the buffer up to it
+    in the transaction that stores the turn, so they are neither lost nor used twice."""
+
+    messages: tuple[PrecedingMessage, ...] = ()
+    upto: int | None = None
+
+
 class ChatBuffer(Protocol):
     """A bounded, durable per-chat buffer of messages that started no turn (Telegram groups)."""
 
     async def append(self, key: str, message: PrecedingMessage) -> None: ...
+
+    async def peek(self, key: str) -> Buffered:
+        """Everything buffered for `key`, oldest first, without emptying it (a read: it works
+        while the store cannot write)."""
 
     async def take(self, key: str) -> list[PrecedingMessage]:
         """Everything buffered for `key` since the last take, oldest first; empties the buffer."""
@@ -325,10 +339,18 @@ class TurnResult:
 class TurnSink(Protocol):
     """What a channel hands its TurnRequests to (the host)."""
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         """Store the turn in the durable inbox, deduplicated by the event's `marks` (its ids
         under `source`), and queue it; return at once. Push channels acknowledge the event to
-        the platform only when `admission.acknowledge` is true."""
+        the platform only when `admission.acknowledge` is true. `consumes`: the conversation's
+        chat buffer up to this id (`Buffered.upto`) is emptied in the same transaction."""
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
         """Record the marks of an event that starts no turn; True the first time. Raises

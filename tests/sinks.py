@@ -1,32 +1,54 @@
 """A TurnSink for channel tests: records what a channel submits, deduplicates its marks the way
-the host's inbox does, and answers with an admission the test sets (ACCEPTED, BUSY, CLOSED...)."""
+the host's inbox does (or through a real inbox, which also empties the chat buffer a stored turn
+consumes), and answers with an admission the test sets (ACCEPTED, BUSY, CLOSED...).
+
+`stored` is what the channel submitted (what the inbox would hold); `requests` is the same after
+`complete` (the channel's `RequestCompleter`, when a test sets it), as a turn would see it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.errors import IntakeUnavailable
+from bot.inbox import Inbox
 from bot.ports import Admission, TurnResult
 from bot.turns import TurnRequest
 
 
 class RecordingSink:
-    def __init__(self, answer: Admission = Admission.ACCEPTED) -> None:
+    def __init__(self, answer: Admission = Admission.ACCEPTED, inbox: Inbox | None = None) -> None:
         self.requests: list[TurnRequest] = []
+        self.stored: list[TurnRequest] = []
+        self.complete: Callable[[TurnRequest], Awaitable[TurnRequest]] | None = None
         self.marks: set[tuple[str, str]] = set()
         self.answer = answer
+        self._inbox = inbox
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+    async def submit(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> Admission:
         if not self.answer.acknowledge:
             return self.answer  # not stored: nothing recorded, no mark
-        if not self._mark(source, marks):
+        if self._inbox is not None:
+            item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
+            if item is None:
+                return Admission.DUPLICATE
+        elif not self._mark(source, marks):
             return Admission.DUPLICATE
-        self.requests.append(request)
+        self.stored.append(request)
+        self.requests.append(await self.complete(request) if self.complete else request)
         return self.answer
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
         if not self.answer.acknowledge:
             raise IntakeUnavailable(self.answer.value, closing=self.answer is Admission.CLOSED)
+        if self._inbox is not None:
+            return await self._inbox.note(source=source, marks=marks)
         return self._mark(source, marks)
 
     async def run(self, request: TurnRequest) -> TurnResult:

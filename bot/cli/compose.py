@@ -23,6 +23,7 @@ from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
 from bot.httpguard import guard
+from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
@@ -231,7 +232,8 @@ class App:
         if self._want_channels:
             self.channels = self._build_channels(store)
         for channel in self.channels:
-            self._host.attach(channel.name, channel.deliverer)
+            completer = channel if isinstance(channel, RequestCompleter) else None
+            self._host.attach(channel.name, channel.deliverer, completer)
             source = getattr(channel, "files", None)
             if source is not None and intake is not None:
                 intake.add_source(channel.name, source)

@@ -9,7 +9,8 @@ from typing import Any
 import structlog
 
 from bot.pgstore.db import PgDatabase
-from bot.store.buffer import DEFAULT_MAX_AGE_DAYS, _decode, _encode
+from bot.ports import Buffered
+from bot.store.buffer import DEFAULT_MAX_AGE_DAYS, _decode, _encode, buffered
 from bot.turns import PrecedingMessage
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,12 @@ class PgChatBuffer:
             await conn.execute("DELETE FROM chat_buffer WHERE added_at < $1", now - self._max_age)
 
         await self._db.write(append)
+
+    async def peek(self, key: str) -> Buffered:
+        rows = await self._db.fetch_all(
+            "SELECT id, body FROM chat_buffer WHERE key = $1 ORDER BY id", (key,)
+        )
+        return buffered(key, [(int(row["id"]), str(row["body"])) for row in rows])
 
     async def take(self, key: str) -> list[PrecedingMessage]:
         async def take(conn: Any) -> list[Any]:

@@ -53,7 +53,12 @@ class PgInbox:
         self._since_prune = 0
 
     async def accept(
-        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
     ) -> InboxItem | None:
         body = encode_request(request)
         prune = self._prune_due()
@@ -73,6 +78,12 @@ class PgInbox:
                     self._owner,
                 )
                 item = InboxItem(int(item_id), request)
+                if consumes is not None:
+                    await conn.execute(
+                        "DELETE FROM chat_buffer WHERE key = $1 AND id <= $2",
+                        request.conversation_key,
+                        consumes,
+                    )
             if prune:
                 await self._prune(conn)
             return item

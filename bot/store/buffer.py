@@ -1,8 +1,11 @@
 """The per-chat buffer of messages that started no turn (Telegram groups), durable and bounded.
 
-Each chat keeps its newest `size` messages; `take` reads and empties a chat's buffer in one
-transaction, so a message is handed to exactly one turn. Messages older than `max_age_days` are
-dropped when anything is appended, so chats that went quiet do not keep their chatter forever.
+Each chat keeps its newest `size` messages. A turn reads them with `peek` (a read, so it works
+while the store cannot write) and the inbox empties them up to the newest it read in the same
+transaction that stores the turn (`Inbox.accept(consumes=...)`), so a message is handed to exactly
+one turn and never lost when that turn could not be stored; `take` reads and empties at once.
+Messages older than `max_age_days` are dropped when anything is appended, so chats that went quiet
+do not keep their chatter forever.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import datetime
 import aiosqlite
 import structlog
 
+from bot.ports import Buffered
 from bot.store.codec import shorten
 from bot.store.db import Database
 from bot.turns import PrecedingMessage
@@ -62,6 +66,12 @@ class SqliteChatBuffer:
 
         await self._db.write(append)
 
+    async def peek(self, key: str) -> Buffered:
+        rows = await self._db.fetch_all(
+            "SELECT id, body FROM chat_buffer WHERE key = ? ORDER BY id", (key,)
+        )
+        return buffered(key, [(int(row["id"]), str(row["body"])) for row in rows])
+
     async def take(self, key: str) -> list[PrecedingMessage]:
         async def take(conn: aiosqlite.Connection) -> list[str]:
             async with conn.execute(
@@ -102,3 +112,14 @@ def _decode(body: str) -> PrecedingMessage:
         handle=str(handle) if handle is not None else None,
     )
     return message
+
+
+def buffered(key: str, rows: list[tuple[int, str]]) -> Buffered:
+    """Rows (id, body) in id order as a `Buffered`; an unreadable row is skipped (and logged)."""
+    messages = []
+    for _, body in rows:
+        try:
+            messages.append(_decode(body))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("chat_buffer_row_unreadable", buffer_key=key, error=type(exc).__name__)
+    return Buffered(tuple(messages), rows[-1][0] if rows else None)

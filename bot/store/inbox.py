@@ -53,7 +53,12 @@ class SqliteInbox:
         self._since_prune = 0
 
     async def accept(
-        self, request: TurnRequest, *, source: str, marks: Sequence[str]
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
     ) -> InboxItem | None:
         body = encode_request(request)
         prune = self._prune_due()
@@ -68,6 +73,11 @@ class SqliteInbox:
                     (request.turn_id, request.conversation_key, source, self._clock(), body),
                 ) as cursor:
                     item = InboxItem(int(cursor.lastrowid or 0), request)
+                if consumes is not None:
+                    await conn.execute(
+                        "DELETE FROM chat_buffer WHERE key = ? AND id <= ?",
+                        (request.conversation_key, consumes),
+                    )
             if prune:
                 await self._prune(conn)
             return item

@@ -2,14 +2,15 @@
 turning mentions and DMs into TurnRequests for the host.
 
 Bolt runs our listener before it acknowledges (`process_before_response`): the listener checks
-the allowlists, gathers the speaker, surface and preceding messages, and submits the request to
-the host, which stores it in the durable inbox under two dedupe marks (the event id, and the
-message itself, because a mention in a DM or group can arrive as both `message` and
-`app_mention`). Only then is the event acknowledged (the HTTP 200, the Socket Mode ack). When it
-cannot be stored (the host is shutting down, the store cannot write) the listener answers 503: no
-Socket Mode ack, an HTTP 503, and Slack delivers the event again. The turn itself runs later, so
-Slack never waits on a model call. Event types without a handler of ours are acknowledged, never
-left to bolt's 404, which Slack would retry.
+the allowlists and submits the request to the host, which stores it in the durable inbox under two
+dedupe marks (the event id, and the message itself, because a mention in a DM or group can arrive
+as both `message` and `app_mention`). Only then is the event acknowledged (the HTTP 200, the
+Socket Mode ack). When it cannot be stored (the host is shutting down, the store cannot write) the
+listener answers 503: no Socket Mode ack, an HTTP 503, and Slack delivers the event again. Nothing
+before the ack calls the Web API, so a slow Slack API never makes the ack miss Slack's 3 s
+deadline: the speaker's and surface's names and the preceding messages are looked up when the
+turn runs (`complete`), and so is the model call. Event types without a handler of ours are
+acknowledged, never left to bolt's 404, which Slack would retry.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ class SlackChannel:
         if not events.plain_text(message.text, {}, bot.user_id) and not message.files:
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
             return True
-        request = await self._request(message, bot, received_at)
+        request = events.pending_request(message, bot, received_at=received_at, turn_id=uuid4().hex)
         marks = [message.event_id, events.message_key(message)]
         admission = await sink.submit(request, source=INBOX_SOURCE, marks=marks)
         log.info(
@@ -238,6 +239,21 @@ class SlackChannel:
             log.warning("slack_event_not_allowed", reason="user", user=message.user)
             return False
         return True
+
+    async def complete(self, request: TurnRequest) -> TurnRequest:
+        """A stored request with the names and context its turn needs, looked up now (see the
+        module docstring). Lookups degrade rather than fail; if completing fails anyway, the
+        stored request is answered as it is."""
+        pending = events.pending_lookup(request)
+        if pending is None:
+            return request
+        message, bot = pending
+        try:
+            found = await self._request(message, bot, request.received_at)
+        except Exception:
+            log.exception("slack_lookups_failed", turn_id=request.turn_id)
+            found = request
+        return events.looked_up(request, found)
 
     async def _request(
         self, message: SlackMessage, bot: BotIdentity, received_at: datetime

@@ -7,9 +7,12 @@ another, so a later part never overtakes an earlier one, and a part that finally
 rest (the report says how far it got).
 
 For the host's outbox, `render` gives the parts and `post` posts one of them, returning its `ts`.
-Every post carries message metadata naming its part id, so that after a restart `find` can look
-in the thread (or the DM's recent history) for a part whose post went through but was never
-marked delivered, instead of posting it twice.
+Every post carries message metadata naming its part id, so that `find` can look in the thread (or
+the DM's recent history) for a part whose post went through but was never confirmed, instead of
+posting it twice: after a restart, and before `post` tries again after a failure that may have
+come after Slack took the message (a 5xx, an `internal_error`, a timeout, a dropped connection;
+a 429 is a refusal, so it is simply tried again). When the thread cannot be read then, the part
+is not posted blind: it is left for the next try (the outbox keeps it).
 
 `working()` puts a reaction on the triggering message while a turn runs. It is done in the
 background so the turn never waits on it, and a failure there is only logged.
@@ -100,8 +103,15 @@ class SlackDeliverer:
         if channel is None:
             raise PartFailed("route has no Slack channel")
         thread = part.route.values.get("thread_ts") or (first if part.index else None)
+
+        async def landed() -> str | None:
+            try:
+                return await self._find(part, first)
+            except CALL_ERRORS as exc:  # cannot tell: posting again might post it twice
+                raise _PostFailed(f"cannot look for the part ({error_code(exc)})") from None
+
         try:
-            ts = await self._post(channel, part.text, thread, part_id=part.part_id)
+            ts = await self._post(channel, part.text, thread, part_id=part.part_id, landed=landed)
         except _PostFailed as failure:
             if failure.final:
                 raise PartFailed(str(failure)) from None
@@ -111,22 +121,26 @@ class SlackDeliverer:
         return ts
 
     async def find(self, part: OutboxPart, first: str | None) -> str | None:
-        """The ts of a post of this part already in Slack (matched by its metadata), or None."""
+        """The ts of a post of this part already in Slack (matched by its metadata), or None
+        (also when Slack cannot be asked: after a restart a duplicate beats a lost part)."""
+        try:
+            return await self._find(part, first)
+        except CALL_ERRORS as exc:
+            log.warning("slack_find_failed", error=error_code(exc))
+            return None
+
+    async def _find(self, part: OutboxPart, first: str | None) -> str | None:
         channel = _channel(part.route)
         thread = part.route.values.get("thread_ts") or (first if part.index else None)
         if channel is None or (part.index and thread is None):
             return None
         arguments: dict[str, Any] = {"channel": channel, "include_all_metadata": True}
-        try:
-            if thread:
-                response = await self._client.conversations_replies(
-                    ts=thread, limit=FIND_LIMIT, **arguments
-                )
-            else:
-                response = await self._client.conversations_history(limit=FIND_LIMIT, **arguments)
-        except CALL_ERRORS as exc:  # cannot look: post it (a duplicate beats a lost part)
-            log.warning("slack_find_failed", error=error_code(exc))
-            return None
+        if thread:
+            response = await self._client.conversations_replies(
+                ts=thread, limit=FIND_LIMIT, **arguments
+            )
+        else:
+            response = await self._client.conversations_history(limit=FIND_LIMIT, **arguments)
         for message in response.get("messages") or []:
             metadata = message.get("metadata") or {}
             payload = metadata.get("event_payload") or {}
@@ -135,7 +149,13 @@ class SlackDeliverer:
         return None
 
     async def _post(
-        self, channel: str, text: str, thread: str | None, *, part_id: str | None = None
+        self,
+        channel: str,
+        text: str,
+        thread: str | None,
+        *,
+        part_id: str | None = None,
+        landed: Callable[[], Awaitable[str | None]] | None = None,
     ) -> str | None:
         arguments: dict[str, Any] = {"channel": channel, "text": text}
         if thread:
@@ -144,25 +164,38 @@ class SlackDeliverer:
             payload = {"part_id": part_id}
             arguments["metadata"] = {"event_type": PART_EVENT, "event_payload": payload}
         response = await self._with_retries(
-            "chat.postMessage", lambda: self._client.chat_postMessage(**arguments)
+            "chat.postMessage", lambda: self._client.chat_postMessage(**arguments), landed
         )
-        ts = response.get("ts")
+        ts = response if isinstance(response, str) else response.get("ts")
         return ts if isinstance(ts, str) else None
 
     async def _with_retries(
-        self, method: str, call: Callable[[], Awaitable[AsyncSlackResponse]]
-    ) -> AsyncSlackResponse:
+        self,
+        method: str,
+        call: Callable[[], Awaitable[AsyncSlackResponse]],
+        landed: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> AsyncSlackResponse | str:
+        """The call's response, retried on rate limits and passing failures. With `landed`, a
+        retry after a failure that may have followed Slack's taking the call first asks
+        `landed()`; a ts it finds is returned instead of calling again."""
         backoff = BACKOFF
+        unsure = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
+                if unsure and landed is not None and (found := await landed()) is not None:
+                    log.info("slack_post_found", method=method, attempt=attempt)
+                    return found
                 return await call()
             except SlackApiError as exc:
                 wait = _retry_after(exc)
                 if wait is None and not _is_transient(exc):
                     raise _PostFailed(f"{method} failed: {error_code(exc)}", final=True) from None
                 reason = error_code(exc)
+                unsure = unsure or wait is None  # a 429 refused the call; a 5xx may not have
             except CALL_ERRORS as exc:
-                wait, reason = None, error_code(exc)
+                wait, reason, unsure = None, error_code(exc), True
+            except _PostFailed as failure:  # `landed` could not look: ask again next time
+                wait, reason = None, str(failure)
             if attempt == MAX_ATTEMPTS:
                 break
             delay = min(MAX_WAIT, wait if wait is not None else backoff)

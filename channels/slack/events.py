@@ -1,6 +1,11 @@
 """Slack payloads to turn facts (pure): what starts a turn, its conversation key, its hidden route,
 the speaker, the surface, the preceding messages and the plain text the model reads.
 
+An event is stored before it is acknowledged, and Slack wants the ack within 3 s, so the stored
+request (`pending_request`) holds only what the event itself says; what needs the Web API (names,
+the surface's name, the preceding messages) is looked up when its turn runs, from what
+`pending_lookup` reads back out of the route.
+
 Everything here is dict in, value out, tested against recorded payloads. The lookups that fill in
 names (users.info, conversations.info, history) live in `channels.slack.directory`.
 
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -250,6 +255,83 @@ def build_request(
         attachments=tuple(attachment(f) for f in message.files),
         route=route_for(message),
         person=person_for(message),
+    )
+
+
+# --- stored before the ack, completed at turn time -----------------------------------------------
+
+LOOKUP = "lookup"  # route key: what the turn still has to look up, and from what
+
+
+def pending_request(
+    message: SlackMessage, bot: BotIdentity, *, received_at: datetime, turn_id: str
+) -> TurnRequest:
+    """The request as stored before the ack: readable as it is (a mention of someone shows as
+    `@someone`, the speaker is "someone", the surface is named by kind only, no preceding
+    messages), and complete once its turn has looked the names up (`pending_lookup`)."""
+    kind = surface_kind(None, message.channel_type, message.channel)
+    request = build_request(
+        message,
+        text=plain_text(message.text, {}, bot.user_id),
+        speaker=Speaker(name=message.bot_name or UNKNOWN_PERSON),
+        surface=build_surface(message.channel, kind, None, None),
+        preceding=(),
+        received_at=received_at,
+        turn_id=turn_id,
+    )
+    lookup = {
+        "text": message.text,
+        "event_type": message.event_type,
+        "channel_type": message.channel_type,
+        "thread_ts": message.thread_ts,
+        "bot_name": message.bot_name,
+        "bot_user_id": bot.user_id,
+        "bot_id": bot.bot_id,
+    }
+    assert request.route is not None
+    return replace(request, route=ReplyRoute(PLATFORM, {**request.route.values, LOOKUP: lookup}))
+
+
+def pending_lookup(request: TurnRequest) -> tuple[SlackMessage, BotIdentity] | None:
+    """The message and bot identity a stored request still has to look names up for; None when
+    there is nothing to look up (or the route is not one `pending_request` wrote)."""
+    route = request.route
+    lookup = route.values.get(LOOKUP) if route is not None else None
+    if route is None or route.platform != PLATFORM or not isinstance(lookup, Mapping):
+        return None
+    values = route.values
+    team, channel = _str_or_none(values.get("team")), _str_or_none(values.get("channel"))
+    user, ts = _str_or_none(values.get("user")), _str_or_none(values.get("message_ts"))
+    if team is None or channel is None or user is None or ts is None:
+        return None
+    message = SlackMessage(
+        event_id="",
+        event_type=str(lookup.get("event_type") or "message"),
+        team=team,
+        channel=channel,
+        channel_type=_str_or_none(lookup.get("channel_type")),
+        user=user,
+        text=str(lookup.get("text") or ""),
+        ts=ts,
+        thread_ts=_str_or_none(lookup.get("thread_ts")),
+        bot_name=_str_or_none(lookup.get("bot_name")),
+    )
+    bot = BotIdentity(_str_or_none(lookup.get("bot_user_id")), _str_or_none(lookup.get("bot_id")))
+    return message, bot
+
+
+def looked_up(request: TurnRequest, found: TurnRequest) -> TurnRequest:
+    """`found` (built from the looked-up names) with the stored request's identity, files and
+    route, minus what was left to look up."""
+    route = request.route
+    assert route is not None
+    values = {key: value for key, value in route.values.items() if key != LOOKUP}
+    return replace(
+        found,
+        turn_id=request.turn_id,
+        received_at=request.received_at,
+        attachments=request.attachments,
+        route=ReplyRoute(route.platform, values),
     )
 
 

@@ -309,19 +309,28 @@ class TelegramChannel:
     async def _start_turn(self, decision: StartTurn, update_id: str) -> bool:
         assert self._sink is not None
         key = decision.request.conversation_key
-        preceding = tuple(await self._buffer.take(key))
-        request = replace(decision.request, preceding=preceding)
-        admission = await self._sink.submit(request, source=PLATFORM, marks=[update_id])
+        # Read, not taken: the inbox empties the buffer in the transaction that stores the turn,
+        # so a turn that cannot be stored (full disk, shutting down) leaves it whole.
+        try:
+            buffered = await self._buffer.peek(key)
+        except Exception as exc:  # the store cannot be read: not stored, so not confirmed
+            log.warning("telegram_buffer_unreadable", error=type(exc).__name__)
+            raise IntakeUnavailable(type(exc).__name__) from None
+        request = replace(decision.request, preceding=buffered.messages)
+        admission = await self._sink.submit(
+            request, source=PLATFORM, marks=[update_id], consumes=buffered.upto
+        )
         log.info(
             "telegram_turn_submitted",
             turn_id=request.turn_id,
             conversation_key=key,
-            preceding=len(preceding),
+            preceding=len(buffered.messages),
             admission=admission.value,
         )
-        if admission is not Admission.ACCEPTED:
-            # The turn that would have read them did not run: keep them for the next one.
-            for message in preceding:
+        if admission in (Admission.BUSY, Admission.RATE_LIMITED):
+            # Stored, then refused: the turn that would have read them does not run, so they
+            # go back for the next one.
+            for message in buffered.messages:
                 await self._buffer.append(key, message)
         if admission is Admission.CLOSED:
             raise IntakeUnavailable("the host is shutting down", closing=True)

@@ -425,6 +425,9 @@ class FakeAnthropic:
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()  # a stalled answer gives up when the server closes
+        self._gate: asyncio.Event | None = None  # set by hold(): answers wait for release()
+        self.in_flight = 0  # Messages API calls being answered now
+        self.most_in_flight = 0  # the most ever at once
         self.base_url = ""
 
     async def __aenter__(self) -> FakeAnthropic:
@@ -469,6 +472,16 @@ class FakeAnthropic:
     def stall(self, seconds: float, times: int = 1) -> None:
         self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
 
+    def hold(self) -> None:
+        """Answers wait (requests are still recorded) until `release()`: the test decides when
+        a model call ends, without a clock."""
+        self._gate = asyncio.Event()
+
+    def release(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.set()
+
     def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
         self._responder = responder
 
@@ -480,11 +493,21 @@ class FakeAnthropic:
     # --- handlers ---
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         denied = self._check_auth(request)
         body = await request.json()
         self.requests.append(body)
         if denied is not None:
             return denied
+        if self._gate is not None and not await self._opened(self._gate):
+            return web.Response(status=503)  # the server is closing
         if self._failures:
             failure = self._failures.popleft()
             if failure.disconnect:
@@ -513,6 +536,15 @@ class FakeAnthropic:
         if body.get("stream"):
             return await self._stream(request, message)
         return web.json_response(message, headers={"request-id": message["id"]})
+
+    async def _opened(self, gate: asyncio.Event) -> bool:
+        """Wait for the gate; False when the server closes first."""
+        closing = asyncio.ensure_future(self._closing.wait())
+        opened = asyncio.ensure_future(gate.wait())
+        await asyncio.wait({closing, opened}, return_when=asyncio.FIRST_COMPLETED)
+        closing.cancel()
+        opened.cancel()
+        return gate.is_set()
 
     async def _stall(self, seconds: float) -> bool:
         """Wait `seconds`, or less when the server closes (False): cleanup never waits it out."""

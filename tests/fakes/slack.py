@@ -21,6 +21,7 @@ Injecting trouble:
     slack.fail("chat.postMessage", status=429, retry_after=1, after=1)  # 2nd post gets a 429
     slack.fail("conversations.info", "internal_error", times=2)
     slack.fail("chat.postMessage", "internal_error", lose_reply=True)  # posted, answer lost
+    slack.hold("users.info")           # calls of a method wait (recorded) until release(...)
     slack.revoke("channels:read")      # conversations.info on a public channel -> missing_scope
     await slack.push(body, retry_attempt=1)   # a redelivery: same event, same event_id
     slack.ack_deadline = 0.0           # slow acks: an envelope not acked within the deadline is
@@ -127,6 +128,7 @@ class FakeSlack:
     scopes: set[str] = field(default_factory=lambda: set(ALL_SCOPES))
     files: dict[str, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # methods of calls that waited on hold()
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -136,6 +138,7 @@ class FakeSlack:
         self._connected = asyncio.Event()
         self._changed = asyncio.Event()
         self._timers: set[asyncio.Task[None]] = set()
+        self._holds: dict[str, asyncio.Event] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.add_user(BOT_USER, "bot", real_name="The Bot", is_bot=True)
@@ -161,6 +164,8 @@ class FakeSlack:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        for method in list(self._holds):
+            self.release(method)
         for timer in list(self._timers):
             timer.cancel()
         await self.drop_connections()
@@ -504,9 +509,27 @@ class FakeSlack:
             _Failure(method, error, status, retry_after, after, times, lose_reply=lose_reply)
         )
 
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait until `release(method)` (each is in `held` meanwhile)."""
+        self._holds.setdefault(method, asyncio.Event())
+
+    def release(self, method: str) -> None:
+        held = self._holds.pop(method, None)
+        if held is not None:
+            held.set()
+
+    def reset_failures(self) -> None:
+        """Forget every failure injected with `fail` and not used up yet."""
+        self._failures.clear()
+
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await _params(request)
+        held = self._holds.get(method)
+        if held is not None:
+            self.held.append(method)
+            self._changed.set()
+            await held.wait()
         response = self._respond(method, params, request.headers.get("Authorization", ""))
         self.calls.append(Call(method, params, response.status, time.monotonic()))
         self._changed.set()

@@ -112,6 +112,10 @@ class World:
         self.asked.setdefault(f"telegram:{user['id']}", []).append(number)
         await self.tg.push(self.tg.message(self.tg.private_chat(user), user, f"question {number}"))
 
+    def count(self) -> int:
+        """Questions asked so far."""
+        return sum(len(asked) for asked in self.asked.values())
+
     def answers(self) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
         for post in self.slack.posts:
@@ -226,6 +230,41 @@ async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(agent_dir
             assert await forker.stop(signal.SIGTERM) == 0
     order = await _check_store(agent_dir, world)
     _check_answers(world, order, KILLS)
+
+
+@pytest.mark.slow
+async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(agent_dir: Path) -> None:
+    """SIGTERM in the middle of steady traffic that goes on through the shutdown and after the
+    exit: what was acknowledged is answered (before the exit, or after the restart), what was not
+    is delivered again by the platform, and nothing is answered twice, on Telegram either (a
+    graceful stop marks every part it posts)."""
+    rng = random.Random(SEED)
+    async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
+        fake.respond_with(answer)
+        world = World(slack, tg)
+        config = configure(agent_dir, slack, tg)
+        async with spawn_forker(environment(fake, slack, tg)) as forker:
+            await forker.start(config)
+            await slack.connection(30)
+            for _ in range(4):  # the bot is busy: questions asked and answers on their way
+                await world.ask_slack(rng)
+                await world.ask_telegram(rng)
+            await _progress(world, 0)
+            asked = world.count()
+            traffic = asyncio.create_task(_traffic(world, rng, 1.5))
+            async with asyncio.timeout(10):  # the stop comes while questions keep coming
+                while world.count() < asked + 2:
+                    await asyncio.sleep(0.01)
+            assert await forker.stop(signal.SIGTERM) == 0
+            await traffic  # and they went on arriving after the exit
+            await forker.start(config)
+            for body in world.slack_bodies:
+                if not _acked(slack, body):
+                    await slack.push(body, retry_attempt=1)
+            await _settled(world)
+            assert await forker.stop(signal.SIGTERM) == 0
+    order = await _check_store(agent_dir, world)
+    _check_answers(world, order, kills=0)
 
 
 async def _traffic(world: World, rng: random.Random, seconds: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import aiosqlite
@@ -27,6 +28,7 @@ from bot.turns import (
     TurnRequest,
 )
 from tests.engines import Clock, Engine
+from tests.store.full_disk import fill, make_room
 from tests.store.helpers import assistant, user
 
 pytestmark = pytest.mark.both_engines
@@ -238,3 +240,39 @@ def test_any_request_round_trips_through_its_stored_form(
         route=ReplyRoute("telegram", values),
     )
     assert decode_request(encode_request(original)) == original
+
+
+async def test_a_stored_turn_empties_the_chat_buffer_it_read_and_no_more(
+    store: OpenStore,
+) -> None:
+    key = "telegram:-100"
+    for text in ("one", "two"):
+        await store.buffer.append(key, PrecedingMessage(T0, "Dana", text, "dana"))
+    read = await store.buffer.peek(key)
+    await store.buffer.append(key, PrecedingMessage(T0, "Dana", "three", "dana"))  # came later
+    assert [m.text for m in read.messages] == ["one", "two"]
+    turn = replace(request(1, key), preceding=read.messages)
+
+    assert await store.inbox.accept(turn, source="tg", marks=["u1"], consumes=read.upto)
+    assert [m.text for m in (await store.buffer.peek(key)).messages] == ["three"]
+    # A redelivery stores nothing and empties nothing.
+    later = await store.buffer.peek(key)
+    assert await store.inbox.accept(turn, source="tg", marks=["u1"], consumes=later.upto) is None
+    assert [m.text for m in (await store.buffer.peek(key)).messages] == ["three"]
+
+
+async def test_a_turn_the_full_disk_refuses_leaves_the_chat_buffer_whole(
+    engine: Engine, store: OpenStore
+) -> None:
+    if engine.postgres:
+        pytest.skip("a size-capped file is SQLite's; PostgreSQL's disk is the server's")
+    key = "telegram:-100"
+    await store.buffer.append(key, PrecedingMessage(T0, "Dana", "context", "dana"))
+    read = await store.buffer.peek(key)
+    await fill(store)
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        await store.inbox.accept(request(1, key), source="tg", marks=["u1"], consumes=read.upto)
+    assert await store.buffer.peek(key) == read
+    await make_room(store)
+    assert await store.inbox.accept(request(1, key), source="tg", marks=["u1"], consumes=read.upto)
+    assert (await store.buffer.peek(key)).messages == ()

@@ -36,7 +36,7 @@ def secrets(tg: FakeTelegram, **values: str) -> Secrets:
 
 async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store: Store) -> None:
     channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
-    sink = Sink(Admission.BUSY)
+    sink = Sink(Admission.BUSY, store.inbox)
     group = tg.group(-77, "Crew")
     dana, alice = tg.user("Dana"), tg.user("Alice")
     await channel.start(sink)
