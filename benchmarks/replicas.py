@@ -6,11 +6,11 @@ SQLite beside them, in one run.
 
 Every replica is a whole App (store, host lanes, assembler, memory capture, the Telegram channel
 in webhook mode behind its own HTTP port) with the instant model of `benchmarks.overhead`. The
-fake Bot API posts each update to a small balancer that forwards it to one replica, the same one
-for every update of a chat (as a sticky load balancer would), so each replica runs its share of
-the chats on the shared database. All replicas run in this one process and share its event loop
-and cores: the figures show what sharing one PostgreSQL database costs per turn, not how much
-more a fleet of machines could do.
+fake Bot API posts each update to a small balancer that forwards the updates to the replicas in
+turn (round robin, not sticky: a chat's messages land on any replica, and the replicas' shared
+inbox decides which one runs the chat, SPEC §13). All replicas run in this one process and share
+its event loop and cores: the figures show what sharing one PostgreSQL database costs per turn,
+not how much more a fleet of machines could do.
 
 Each round is one message in every chat at once. Latency: update queued in the fake to last part
 accepted by the fake. Printed per setup: p50, p99, turns/s, lost and duplicated replies, per-chat
@@ -30,7 +30,6 @@ import tempfile
 import textwrap
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -49,7 +48,7 @@ SECRET = "bench-webhook-secret"
 
 
 class Balancer:
-    """One webhook URL in front of the replicas: a chat always goes to the same replica."""
+    """One webhook URL in front of the replicas, handing each update to the next replica."""
 
     def __init__(self) -> None:
         self.ports: list[int] = []
@@ -58,6 +57,7 @@ class Balancer:
         self._runner = web.AppRunner(self._app, access_log=None)
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
+        self._next = 0
 
     async def start(self) -> None:
         await self._runner.setup()
@@ -74,9 +74,8 @@ class Balancer:
 
     async def _forward(self, request: web.Request) -> web.Response:
         body = await request.read()
-        update: dict[str, Any] = await request.json()
-        chat = int(update.get("message", {}).get("chat", {}).get("id", 0))
-        port = self.ports[chat % len(self.ports)]
+        port = self.ports[self._next % len(self.ports)]
+        self._next += 1
         assert self._session is not None
         async with self._session.post(
             f"http://127.0.0.1:{port}/telegram/webhook", data=body, headers=request.headers

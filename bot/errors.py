@@ -15,6 +15,7 @@ BotError
 │   ├── SchemaTooNewError    the file was written by a newer version of the program
 │   ├── StoreClosedError     an operation arrived after the store was closed
 │   ├── TargetNotEmptyError  `bot store migrate` found data in the target already
+│   ├── ClaimLost            a replica's inbox item was adopted by another (it was taken for gone)
 │   └── UnreadableRecord     a stored entry, request or route this program cannot read
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
@@ -101,6 +102,11 @@ class StoreClosedError(StoreError):
 
 class TargetNotEmptyError(StoreError):
     """The PostgreSQL store already holds data; a migration only fills an empty one."""
+
+
+class ClaimLost(StoreError):
+    """The inbox item is no longer this replica's (it was taken for gone and its conversation was
+    adopted by another): nothing of the turn's end was written."""
 
 
 class UnreadableRecord(StoreError, ValueError):

@@ -9,6 +9,14 @@ part by part -> memory capture. A turn that fails or crashes publishes a continu
 the next turn of that conversation knows what happened; the lane guarantees it waits for that.
 On start, `resume()` queues what an earlier process left unfinished; `close()` stops intake,
 lets running turns finish and posts what is left in the outbox.
+
+Replicas on one shared store (a `WorkShare`, SPEC §13) do not run what they accept at once: they
+adopt the conversation, which succeeds only when no other live replica owns work in it, and then
+run all of its pending items on their lane in accepted order. A replica that finishes a
+conversation's work adopts what was accepted for it meanwhile (by any replica), and every
+`SHARE_SWEEP_SECONDS` each replica adopts the conversations nobody live owns (left by a replica
+that died, or accepted while their owner was finishing), so dead replicas' work is taken over
+while the others run, not only at their next start.
 """
 
 from __future__ import annotations
@@ -27,7 +35,14 @@ from bot import memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
-from bot.errors import IntakeUnavailable, LaneFull, TurnFailed, UnknownSkill, WindowExceeded
+from bot.errors import (
+    ClaimLost,
+    IntakeUnavailable,
+    LaneFull,
+    TurnFailed,
+    UnknownSkill,
+    WindowExceeded,
+)
 from bot.inbox import (
     Inbox,
     InboxItem,
@@ -36,6 +51,7 @@ from bot.inbox import (
     OutboxPart,
     Publication,
     RequestCompleter,
+    WorkShare,
 )
 from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
@@ -76,6 +92,8 @@ CONTINUITY_MAX_BYTES = 48 * 1024
 MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
 REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 OUTBOX_DRAIN_SECONDS = 15.0  # at shutdown, after the turns: what is left waits for the next start
+SHARE_SWEEP_SECONDS = 1.0  # replicas: how often to look for work no live replica owns
+SHARE_SWEEP_LIMIT = 100  # conversations adopted per sweep at most
 # A publication the store refuses (disk full, database locked) is tried again while the host runs,
 # waiting this long first and twice as long each time, up to the cap; its lane waits meanwhile.
 PUBLISH_RETRY_FIRST = 0.1
@@ -106,6 +124,10 @@ class _Job:
     def turn_id(self) -> str:
         return self.request.turn_id if self.request else "leftovers"
 
+    @property
+    def request_key(self) -> str:
+        return self.request.conversation_key if self.request else ""
+
 
 class Host:
     """Owns the lanes; implements `bot.ports.TurnSink` for the channels."""
@@ -125,6 +147,8 @@ class Host:
         policies: Policies | None = None,
         budgets: Budgets | None = None,
         attachments: AttachmentReader | None = None,
+        share: WorkShare | None = None,
+        sweep_seconds: float = SHARE_SWEEP_SECONDS,
     ) -> None:
         self._assembler = assembler
         self._attachments = attachments
@@ -154,6 +178,10 @@ class Host:
         # that they run after it, in the order they were accepted.
         self._resumed = False
         self._held: list[InboxItem] = []
+        self._share = share
+        self._sweep_seconds = sweep_seconds
+        self._sweeper: asyncio.Task[None] | None = None
+        self._adopting: dict[str, tuple[asyncio.Lock, int]] = {}
         self.observers: list[Callable[[TurnRecord], None]] = []
 
     # --- wiring -----------------------------------------------------------------------------
@@ -200,6 +228,10 @@ class Host:
         if item is None:
             log.info("event_duplicate", conversation_key=request.conversation_key)
             return Admission.DUPLICATE
+        if self._share is not None:
+            if not self._resumed or self._closed:
+                return Admission.ACCEPTED  # stored: the start-up sweep, or another replica, runs it
+            return await self._adopt(request.conversation_key, fresh=item.item_id)
         if not self._resumed or self._closed:
             # Stored: it runs after what `resume()` queues, or after the next start.
             self._held.append(item)
@@ -241,7 +273,13 @@ class Host:
 
     async def resume(self) -> None:
         """Queue what an earlier process left: undelivered parts first, then every pending
-        inbox item in the order it was accepted (each conversation's lane keeps that order)."""
+        inbox item in the order it was accepted (each conversation's lane keeps that order).
+        Replicas adopt what no live replica owns, now and every `sweep_seconds` from now on."""
+        if self._share is not None:
+            self._resumed = True
+            await self._sweep_once()
+            self._sweeper = asyncio.create_task(self._sweep(), name="host-share-sweep")
+            return
         leftovers: dict[str, list[OutboxPart]] = {}
         for part in await self._outbox.undelivered():
             leftovers.setdefault(part.conversation_key, []).append(part)
@@ -273,6 +311,10 @@ class Host:
         after the next start), then post what is left in the outbox."""
         self._closed = True
         self._closing.set()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         await self._lanes.close(self._settings.shutdown_grace if grace is None else grace)
         await self.idle()
         try:
@@ -283,9 +325,69 @@ class Host:
             if report.parts:
                 log.info("outbox_drained", parts=report.parts, accepted=report.accepted)
 
+    # --- replicas: adopting conversations ----------------------------------------------------
+
+    async def _adopt(self, key: str, fresh: int | None = None) -> Admission:
+        """Adopt the conversation's unowned work and queue it on its lane in accepted order:
+        parts a gone replica left first, then items. `fresh` (the item just accepted here) is
+        admitted like any new turn; the rest is work taken on, never refused."""
+        assert self._share is not None
+        lock, users = self._adopting.get(key, (asyncio.Lock(), 0))
+        self._adopting[key] = (lock, users + 1)
+        try:
+            async with lock:  # adoptions of one conversation reach its lane in commit order
+                adopted = await self._share.adopt(key)
+                admission = Admission.ACCEPTED
+                if adopted.parts:
+                    self._lanes.put(key, _Job(None, leftovers=adopted.parts), bounded=False)
+                for item in adopted.items:
+                    if item.item_id == fresh:
+                        admission = self._admit(_Job(item.request, item.item_id))[0]
+                        continue
+                    resumed = item.item_id in adopted.resumed
+                    job = _Job(item.request, item.item_id, resumed=resumed)
+                    self._lanes.put(key, job, bounded=False)
+                return admission
+        except Exception as exc:  # stored: the next sweep (here or on a replica) adopts it
+            log.warning("adopt_failed", conversation_key=key, error=type(exc).__name__)
+            return Admission.ACCEPTED
+        finally:
+            lock, users = self._adopting[key]
+            if users == 1:
+                del self._adopting[key]
+            else:
+                self._adopting[key] = (lock, users - 1)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_seconds)
+            await self._sweep_once()
+
+    async def _sweep_once(self) -> None:
+        """Adopt conversations no live replica owns work in."""
+        assert self._share is not None
+        try:
+            keys = await self._share.orphaned(SHARE_SWEEP_LIMIT)
+        except Exception as exc:  # the database is away: try again at the next sweep
+            log.warning("share_sweep_failed", error=type(exc).__name__)
+            return
+        for key in keys:
+            if self._closed:
+                return
+            await self._adopt(key)
+
     # --- the turn pipeline ------------------------------------------------------------------
 
     async def _work(self, job: _Job) -> TurnResult:
+        result = await self._work_one(job)
+        if self._share is None or self._closed or (job.item_id is None and not job.leftovers):
+            return result
+        key = job.leftovers[0].conversation_key if job.leftovers else job.request_key
+        if not self._lanes.waiting(key):  # done with what it owned: take on what came since
+            await self._adopt(key)
+        return result
+
+    async def _work_one(self, job: _Job) -> TurnResult:
         if job.request is None:
             report = await self._delivery.leftovers(job.leftovers)
             return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
@@ -540,6 +642,9 @@ class Host:
             try:
                 await self._outbox.publish(publication)
                 return None
+            except ClaimLost:  # another replica took this one for gone and runs the item
+                log.warning("turn_claim_lost", item=publication.item_id)
+                return ClaimLost.__name__
             except Exception as exc:
                 error = type(exc).__name__
                 if self._closed:

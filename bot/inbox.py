@@ -14,7 +14,12 @@ Exactly once, end to end, rests on two tables and three promises:
   which `Outbox.delivered` records; on start every undelivered part is posted (after `find` has
   looked for it on the platform, where the platform can say).
 
-The SQLite implementation is `bot.store`; any other engine implements the same two protocols.
+- **Sharing.** Where several replicas share one store (PostgreSQL), a `WorkShare` says which
+  replica runs which conversation: one at a time, in the order its items were accepted, and what
+  a replica that is gone left (items and parts) is adopted by a live one while it runs.
+
+The SQLite implementation is `bot.store` (one process: no WorkShare); `bot.pgstore` implements all
+three for replicas.
 """
 
 from __future__ import annotations
@@ -120,6 +125,32 @@ class Outbox(Protocol):
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         """Every part of one turn, in order (delivered ones carry their platform id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    """The work of one conversation a replica has just taken on: the parts a gone replica left
+    undelivered (to post first), then the items in the order they were accepted. `resumed` names
+    the items a gone replica had claimed (they may have started running there)."""
+
+    parts: tuple[OutboxPart, ...] = ()
+    items: tuple[InboxItem, ...] = ()
+    resumed: frozenset[int] = frozenset()
+
+
+class WorkShare(Protocol):
+    """How replicas on one shared store divide the inbox (SPEC §13). An accepted item is nobody's
+    until a replica adopts its conversation; a conversation is adopted by one live replica at a
+    time, whole (every pending item and undelivered part of it), and stays that replica's until
+    all of it is finished, so its turns run on one replica, one at a time, in accepted order."""
+
+    async def adopt(self, conversation_key: str) -> Adopted:
+        """Take on the conversation's unowned work, unless a live replica other than this one
+        owns some of it (then nothing: that replica takes the rest when it is done)."""
+
+    async def orphaned(self, limit: int) -> list[str]:
+        """Conversations with work that no live replica owns (accepted and never adopted, or
+        left by a replica that is gone), oldest first; at most `limit`."""
 
 
 @runtime_checkable

@@ -52,6 +52,11 @@ class Lanes(Generic[Item, Result]):
         """Items running or waiting, across every lane."""
         return sum(lane.queue.qsize() + lane.running for lane in self._lanes.values())
 
+    def waiting(self, key: str) -> int:
+        """Items queued on `key`'s lane behind the one running (0 when it has no lane)."""
+        lane = self._lanes.get(key)
+        return lane.queue.qsize() if lane is not None else 0
+
     def put(self, key: str, item: Item, *, bounded: bool = True) -> asyncio.Future[Result]:
         """Queue `item` on `key`'s lane; the future resolves with its result. Raises LaneFull
         when `depth` items already wait, unless `bounded` is false (work taken on before, such

@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.inbox import Inbox, Outbox
+from bot.inbox import Inbox, Outbox, WorkShare
 from bot.ports import (
+    AttachmentStore,
     ChatBuffer,
     CronRun,
     HistoryStore,
@@ -82,6 +83,9 @@ class OpenStore(Protocol):
     def usage(self) -> OperatorUsage: ...
 
     @property
+    def attachments(self) -> AttachmentStore: ...
+
+    @property
     def inbox(self) -> Inbox: ...
 
     @property
@@ -90,6 +94,10 @@ class OpenStore(Protocol):
     @property
     def leadership(self) -> Leadership | None:
         """Who runs what must run once (Telegram polling); None when one process is all."""
+
+    @property
+    def share(self) -> WorkShare | None:
+        """Which replica runs which conversation; None when one process is all."""
 
     @property
     def where(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.cli.stored import open_configured
-from bot.config import MemorySettings, StoreSettings
+from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.stores import OpenStore
 from tests import postgres
 
@@ -53,12 +53,18 @@ class Engine:
         return StoreSettings(url=self.location, **store)
 
     async def open(
-        self, memory: MemorySettings | None = None, *, buffer_size: int = 50, **store: Any
+        self,
+        memory: MemorySettings | None = None,
+        *,
+        buffer_size: int = 50,
+        attachments: AttachmentSettings | None = None,
+        **store: Any,
     ) -> OpenStore:
         return await open_configured(
             self.settings(**store),
             memory or MemorySettings(),
             buffer_size=buffer_size,
+            attachments=attachments,
             clock=self.clock,
         )
 

@@ -200,8 +200,7 @@ class App:
         self._exits.push_async_callback(store.aclose)
         memory = store.memory if settings.memory.enabled else None
 
-        # Attachments live in the SQLite store only for now; on PostgreSQL files are not read.
-        attachment_store: AttachmentStore | None = getattr(store, "attachments", None)
+        attachment_store: AttachmentStore | None = store.attachments
         toolbox = build_toolbox(self.config, agent, attachment_store)
 
         intake = (
@@ -222,6 +221,7 @@ class App:
             history=store.history,
             inbox=store.inbox,
             outbox=store.outbox,
+            share=store.share,
             memory=memory,
             tools_for=toolbox.for_turn,
             settings=settings.host,

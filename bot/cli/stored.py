@@ -34,7 +34,12 @@ async def open_configured(
         from bot.pgstore import open_pg_store
 
         return await open_pg_store(
-            settings.url, settings, memory, buffer_size=buffer_size, clock=clock
+            settings.url,
+            settings,
+            memory,
+            buffer_size=buffer_size,
+            attachments=attachments,
+            clock=clock,
         )
     from bot.store import open_store
 

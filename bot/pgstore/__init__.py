@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.config import MemorySettings, StoreSettings
+from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.pgstore.attachments import PgAttachments
 from bot.pgstore.buffer import PgChatBuffer
+from bot.pgstore.claims import PgWorkShare
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.history import PgHistory
@@ -41,7 +43,9 @@ class PgStore:
     inbox: PgInbox
     outbox: PgOutbox
     leadership: PgLeadership
+    share: PgWorkShare
     usage: PgUsage
+    attachments: PgAttachments
     owner: str  # this replica, in the inbox and outbox (see bot.pgstore.owners)
 
     @property
@@ -66,6 +70,7 @@ async def open_pg_store(
     memory: MemorySettings,
     *,
     buffer_size: int = 50,
+    attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PgStore:
     """Connect to `url` (creating and migrating the schema as needed)."""
@@ -88,6 +93,8 @@ async def open_pg_store(
         inbox=PgInbox(db, clock, owner=owner),
         outbox=PgOutbox(db, history, records, clock, owner=owner),
         leadership=leadership,
+        share=PgWorkShare(db, owner),
         usage=PgUsage(db, clock),
+        attachments=PgAttachments(db, attachments or AttachmentSettings(), clock),
         owner=owner,
     )

@@ -4,7 +4,9 @@ the SQLite store's semantics (`bot.store.inbox`).
 `accept` is one transaction: INSERT ... ON CONFLICT DO NOTHING of every mark (so deliveries racing
 on any number of replicas get exactly one item between them) and the item itself. `publish` is
 one transaction too: the turn's history, its answer's parts, its item's terminal state and its
-turn record. Marks, finished items and settled parts are bounded like SQLite's.
+turn record, and only while the item is still this replica's (else `ClaimLost`, nothing written).
+An accepted item is nobody's until a replica adopts its conversation (`bot.pgstore.claims`).
+Marks, finished items and settled parts are bounded like SQLite's.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any
 
 import structlog
 
+from bot.errors import ClaimLost
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.history import PgHistory
-from bot.pgstore.owners import take_over
 from bot.pgstore.records import PgTurnRecords
 from bot.store.inbox import _PRUNE_EVERY, DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, SETTLED_MAX_AGE_DAYS
 from bot.store.request_codec import (
@@ -47,7 +49,7 @@ class PgInbox:
     ):
         self._db = db
         self._clock = clock
-        self._owner = owner
+        self._owner = owner  # whose pending items `pending()` lists
         self._keep = keep
         self._max_age = max_age_days * _DAY
         self._since_prune = 0
@@ -67,15 +69,13 @@ class PgInbox:
             item = None
             if await self._mark(conn, source, marks):
                 item_id = await conn.fetchval(
-                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request,
-                                         owner)
-                       VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+                    """INSERT INTO inbox (turn_id, conversation_key, source, accepted_at, request)
+                       VALUES ($1, $2, $3, $4, $5) RETURNING id""",
                     request.turn_id,
                     request.conversation_key,
                     source,
                     self._clock(),
                     body,
-                    self._owner,
                 )
                 item = InboxItem(int(item_id), request)
                 if consumes is not None:
@@ -112,12 +112,11 @@ class PgInbox:
         return await self._db.write(claim)
 
     async def pending(self) -> list[InboxItem]:
-        """This replica's unfinished items, after taking over those of replicas that are gone
-        (never those of a live one: it is running them)."""
-        await take_over(self._db, "inbox", self._owner)
+        """Unfinished items that are this replica's or nobody's yet (with one replica: all of
+        them, as on SQLite). What other replicas left comes through `PgWorkShare`."""
         rows = await self._db.fetch_all(
-            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' AND owner = $1 "
-            "ORDER BY id",
+            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' "
+            "AND owner IN ('', $1) ORDER BY id",
             (self._owner,),
         )
         return inbox_items(rows)
@@ -205,12 +204,17 @@ class PgOutbox:
                 [(*part, now, self._owner) for part in parts],
             )
             if publication.item_id is not None and publication.state is not None:
-                await conn.execute(
-                    "UPDATE inbox SET state = $1, finished_at = $2 WHERE id = $3",
+                # Still ours (or never adopted, as in store-level use): else roll it all back.
+                found = await conn.fetchval(
+                    """UPDATE inbox SET state = $1, finished_at = $2
+                       WHERE id = $3 AND owner IN ('', $4) RETURNING id""",
                     publication.state.value,
                     now,
                     publication.item_id,
+                    self._owner,
                 )
+                if found is None:
+                    raise ClaimLost(f"inbox item {publication.item_id} is another replica's now")
             if record is not None and document is not None:
                 await self._records.write_staged(conn, record, document)
 
@@ -225,8 +229,7 @@ class PgOutbox:
         await self._settle(part_id, "abandoned", None, error)
 
     async def undelivered(self) -> list[OutboxPart]:
-        """This replica's unposted parts, after taking over those of replicas that are gone."""
-        await take_over(self._db, "outbox", self._owner)
+        """This replica's unposted parts (what others left comes through `PgWorkShare`)."""
         return await self._parts(
             "WHERE state = 'pending' AND owner = $1 ORDER BY id", (self._owner,)
         )

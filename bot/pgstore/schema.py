@@ -180,8 +180,39 @@ _V1_USAGE = (
     )""",
 )
 
+# Version 2: replicas adopt whole conversations (bot.pgstore.claims): their pending work is
+# looked up by conversation. Items accepted from now on are nobody's (owner '') until adopted.
+_V2_CLAIMS = (
+    "CREATE INDEX inbox_pending_by_conversation ON inbox (conversation_key, id) "
+    "WHERE state = 'pending'",
+    "CREATE INDEX outbox_pending_by_conversation ON outbox (conversation_key, id) "
+    "WHERE state = 'pending'",
+)
+
+# Version 3: attachments, stored once by content id (sha256) with the conversations that shared
+# them, as in the SQLite store's version 6.
+_V3_ATTACHMENTS = (
+    """CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        media_type TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        bytes BIGINT NOT NULL,
+        stored_at DOUBLE PRECISION NOT NULL,
+        used_at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX attachments_by_use ON attachments (used_at)",
+    """CREATE TABLE attachment_refs (
+        key TEXT NOT NULL,
+        id TEXT NOT NULL,
+        PRIMARY KEY (key, id)
+    )""",
+    "CREATE INDEX attachment_refs_by_id ON attachment_refs (id)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
+    _V2_CLAIMS,
+    _V3_ATTACHMENTS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -55,6 +55,11 @@ class Store:
         return None
 
     @property
+    def share(self) -> None:
+        """One process per file: all the inbox's work is its own."""
+        return None
+
+    @property
     def where(self) -> str:
         return str(self.db.path)
 

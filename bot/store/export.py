@@ -30,6 +30,8 @@ TABLES = (
     "outbox",
     "usage",
     "budget_notices",
+    "attachments",
+    "attachment_refs",
 )
 # Columns only the SQLite file has (its row ids for tables the target keys otherwise).
 _SQLITE_ONLY = {"messages": {"id"}}

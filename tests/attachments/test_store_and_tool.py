@@ -1,20 +1,21 @@
 """The attachment store (content-addressed, per-conversation, bounded) and `read_attachment`,
-on a real SQLite file; the intake end to end with a channel-side file source."""
+on both store engines (a real SQLite file, a real PostgreSQL schema); the intake end to end with a
+channel-side file source."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import MAX_OUTPUT_CHARS, ReadAttachmentTool
-from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.config import AttachmentSettings
 from bot.errors import FileRefused, ToolError
-from bot.store import Store, open_store
+from bot.stores import OpenStore
 from bot.turns import (
     Attachment,
     ConversationKind,
@@ -23,34 +24,19 @@ from bot.turns import (
     TextBlock,
     TurnRequest,
 )
+from tests.engines import Clock, Engine
 
 from . import files
 
+pytestmark = pytest.mark.both_engines
 MB = 1024 * 1024
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+Store = Any  # an open store of either engine (its `db` is read directly here)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: Clock) -> AsyncIterator[Store]:
+async def store(engine: Engine) -> AsyncIterator[OpenStore]:
     settings = AttachmentSettings(store_max_bytes=2 * MB, store_idle_days=3)
-    opened = await open_store(
-        StoreSettings(path=tmp_path / "s" / "bot.sqlite3"),
-        MemorySettings(),
-        attachments=settings,
-        clock=clock,
-    )
+    opened = await engine.open(attachments=settings)
     yield opened
     await opened.aclose()
 
@@ -81,9 +67,9 @@ async def test_bounded_in_bytes_least_recently_used_first(store: Store, clock: C
         await store.attachments.put("a", _id(blob), "text/plain", blob)
     kept = await store.attachments.load("a", [_id(b) for b in blobs])
     assert set(kept) == {_id(b) for b in blobs[-3:]}
-    total = await store.db.fetch_one("SELECT value FROM totals WHERE name = 'attachment_bytes'")
+    total = await store.db.fetch_one("SELECT sum(bytes) AS n FROM attachments")
     assert total is not None
-    assert total["value"] == 3 * (MB // 2 + 1)
+    assert total["n"] == 3 * (MB // 2 + 1)
 
 
 async def test_idle_attachments_age_out_and_replays_keep_them(store: Store, clock: Clock) -> None:

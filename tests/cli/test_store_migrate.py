@@ -15,6 +15,7 @@ import structlog
 
 from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
+from bot.pgstore import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from bot.ports import MemoryCapture, MemoryScope, TurnRecord
 from bot.store import open_store
 from bot.turns import PrecedingMessage
@@ -123,4 +124,4 @@ async def test_history_and_doctor_work_on_postgresql(
     assert await bot("--config", str(pg), "doctor", "--offline") == 1  # no API key set
     out = capsys.readouterr().out
     assert "ok    database" in out
-    assert "schema version 1" in out
+    assert f"schema version {PG_SCHEMA_VERSION}" in out

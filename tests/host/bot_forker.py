@@ -2,7 +2,9 @@
 
 It imports everything `bot run` needs once, then reads commands on stdin. `run CONFIG` forks a
 child that runs the real CLI (`bot --config CONFIG run`) and writes `pid N`; when the child ends
-(killed, most often) it writes `exit STATUS`. `quit` ends it. Forking a process that has imported
+(killed, most often) it writes `exit STATUS`. `spawn CONFIG` forks one the same way but returns at
+once (several may run side by side, as replicas); `wait N` waits for child N to end and writes
+`exit STATUS`. `quit` ends it. Forking a process that has imported
 but never started an event loop or a thread is safe, and far cheaper than starting a new
 interpreter for each of many kills (the same trick as tests/store/crash_writer.py).
 """
@@ -29,7 +31,11 @@ def serve() -> None:
         command, _, argument = line.strip().partition(" ")
         if command == "quit":
             return
-        if command != "run":
+        if command == "wait":
+            _, status = os.waitpid(int(argument), 0)
+            print(f"exit {status}", flush=True)
+            continue
+        if command not in ("run", "spawn"):
             continue
         pid = os.fork()
         if pid == 0:
@@ -40,8 +46,9 @@ def serve() -> None:
             finally:
                 os._exit(code)
         print(f"pid {pid}", flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(f"exit {status}", flush=True)
+        if command == "run":
+            _, status = os.waitpid(pid, 0)
+            print(f"exit {status}", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,12 @@ from hypothesis import strategies as st
 
 from bot.config import MemorySettings, StoreSettings, load_config
 from bot.errors import ConfigError, SchemaTooNewError, StoreOpenError
-from bot.inbox import Publication
 from bot.pgstore import SCHEMA_VERSION, open_pg_store
 from bot.pgstore.memory import tsquery_text
 from bot.ports import MemoryCapture, MemoryScope
 from bot.store.fts import query_terms
 from bot.stores import OpenStore
 from tests.engines import Engine
-from tests.store.test_inbox import part, request
 
 pytestmark = pytest.mark.postgres_only
 AT = datetime(2025, 3, 1, tzinfo=UTC)
@@ -87,24 +85,3 @@ async def test_any_text_is_no_query_or_one_postgresql_accepts(store: OpenStore, 
     # Through the real search and recall paths: a syntax error would raise here.
     await store.memory.search(text)
     await store.memory.recall(text, MemoryScope("slack:C1"))
-
-
-async def test_a_replica_takes_over_only_what_a_gone_replica_left(engine: Engine) -> None:
-    first, second = await engine.open(), await engine.open()
-    item = await first.inbox.accept(request(1), source="slack", marks=["Ev1"])
-    assert item is not None
-    await first.outbox.publish(Publication("k", parts=[part(9, 0, "k")]))
-    try:
-        # The first replica is alive: its turn and its part are its own.
-        assert await second.inbox.pending() == []
-        assert await second.outbox.undelivered() == []
-    finally:
-        await first.aclose()  # a killed replica's session ends the same way
-    third = await engine.open()
-    try:
-        assert [i.item_id for i in await third.inbox.pending()] == [item.item_id]
-        assert [p.part_id for p in await third.outbox.undelivered()] == ["turn9.0"]
-        assert await second.inbox.pending() == []  # taken once, by one replica
-    finally:
-        await second.aclose()
-        await third.aclose()
