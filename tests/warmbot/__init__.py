@@ -34,3 +34,4 @@ def bot_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]
     finally:
         server.stdin.close()  # the server ends when its stdin does
         server.wait(30)
+        server.stdout.close()
