@@ -1,0 +1,171 @@
+"""In-memory doubles of the ports `bot.host.Host` takes, for fast unit tests of the host alone.
+
+Each is a real class implementing its Protocol (no mocks): the inbox and outbox keep what they
+are given in lists, the deliverer records what it was asked to post, and the model runtime
+returns a canned `TurnOutcome` (or raises a canned error), optionally holding each turn at a
+gate until the test opens it, so tests wait on events, never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.ports.delivery import DeliveryReport
+from bot.ports.model import TurnOutcome, TurnPlan
+from bot.turns import HistoryEntry, ReplyRoute, TextBlock, TurnRequest
+
+
+class MemoryInbox:
+    """`bot.inbox.Inbox` in a list: marks dedupe; an item is pending until the outbox closes it."""
+
+    def __init__(self) -> None:
+        self.items: list[InboxItem] = []
+        self.states: dict[int, InboxState] = {}
+        self._marks: set[tuple[str, str]] = set()
+
+    async def accept(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> InboxItem | None:
+        keyed = {(source, mark) for mark in marks}
+        if keyed & self._marks:
+            return None
+        self._marks |= keyed
+        item = InboxItem(len(self.items) + 1, request)
+        self.items.append(item)
+        self.states[item.item_id] = InboxState.PENDING
+        return item
+
+    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+        keyed = {(source, mark) for mark in marks}
+        fresh = not keyed & self._marks
+        self._marks |= keyed
+        return fresh
+
+    async def claim(self, item_id: int) -> int:
+        return 1
+
+    async def pending(self) -> list[InboxItem]:
+        return [i for i in self.items if self.states[i.item_id] is InboxState.PENDING]
+
+
+class MemoryHistory:
+    """`bot.ports.history.HistoryStore` in a dict."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[HistoryEntry]] = {}
+
+    async def load(self, key: str) -> list[HistoryEntry]:
+        return list(self.entries.get(key, []))
+
+    async def publish(
+        self, key: str, entries: Sequence[HistoryEntry], *, replace: bool = False
+    ) -> None:
+        kept = [] if replace else self.entries.get(key, [])
+        self.entries[key] = [*kept, *entries]
+
+    async def reset(self, key: str) -> bool:
+        return self.entries.pop(key, None) is not None
+
+    async def conversations(self) -> list[str]:
+        return list(self.entries)
+
+
+class MemoryOutbox:
+    """`bot.inbox.Outbox` in a list; publishing writes the history and closes the inbox item, as
+    the store's one transaction does."""
+
+    def __init__(self, inbox: MemoryInbox, history: MemoryHistory) -> None:
+        self.publications: list[Publication] = []
+        self._inbox = inbox
+        self._history = history
+
+    async def publish(self, publication: Publication) -> None:
+        self.publications.append(publication)
+        key, entries = publication.conversation_key, publication.entries
+        await self._history.publish(key, entries, replace=publication.replace)
+        if publication.item_id is not None and publication.state is not None:
+            self._inbox.states[publication.item_id] = publication.state
+
+    async def delivered(self, part_id: str, platform_id: str) -> None:
+        raise AssertionError("whole-text deliverers have no parts")
+
+    async def abandon(self, part_id: str, error: str) -> None:
+        raise AssertionError("whole-text deliverers have no parts")
+
+    async def undelivered(self) -> list[OutboxPart]:
+        return []
+
+    async def parts(self, turn_id: str) -> list[OutboxPart]:
+        return []
+
+
+@dataclass
+class RecordingDeliverer:
+    """`bot.ports.delivery.Deliverer` that posts into a list and says when it did."""
+
+    posted: list[tuple[ReplyRoute, str]] = field(default_factory=list)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
+        async with self.changed:
+            self.posted.append((route, text))
+            self.changed.notify_all()
+        return DeliveryReport(parts=1, accepted=1)
+
+    @contextlib.asynccontextmanager
+    async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
+        yield
+
+    def route_to(self, destination: str) -> ReplyRoute:
+        return ReplyRoute("test", {"to": destination})
+
+    async def wait_for(self, count: int) -> list[str]:
+        """The texts posted, once at least `count` have been."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: len(self.posted) >= count)
+        return [text for _, text in self.posted]
+
+
+class CannedModel:
+    """`bot.ports.model.ModelRuntime` answering every plan with `outcome`, or raising `error`.
+
+    With `gated`, each run announces itself on `started` and waits for `release` first, so a
+    test can hold a turn mid-model-call while it looks at the host."""
+
+    def __init__(
+        self,
+        outcome: TurnOutcome | None = None,
+        *,
+        error: Exception | None = None,
+        gated: bool = False,
+    ) -> None:
+        answer = HistoryEntry("assistant", (TextBlock("canned answer"),), at=datetime.now(UTC))
+        self.outcome = outcome or TurnOutcome(text="canned answer", entries=(answer,))
+        self.error = error
+        self.gated = gated
+        self.plans: list[TurnPlan] = []
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.closed = False
+
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        self.plans.append(plan)
+        if self.gated:
+            self.started.set()
+            await self.release.wait()
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+    async def aclose(self) -> None:
+        self.closed = True
