@@ -198,19 +198,25 @@ def write_configs(
 
 @dataclass
 class Balancer:
-    """Round robin over the replicas' ports; a request that fails goes to the next one."""
+    """Round robin over the replicas' ports, each conversation's next message starting at the port
+    after the one that took its last (so its messages land on different replicas whatever order
+    the senders run in); a request that fails goes to the next port."""
 
     ports: list[int]
     session: aiohttp.ClientSession
     acked: int = 0
     turn: itertools.count[int] = field(default_factory=itertools.count)
     landed: dict[str, set[int]] = field(default_factory=dict)  # conversation -> ports that acked
+    last: dict[str, int] = field(default_factory=dict)  # conversation -> index of its last port
 
     async def deliver(
         self, key: str, path: str, body: bytes, headers: dict[str, str], *, slack: bool = False
     ) -> None:
+        last = self.last.get(key)
+        start = next(self.turn) if last is None else last + 1
         for attempt in range(200):
-            port = self.ports[next(self.turn) % len(self.ports)]
+            index = (start + attempt) % len(self.ports)
+            port = self.ports[index]
             sent = dict(headers)
             if slack and attempt:  # as Slack marks a redelivery
                 sent["X-Slack-Retry-Num"] = str(attempt)
@@ -225,6 +231,7 @@ class Balancer:
                     if response.status == 200:
                         self.acked += 1
                         self.landed.setdefault(key, set()).add(port)
+                        self.last[key] = index
                         return
             await asyncio.sleep(0.02 * min(attempt, 10))
         raise AssertionError(f"no replica acknowledged a message of {key}")
