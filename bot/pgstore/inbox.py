@@ -21,7 +21,12 @@ from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.history import PgHistory
 from bot.pgstore.records import PgTurnRecords
-from bot.store.inbox import _PRUNE_EVERY, DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, SETTLED_MAX_AGE_DAYS
+from bot.store.inbox import (
+    DEFAULT_KEEP,
+    DEFAULT_MAX_AGE_DAYS,
+    SETTLED_MAX_AGE_DAYS,
+    PruneSchedule,
+)
 from bot.store.request_codec import (
     encode_request,
     encode_route,
@@ -52,7 +57,7 @@ class PgInbox:
         self._owner = owner  # whose pending items `pending()` lists
         self._keep = keep
         self._max_age = max_age_days * _DAY
-        self._since_prune = 0
+        self._prune_schedule = PruneSchedule()
 
     async def accept(
         self,
@@ -63,7 +68,7 @@ class PgInbox:
         consumes: int | None = None,
     ) -> InboxItem | None:
         body = encode_request(request)
-        prune = self._prune_due()
+        prune = self._prune_schedule.due()
 
         async def accept(conn: Any) -> InboxItem | None:
             item = None
@@ -91,7 +96,7 @@ class PgInbox:
         return await self._db.write(accept)
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
-        prune = self._prune_due()
+        prune = self._prune_schedule.due()
 
         async def note(conn: Any) -> bool:
             new = await self._mark(conn, source, marks)
@@ -128,13 +133,6 @@ class PgInbox:
 
     async def prune(self) -> None:
         await self._db.write(self._prune)
-
-    def _prune_due(self) -> bool:
-        self._since_prune += 1
-        if self._since_prune < _PRUNE_EVERY:
-            return False
-        self._since_prune = 0
-        return True
 
     async def _mark(self, conn: Any, source: str, marks: Sequence[str]) -> bool:
         new = True

@@ -4,7 +4,7 @@
 process or another, get exactly one item between them) and the item itself. `publish` is one
 transaction too: the turn's history, its answer's parts, its item's terminal state and its turn
 record. Marks, finished items and settled parts are bounded by age and by count; pruning runs
-every `_PRUNE_EVERY` accepted events so the common path stays a few statements.
+every `PRUNE_EVERY` accepted events so the common path stays a few statements.
 """
 
 from __future__ import annotations
@@ -31,7 +31,23 @@ log = structlog.get_logger(__name__)
 DEFAULT_KEEP = 100_000  # dedupe marks
 DEFAULT_MAX_AGE_DAYS = 7.0  # dedupe marks: far longer than any platform redelivers
 SETTLED_MAX_AGE_DAYS = 1.0  # finished items and settled parts, kept for inspection
-_PRUNE_EVERY = 1_000
+PRUNE_EVERY = 1_000
+
+
+class PruneSchedule:
+    """Says when old rows are due for pruning: once every `PRUNE_EVERY` writes (both engines)."""
+
+    def __init__(self) -> None:
+        self._since = 0
+
+    def due(self) -> bool:
+        self._since += 1
+        if self._since < PRUNE_EVERY:
+            return False
+        self._since = 0
+        return True
+
+
 _DAY = 86_400.0
 
 
@@ -50,7 +66,7 @@ class SqliteInbox:
         self._clock = clock
         self._keep = keep
         self._max_age = max_age_days * _DAY
-        self._since_prune = 0
+        self._prune_schedule = PruneSchedule()
 
     async def accept(
         self,
@@ -61,7 +77,7 @@ class SqliteInbox:
         consumes: int | None = None,
     ) -> InboxItem | None:
         body = encode_request(request)
-        prune = self._prune_due()
+        prune = self._prune_schedule.due()
 
         async def accept(conn: aiosqlite.Connection) -> InboxItem | None:
             new = await self._mark(conn, source, marks)
@@ -85,7 +101,7 @@ class SqliteInbox:
         return await self._db.write(accept)
 
     async def note(self, *, source: str, marks: Sequence[str]) -> bool:
-        prune = self._prune_due()
+        prune = self._prune_schedule.due()
 
         async def note(conn: aiosqlite.Connection) -> bool:
             new = await self._mark(conn, source, marks)
@@ -119,13 +135,6 @@ class SqliteInbox:
 
     async def prune(self) -> None:
         await self._db.write(self._prune)
-
-    def _prune_due(self) -> bool:
-        self._since_prune += 1
-        if self._since_prune < _PRUNE_EVERY:
-            return False
-        self._since_prune = 0
-        return True
 
     async def _mark(self, conn: aiosqlite.Connection, source: str, marks: Sequence[str]) -> bool:
         new = True
