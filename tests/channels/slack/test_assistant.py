@@ -84,6 +84,31 @@ def test_without_a_context_the_open_channel_is_unknown() -> None:
     assert thread.viewing is None
 
 
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+_FIELDS = st.sampled_from(["channel_id", "thread_ts", "user_id", "context", "team_id"])
+
+
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(sorted(events.ASSISTANT_EVENTS)) | st.text(max_size=8)},
+        optional={"assistant_thread": st.dictionaries(_FIELDS, _JSON) | _JSON},
+    ),
+    st.none() | st.text(max_size=12),
+)
+def test_any_assistant_event_is_read_or_skipped_never_raises(
+    event: dict[str, Any], team: str | None
+) -> None:
+    found = events.read_assistant_thread({"event": event, "team_id": team})
+    assert isinstance(found, AssistantThread | Skip)
+    if isinstance(found, AssistantThread):
+        assert all(isinstance(v, str) and v for v in (found.channel, found.thread_ts, found.user))
+        assert found.viewing is None or isinstance(found.viewing, str)
+
+
 def test_a_recorded_assistant_thread_message_is_a_dm_thread_conversation() -> None:
     message = events.read_event(payload("message_im_assistant_thread"), BOT)
     assert isinstance(message, events.SlackMessage)
