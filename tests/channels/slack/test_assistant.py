@@ -302,6 +302,8 @@ async def test_refused_assistant_methods_still_answer_with_one_warning_each(
     assert all(log["log_level"] == "warning" for log in refused)
     # The progress sign falls back to the reaction on the person's message.
     assert [action for action, *_ in slack.reactions] == ["add", "remove"] * 2
+    # A method refused to the app is not called again: one refused call of each.
+    assert methods(slack).count("assistant.threads.setStatus") == 1
 
 
 async def test_without_assistant_write_the_status_still_shows_through_chat_write(
