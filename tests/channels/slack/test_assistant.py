@@ -323,3 +323,19 @@ async def test_without_assistant_write_the_status_still_shows_through_chat_write
         ("assistant.threads.setSuggestedPrompts", "missing_scope"),
         ("assistant.threads.setTitle", "missing_scope"),
     }
+
+
+async def test_a_status_failing_for_a_while_falls_back_once_without_a_warning(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    slack.fail("assistant.threads.setStatus", "internal_error")
+    with capture_logs() as logs:
+        async with App(make_config()) as app:
+            thread = await start_thread(slack, app)
+            for text in ("first?", "second?"):
+                await send(slack, app, slack.assistant_message(DM, ALICE, text, thread_ts=thread))
+            await slack.wait_for(lambda: len(slack.status_log) == 2)
+    assert len(slack.posts) == 2
+    assert [action for action, *_ in slack.reactions] == ["add", "remove"]  # the first turn
+    assert slack.status_log == [(DM, thread, "is thinking…"), (DM, thread, "")]  # the second
+    assert not [log for log in logs if log["log_level"] == "warning"]
