@@ -71,7 +71,12 @@ class SlackChannel:
         self._client = AsyncWebClient(
             token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
         )
-        self.deliverer = SlackDeliverer(self._client, reaction=settings.progress_reaction)
+        self.deliverer = SlackDeliverer(
+            self._client,
+            reaction=settings.progress_reaction,
+            stream=settings.stream,
+            stream_interval=settings.stream_interval,
+        )
         self.files = SlackFiles(secrets.get("SLACK_BOT_TOKEN") or "", settings.files_url)
         self._directory = SlackDirectory(
             self._client,
