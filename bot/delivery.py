@@ -37,9 +37,7 @@ class Delivery:
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._deliverers.get(platform)
 
-    def stream(
-        self, turn_id: str, route: ReplyRoute | None, record: Record
-    ) -> AnswerStream | None:
+    def stream(self, turn_id: str, route: ReplyRoute | None, record: Record) -> AnswerStream | None:
         """A live preview of the answer on `route`, or None where the route does not stream."""
         deliverer = self._deliverers.get(route.platform) if route else None
         if route is None or not isinstance(deliverer, LiveDeliverer):

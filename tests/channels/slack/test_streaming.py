@@ -28,7 +28,7 @@ def long_answer() -> str:
     """About 9,000 characters of Markdown: paragraphs, a list and a long code block, so the
     split falls inside a code block and a list at least once."""
     para = "Streaming **keeps** people reading while the `model` writes. " * 12
-    items = "\n".join(f"- item {n}: *emphasis* and a [link](https://example.com/{n})" for n in range(40))
+    items = "\n".join(f"- item {n}: *emphasis*, [link](https://example.com/{n})" for n in range(40))
     code = "\n".join(f"line_{n} = compute({n})  # a comment" for n in range(90))
     return f"{para}\n\n{items}\n\n```python\n{code}\n```\n\n{para}\n\n## The end\n\nDone."
 
@@ -53,14 +53,16 @@ async def test_a_long_answer_streams_natively_and_ends_as_the_split_render(
         await slack.wait_for(lambda: len(slack.reactions) == 2)
     ts = body["event"]["ts"]
     parts = expected(slack, text)
-    assert len(parts) >= 3 and all(len(part) <= MESSAGE_BUDGET for part in parts)
+    assert len(parts) >= 3
+    assert all(len(part) <= MESSAGE_BUDGET for part in parts)
     assert [post["text"] for post in slack.posts] == parts
     assert {post["thread_ts"] for post in slack.posts} == {ts}
     assert slack.posts[0].get("stream")  # and none was posted a second time
     used = methods(slack)
     streamed = used.count("chat.startStream")
-    assert streamed >= 2 and "chat.appendStream" in used
-    assert used.count("chat.postMessage") == len(parts) - streamed  # what the stream never reached
+    assert streamed >= 2
+    assert "chat.appendStream" in used
+    assert used.count("chat.postMessage") == len(parts) - streamed  # not reached
     assert used.count("chat.update") == streamed  # each stream finished with its final part
     # The reaction came off when the first text showed, long before the answer was finished.
     order = [call.method for call in slack.calls]
@@ -128,7 +130,8 @@ async def test_a_refused_stream_falls_back_to_a_normal_post_with_one_warning(
     assert methods(slack).count("chat.startStream") == 1  # refused once, not tried again
     warnings = [entry for entry in logs if entry["log_level"] == "warning"]
     assert [entry["event"] for entry in warnings] == ["slack_stream_refused"]
-    assert "Fix:" in warnings[0]["reason"] and 'stream = "edits"' in warnings[0]["reason"]
+    assert "Fix:" in warnings[0]["reason"]
+    assert 'stream = "edits"' in warnings[0]["reason"]
 
 
 async def test_a_rate_limited_stream_backs_off_and_the_answer_still_arrives_whole(
