@@ -36,6 +36,10 @@ from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 ROOT = Path(__file__).resolve().parents[2]
+# Seconds between the fake model's word deltas: its answers stream into Slack (an edited post at a
+# DM's top level) and Telegram (drafts) while they are written; what is counted is what the
+# platforms show at the end (the fakes' `posts` and `sent` follow edits and streams).
+STREAM_PACE = 0.02
 # The suite kills five times, to stay fast; KILL_TEST_KILLS=50 (KILL_TEST_SEED) for the long run.
 KILLS = int(os.environ.get("KILL_TEST_KILLS", "5"))
 SEED = os.environ.get("KILL_TEST_SEED", "20261201")
@@ -209,6 +213,7 @@ async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(agent_dir
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
         fake.respond_with(answer)
+        fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
         async with spawn_forker(environment(fake, slack, tg)) as forker:
@@ -241,6 +246,7 @@ async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(agent_dir: Pat
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
         fake.respond_with(answer)
+        fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
         async with spawn_forker(environment(fake, slack, tg)) as forker:
