@@ -745,7 +745,7 @@ class FakeTelegram:
         return {"message_id": old.message_id, "chat": chat, "date": int(time.time()), "text": plain}
 
     async def _api_deleteMessage(self, params: Mapping[str, Any]) -> Any:
-        index, old = self._own_message(params, "message to delete not found")
+        index, _ = self._own_message(params, "message to delete not found")
         self.deleted.append(self.sent.pop(index))
         return True
 
