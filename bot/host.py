@@ -272,8 +272,9 @@ class Host:
         for key, parts in leftovers.items():
             self._lanes.put(key, _Job(None, leftovers=tuple(parts)), bounded=False)
         known = {item.item_id for item in found}
+        mine = {item.item_id for item in self._held}  # accepted by this process: never ran
         for item in found:
-            job = _Job(item.request, item.item_id, resumed=True)
+            job = _Job(item.request, item.item_id, resumed=item.item_id not in mine)
             self._lanes.put(item.request.conversation_key, job, bounded=False)
         for item in self._held:
             if item.item_id not in known:

@@ -193,7 +193,7 @@ def _streaming(config: Config) -> list[Check]:
         modes.append(("slack", settings.slack.stream))
     if settings.telegram.enabled:
         modes.append(("telegram", settings.telegram.stream))
-    return [Check(f"{name} streaming", True, _STREAMING[name][mode]) for name, mode in modes]
+    return [Check(f"{name}-stream", True, _STREAMING[name][mode]) for name, mode in modes]
 
 
 Probe = Callable[[], Awaitable[str]]

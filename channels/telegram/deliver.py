@@ -43,7 +43,7 @@ from telegram.error import (
     TimedOut,
 )
 
-from bot.errors import PartFailed, RouteError
+from bot.errors import DeliveryError, PartFailed, RouteError
 from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
@@ -331,5 +331,5 @@ class TelegramDeliverer:
             await self._sleep(self._typing_interval)
 
 
-class _Gone(Exception):
+class _Gone(DeliveryError):
     """The message to finish was removed meanwhile (by a person): it is sent anew."""

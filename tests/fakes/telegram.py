@@ -208,6 +208,8 @@ class FakeTelegram:
         self.deleted: list[Sent] = []
         self.drafts: list[Draft] = []
         self.drafts_enabled = True
+        self.held: list[str] = []  # methods of calls that waited on hold()
+        self._holds: dict[str, asyncio.Event] = {}
         self.commands: list[dict[str, Any]] = []  # what setMyCommands registered
         self.actions: list[Call] = []
         self.calls: list[Call] = []
@@ -243,6 +245,8 @@ class FakeTelegram:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for method in list(self._holds):
+            self.release(method)
         self._closing = True
         async with self._changed:
             self._changed.notify_all()
@@ -493,6 +497,15 @@ class FakeTelegram:
             times=times,
         )
 
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait (listed in `held`) until `release(method)`."""
+        self._holds[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        event = self._holds.pop(method, None)
+        if event is not None:
+            event.set()
+
     def freeze_confirmations(self, frozen: bool = True) -> None:
         """While frozen, offsets confirm nothing: as if the bot died before its confirmation
         reached Telegram, so whoever polls next gets those updates again."""
@@ -528,6 +541,12 @@ class FakeTelegram:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         params = await _params(request)
+        held = self._holds.get(method)
+        if held is not None:
+            self.held.append(method)
+            async with self._changed:
+                self._changed.notify_all()
+            await held.wait()
         self.calls.append(Call(method, params))
         try:
             failure = self._take_failure(method)
