@@ -423,6 +423,7 @@ class FakeAnthropic:
         # benchmark can watch an answer being written as a slow model writes it.
         self.pace = 0.0
         self.words_per_delta = 1  # how many word-sized pieces one text delta carries
+        self.first_text_at: list[float] = []  # monotonic time each streamed answer's text began
         self._script: deque[Scripted] = deque()
         self._responder: Callable[[dict[str, Any]], Reply | str | None] | None = None
         self._failures: deque[_Failure] = deque()
@@ -637,9 +638,13 @@ class FakeAnthropic:
         )
         await response.prepare(request)
         chosen = _events(message, self.words_per_delta) if events is None else events
+        began = False
         for event in chosen:
             payload = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
             await response.write(payload.encode())
+            if not began and event.get("delta", {}).get("type") == "text_delta":
+                began = True
+                self.first_text_at.append(time.monotonic())
             if self.pace and event.get("delta", {}).get("type") == "text_delta":
                 await asyncio.sleep(self.pace)
         await response.write_eof()

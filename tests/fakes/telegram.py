@@ -163,6 +163,7 @@ class Draft:
 class Call:
     method: str
     params: Mapping[str, Any]
+    at: float = field(default_factory=time.perf_counter)  # when the fake took the call
 
 
 @dataclass
