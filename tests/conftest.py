@@ -145,3 +145,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     why = skipped_reason()
     if why:
         terminalreporter.write_line(f"PostgreSQL tests skipped: {why}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first: one started last would leave the other workers idle while it runs
+    (work stealing evens out the rest)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

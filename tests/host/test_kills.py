@@ -1,8 +1,8 @@
 """Exactly once through SIGKILL: `bot run` killed at random points while Slack and Telegram
 traffic flows, then started again, many times in a row.
 
-The host runs as the real CLI in a child forked from tests/host/bot_forker.py (everything
-imported once, so a life costs a start-up, not an interpreter), against the fake Slack (Socket
+The host runs as the real CLI, forked from the warm server (tests/warmbot: everything imported
+once, so a life costs a start-up, not an interpreter), against the fake Slack (Socket
 Mode), the fake Telegram (long polling) and the fake Anthropic API in this process. Slack retries
 an event whose ack never came, as the real Slack does; Telegram keeps every update until the
 bot's getUpdates offset confirms it. At the end every event must have been answered: exactly once
@@ -19,7 +19,6 @@ import os
 import random
 import re
 import signal
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +37,8 @@ from tests.conftest import subprocess_env, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.warmbot.bots import Bots
 
-ROOT = Path(__file__).resolve().parents[2]
 # Seconds between the fake model's word deltas: its answers stream into Slack (an edited post at a
 # DM's top level) and Telegram (drafts) while they are written; what is counted is what the
 # platforms show at the end (the fakes' `posts` and `sent` follow edits and streams).
@@ -55,36 +54,6 @@ def answer(body: dict[str, Any]) -> str:
     """The person's own text is the last "question N" of the last user message."""
     found = QUESTION.findall(str(body["messages"][-1]))
     return f"Answer {found[-1] if found else '?'}."
-
-
-class Forker:
-    """The bot_forker process; `life()` starts one `bot run`, `kill()` ends it."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.pid: int | None = None
-
-    async def line(self) -> str:
-        assert self.process.stdout is not None
-        raw = await asyncio.wait_for(self.process.stdout.readline(), 60)
-        if not raw:
-            raise AssertionError("the forker stopped")
-        return raw.decode().strip()
-
-    async def start(self, config: Path) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"run {config}\n".encode())
-        await self.process.stdin.drain()
-        self.pid = int((await self.line()).removeprefix("pid "))
-
-    async def stop(self, signum: int = signal.SIGKILL) -> int:
-        assert self.pid is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signum)
-        while not (line := await self.line()).startswith("exit "):
-            pass
-        self.pid = None
-        return int(line.removeprefix("exit "))
 
 
 @dataclass
@@ -142,31 +111,14 @@ def _numbers(text: str) -> list[int]:
 
 
 @contextlib.asynccontextmanager
-async def spawn_forker(env: dict[str, str]) -> AsyncIterator[Forker]:
-    # KILL_TEST_LOG=FILE keeps the lives' logs (at info level) for a failure's post-mortem.
+async def lives(bot_command: list[str], env: dict[str, str]) -> AsyncIterator[Bots]:
+    """`bot run` lives with these settings; KILL_TEST_LOG=FILE keeps their logs (at info level)
+    for a failure's post-mortem."""
     log = await asyncio.to_thread(open, os.environ.get("KILL_TEST_LOG", os.devnull), "ab")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.host.bot_forker",
-        cwd=ROOT,
-        env=subprocess_env(**env),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=log,
-    )
-    started = Forker(process)
     try:
-        yield started
+        async with Bots(bot_command, subprocess_env(**env), output=log) as bots:
+            yield bots
     finally:
-        if started.pid is not None:
-            await started.stop()
-        assert process.stdin is not None
-        process.stdin.write(b"quit\n")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(process.wait(), 10)
-        if process.returncode is None:
-            process.kill()
         log.close()
 
 
@@ -219,36 +171,41 @@ def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram, streaming: st
 
 
 @pytest.mark.slow
-async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(agent_dir: Path) -> None:
+async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
         fake.respond_with(answer)
         fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
-        async with spawn_forker(environment(fake, slack, tg)) as forker:
+        run = ("--config", str(config), "run")
+        async with lives(bot_command, environment(fake, slack, tg)) as bots:
             for _ in range(KILLS):
                 answered = len(slack.posts) + len(tg.sent)
-                await forker.start(config)
+                bot = await bots.start(*run)
                 if rng.random() < 0.75:  # else: killed while it starts, resumes or connects
                     await slack.connection(30)
                 if rng.random() < 0.5:  # a life that gets somewhere before it is killed
                     await _progress(world, answered)
                 await _traffic(world, rng, rng.uniform(0.05, 0.5))
-                await forker.stop()
+                await bot.stop(signal.SIGKILL)
             # A last, calm life: Slack retries what was never acknowledged, everything drains.
-            await forker.start(config)
+            bot = await bots.start(*run)
             for body in world.slack_bodies:
                 if not _acked(slack, body):
                     await slack.push(body, retry_attempt=1)
             await _settled(world)
-            assert await forker.stop(signal.SIGTERM) == 0
+            assert await bot.stop(signal.SIGTERM) == 0
     order = await _check_store(agent_dir, world)
     _check_answers(world, order, KILLS)
 
 
 @pytest.mark.slow
-async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(agent_dir: Path) -> None:
+async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(
+    bot_command: list[str], agent_dir: Path
+) -> None:
     """SIGTERM in the middle of steady traffic that goes on through the shutdown and after the
     exit: what was acknowledged is answered (before the exit, or after the restart), what was not
     is delivered again by the platform, and nothing is answered twice, on Telegram either (a
@@ -259,8 +216,9 @@ async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(agent_dir: Pat
         fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
-        async with spawn_forker(environment(fake, slack, tg)) as forker:
-            await forker.start(config)
+        run = ("--config", str(config), "run")
+        async with lives(bot_command, environment(fake, slack, tg)) as bots:
+            bot = await bots.start(*run)
             await slack.connection(30)
             for _ in range(4):  # the bot is busy: questions asked and answers on their way
                 await world.ask_slack(rng)
@@ -271,21 +229,21 @@ async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(agent_dir: Pat
             async with asyncio.timeout(10):  # the stop comes while questions keep coming
                 while world.count() < asked + 2:
                     await asyncio.sleep(0.01)
-            assert await forker.stop(signal.SIGTERM) == 0
+            assert await bot.stop(signal.SIGTERM) == 0
             await traffic  # and they went on arriving after the exit
-            await forker.start(config)
+            bot = await bots.start(*run)
             for body in world.slack_bodies:
                 if not _acked(slack, body):
                     await slack.push(body, retry_attempt=1)
             await _settled(world)
-            assert await forker.stop(signal.SIGTERM) == 0
+            assert await bot.stop(signal.SIGTERM) == 0
     order = await _check_store(agent_dir, world)
     _check_answers(world, order, kills=0)
 
 
 @pytest.mark.slow
 async def test_a_long_answer_killed_mid_stream_arrives_whole_and_once_after_the_restart(
-    agent_dir: Path,
+    bot_command: list[str], agent_dir: Path
 ) -> None:
     """Done-when of issue 15: a long answer streaming into a Slack thread (native streams) and a
     Telegram group (an edited message) when the process is SIGKILLed; after the restart the turn
@@ -303,17 +261,18 @@ async def test_a_long_answer_killed_mid_stream_arrives_whole_and_once_after_the_
         # The first update after each message opened waits: the kill comes while it does.
         slack.hold("chat.appendStream")
         tg.hold("editMessageText")
-        async with spawn_forker(environment(fake, slack, tg)) as forker:
-            await forker.start(config)
+        run = ("--config", str(config), "run")
+        async with lives(bot_command, environment(fake, slack, tg)) as bots:
+            bot = await bots.start(*run)
             await slack.connection(30)
             await slack.push(slack.mention("C0KILL001", "U0KILL001", "tell me everything"))
             await tg.push(tg.message(group, person, "tell me everything", mention=True))
             await slack.wait_for(lambda: "chat.appendStream" in slack.held, 30)
             await tg.wait_for(lambda: "editMessageText" in tg.held)
-            await forker.stop()
+            await bot.stop(signal.SIGKILL)
             slack.release("chat.appendStream")
             tg.release("editMessageText")
-            await forker.start(config)
+            bot = await bots.start(*run)
             slack_parts = SlackDeliverer(None, stream="off").render(None, text)  # type: ignore[arg-type]
             tg_parts = split_html(to_telegram_html(text), TELEGRAM_MESSAGE_LIMIT)
             async with asyncio.timeout(60):
@@ -322,7 +281,7 @@ async def test_a_long_answer_killed_mid_stream_arrives_whole_and_once_after_the_
                 ] != tg_parts:
                     await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)  # a duplicate, if any, would arrive now
-            assert await forker.stop(signal.SIGTERM) == 0
+            assert await bot.stop(signal.SIGTERM) == 0
     assert len(slack_parts) >= 2
     assert [p["text"] for p in slack.posts] == slack_parts
     assert slack.posts[0].get("stream")  # the first run's stream, finished, not posted again

@@ -1,12 +1,13 @@
 """Three `bot run` processes on one PostgreSQL database (SPEC §13), one of them SIGKILLed mid-run.
 
-Each replica is the real CLI, forked from tests/host/bot_forker.py, with its own HTTP port, Slack
-in HTTP Events mode (signed requests), Telegram in webhook mode and a cron job, against the fake
-Slack, Telegram and Anthropic servers in this process. A round-robin balancer in the test hands
-each message to the next replica, so one conversation's messages land on all three; a message
-whose request fails (its replica is dead, or died before answering) is sent again to the next
-one, with the platform's retry headers, until a replica acknowledges it. Each conversation sends
-its next message once the last one was acknowledged, so the order asked is the inbox's order.
+Each replica is the real CLI, forked from the warm server (tests/warmbot), with its own HTTP
+port, Slack in HTTP Events mode (signed requests), Telegram in webhook mode and a cron job,
+against the fake Slack, Telegram and Anthropic servers in this process. A round-robin balancer in
+the test hands each message to the next replica, so one conversation's messages land on all
+three; a message whose request fails (its replica is dead, or died before answering) is sent
+again to the next one, with the platform's retry headers, until a replica acknowledges it. Each
+conversation sends its next message once the last one was acknowledged, so the order asked is the
+inbox's order.
 
 At the end every message is answered exactly once on Slack (a post made before the kill is found
 by its metadata) and at most once more on Telegram, only as the same answer right after itself
@@ -24,7 +25,6 @@ import os
 import re
 import signal
 import socket
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -44,10 +44,10 @@ from tests.engines import Engine
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
+from tests.warmbot.bots import Bots
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 # Seconds between the fake model's word deltas: its answers stream into Slack (an edited post at a
 # DM's top level) and Telegram (drafts) while they are written; what is counted is what the
 # platforms show at the end (the fakes' `posts` and `sent` follow edits and streams).
@@ -71,61 +71,14 @@ def answer(body: dict[str, Any]) -> str:
     return f"Answer {found[-1] if found else '?'}."
 
 
-class Forker:
-    """The bot_forker process: `spawn` forks one `bot run` child, `wait` reaps one."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.pids: list[int] = []
-
-    async def _say(self, line: str) -> str:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.process.stdin.write(f"{line}\n".encode())
-        await self.process.stdin.drain()
-        raw = await asyncio.wait_for(self.process.stdout.readline(), 60)
-        if not raw:
-            raise AssertionError("the forker stopped")
-        return raw.decode().strip()
-
-    async def spawn(self, config: Path) -> int:
-        pid = int((await self._say(f"spawn {config}")).removeprefix("pid "))
-        self.pids.append(pid)
-        return pid
-
-    async def stop(self, pid: int, signum: int) -> int:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-        status = int((await self._say(f"wait {pid}")).removeprefix("exit "))
-        self.pids.remove(pid)
-        return status
-
-
 @contextlib.asynccontextmanager
-async def spawn_forker(env: dict[str, str]) -> AsyncIterator[Forker]:
+async def replicas(bot_command: list[str], env: dict[str, str]) -> AsyncIterator[Bots]:
+    """`bot run` replicas with these settings; REPLICA_TEST_LOG=FILE keeps their logs."""
     log = await asyncio.to_thread(open, os.environ.get("REPLICA_TEST_LOG", os.devnull), "ab")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.host.bot_forker",
-        cwd=ROOT,
-        env=subprocess_env(**env),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=log,
-    )
-    forker = Forker(process)
     try:
-        yield forker
+        async with Bots(bot_command, subprocess_env(**env), output=log) as bots:
+            yield bots
     finally:
-        for pid in list(forker.pids):
-            await forker.stop(pid, signal.SIGKILL)
-        assert process.stdin is not None
-        process.stdin.write(b"quit\n")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(process.wait(), 10)
-        if process.returncode is None:
-            process.kill()
         log.close()
 
 
@@ -289,7 +242,7 @@ def _numbers(text: str) -> list[int]:
 
 
 async def test_three_replicas_one_killed_answer_every_message_once_in_order(
-    engine: Engine, tmp_path: Path
+    bot_command: list[str], engine: Engine, tmp_path: Path
 ) -> None:
     store_url = str(engine.location)
     await seed_cron(store_url)
@@ -320,19 +273,19 @@ async def test_three_replicas_one_killed_answer_every_message_once_in_order(
             "TELEGRAM_BOT_TOKEN": tg.token,
             "TELEGRAM_WEBHOOK_SECRET": WEBHOOK_SECRET,
         }
-        async with spawn_forker(env) as forker:
-            pids = [await forker.spawn(config) for config in configs]
+        async with replicas(bot_command, env) as bots:
+            running = [await bots.start("--config", str(config), "run") for config in configs]
             await asyncio.gather(*(healthy(session, port) for port in ports))
             talk = [world.converse_slack(n) for n in range(CONVERSATIONS // 2)]
             talk += [world.converse_telegram(user) for user in people]
             talking = asyncio.gather(*talk)
             await wait_until(lambda: world.balancer.acked >= KILL_AFTER, "traffic", talking)
-            await forker.stop(pids[0], signal.SIGKILL)
+            await running[0].stop(signal.SIGKILL)
             await talking
             await wait_until(await settled(store_url), "everything answered")
             await session.close()  # no idle keep-alive connection holds a replica's shutdown
-            for pid in pids[1:]:
-                assert await forker.stop(pid, signal.SIGTERM) == 0
+            for replica in running[1:]:
+                assert await replica.stop(signal.SIGTERM) == 0
     await check(world, store_url, slack)
 
 

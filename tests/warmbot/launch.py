@@ -2,6 +2,10 @@
 server (tests/warmbot/server.py) to run `bot ARGS...` with this process's streams, environment
 and working folder, passes on the signals it gets, and ends the way the command ended (its exit
 status, or death by the same signal). Only the standard library, so it starts in milliseconds.
+
+With `WARMBOT_PID_FD=N` in its environment (an inherited pipe), it writes the command's pid there
+(`N\n`) once the command started, so a test can signal the command itself, SIGKILL included; the
+variable is not passed on to the command.
 """
 
 import json
@@ -28,10 +32,14 @@ def main() -> None:
         signal.signal(number, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     conn.connect(path)
+    pid_fd = os.environ.pop("WARMBOT_PID_FD", None)
     request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     lines = conn.makefile("r")
     command.append(int(lines.readline().split()[1]))
+    if pid_fd is not None:
+        os.write(int(pid_fd), f"{command[0]}\n".encode())
+        os.close(int(pid_fd))
     for number in pending:
         os.kill(command[0], number)
     kind, _, value = lines.readline().partition(" ")

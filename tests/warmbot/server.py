@@ -33,7 +33,8 @@ MAX_REQUEST = 1 << 20  # arguments and environment of one command, as JSON
 
 
 def _warm_up() -> None:
-    """Import every module a `bot` command might, so each fork starts with them loaded."""
+    """Import every module a `bot` command might, and build the token encoding (cached per
+    process, built by every command that assembles a prompt), so each fork starts with them."""
     import anthropic  # noqa: F401
     import slack_bolt.async_app  # noqa: F401
     import telegram.ext  # noqa: F401
@@ -45,6 +46,10 @@ def _warm_up() -> None:
         for found in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not found.name.endswith(".__main__"):  # that one runs a command
                 importlib.import_module(found.name)
+
+    from bot.prompt.tokens import TokenCounter
+
+    TokenCounter()
 
 
 def _reopen_stdio() -> None:
