@@ -81,6 +81,16 @@ class Surface:
 
 
 @dataclass(frozen=True, slots=True)
+class Viewing:
+    """What the person has open beside this conversation, when the platform says (Slack's
+    assistant pane: the channel they are looking at). Model-visible as a kind and a name only,
+    never an id, and per turn: it changes while the conversation goes on."""
+
+    kind: SurfaceKind
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PrecedingMessage:
     """Something another person said in this conversation since the bot last answered."""
 
@@ -137,6 +147,7 @@ class TurnRequest:
     # Host-side identity of the person speaking (e.g. `slack:T1:U2`), used only to scope long-term
     # memory. It is a platform user id in disguise, so the assembler never renders it.
     person: str | None = None
+    viewing: Viewing | None = None
 
 
 # History entries: the durable, model-neutral record of what was said. Blocks mirror the content

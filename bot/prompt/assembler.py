@@ -316,6 +316,7 @@ class Assembler:
                 self._zone_name,
                 len(attached.blocks),
                 self._turn_template,
+                request.viewing,
             ),
             fence.text,
             "\n".join(core),

@@ -24,9 +24,10 @@ from bot.prompt.fence import (
     split_lines,
     utf8_len,
 )
+from bot.prompt.session import SURFACE_NAME_MAX_CHARS
 from bot.prompt.skills import Skill, capped_body
 from bot.prompt.template import DEFAULT_TURN_TEMPLATE, Template
-from bot.turns import AttachmentBlock, PrecedingMessage, Speaker
+from bot.turns import AttachmentBlock, PrecedingMessage, Speaker, SurfaceKind, Viewing
 
 PRECEDING_MAX_MESSAGES = 30
 PRECEDING_MAX_ENTRY_BYTES = 2 * 1024
@@ -66,6 +67,7 @@ def turn_context(
     zone_name: str,
     attachments: int,
     template: Template = DEFAULT_TURN_TEMPLATE,
+    viewing: Viewing | None = None,
 ) -> str:
     now = local_time(at, zone)
     note = ""
@@ -78,8 +80,28 @@ def turn_context(
         "timezone": zone_name,
         "local_time": f"Local time: {now:%A} {now.isoformat()} ({zone_name})",
         "attachments": note,
+        "viewing": viewing_line(viewing),
     }
     return template.render(values)
+
+
+_VIEWED = {
+    SurfaceKind.CHANNEL: "a channel",
+    SurfaceKind.GROUP: "a group conversation",
+    SurfaceKind.DM: "a direct message",
+}
+
+
+def viewing_line(viewing: Viewing | None) -> str:
+    """What the person has open beside this conversation, by kind and (untrusted) name; ""
+    when the platform did not say."""
+    if viewing is None:
+        return ""
+    name = neutralize(one_line(scrub(viewing.name or ""), SURFACE_NAME_MAX_CHARS))
+    what = _VIEWED[viewing.kind]
+    if name:
+        what += ' named "' + name.replace('"', "'") + '"'
+    return f"Open beside this conversation: {what}."
 
 
 # --- preceding messages -------------------------------------------------------------------------

@@ -71,7 +71,7 @@ SESSION_SLOTS = Slots(
         Fact("the surface's instructions", ("instructions",)),
         Fact("the surface's selected skills", ("skills",)),
     ),
-    elsewhere=("local_time", "weekday", "timestamp", "timezone", "attachments"),
+    elsewhere=("local_time", "weekday", "timestamp", "timezone", "attachments", "viewing"),
     elsewhere_why=(
         "it changes every turn, and the session block is in the system part, which must stay "
         "byte-identical for every turn of a conversation (or the prompt cache misses every time)"
@@ -104,10 +104,11 @@ DEFAULT_SESSION = """\
 
 TURN_SLOTS = Slots(
     part="turn context",
-    known=("local_time", "weekday", "timestamp", "timezone", "attachments"),
+    known=("local_time", "weekday", "timestamp", "timezone", "attachments", "viewing"),
     required=(
         Fact("the local time", ("local_time", "timestamp")),
         Fact("the attachments note", ("attachments",)),
+        Fact("what the person has open beside the conversation", ("viewing",)),
     ),
     elsewhere=tuple(s for s in SESSION_SLOTS.known),
     elsewhere_why=(
@@ -120,6 +121,7 @@ DEFAULT_TURN = """\
 <turn_context>
 Local time: {weekday} {timestamp} ({timezone})
 {attachments}
+{viewing}
 </turn_context>
 """
 

@@ -28,6 +28,7 @@ from bot.turns import (
     Surface,
     SurfaceKind,
     TurnRequest,
+    Viewing,
 )
 
 log = structlog.get_logger(__name__)
@@ -96,6 +97,9 @@ def decode_request(text: str) -> TurnRequest:
             for m in body.get("preceding", ())
         )
         body["attachments"] = tuple(Attachment(**a) for a in body.get("attachments", ()))
+        viewing = body.get("viewing")
+        if viewing is not None:
+            body["viewing"] = Viewing(**{**viewing, "kind": SurfaceKind(viewing["kind"])})
         route = body.get("route")
         body["route"] = _route(route) if route is not None else None
         return TurnRequest(**body)

@@ -11,6 +11,12 @@ before the ack calls the Web API, so a slow Slack API never makes the ack miss S
 deadline: the speaker's and surface's names and the preceding messages are looked up when the
 turn runs (`complete`), and so is the model call. Event types without a handler of ours are
 acknowledged, never left to bolt's 404, which Slack would retry.
+
+The assistant pane's own events (`assistant_thread_started`, `_context_changed`) start no turn:
+they are remembered (`channels.slack.assistant`) and acknowledged, and the pane's calls they lead
+to (suggested prompts, a new thread's title) run in the background after the ack. A message in an
+assistant thread is a DM message in a thread, so it is its own conversation, answered in the
+thread, with the thread's status as its progress sign.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import asyncio
 import logging
 import re
 import ssl
+from collections.abc import Coroutine
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -35,14 +43,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets
 from bot.errors import ConfigError
-from bot.ports.intake import TurnSink
+from bot.ports.intake import Admission, TurnSink
 from bot.ports.memory import Departures
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.assistant import AssistantPane, AssistantThreads
 from channels.slack.deliver import SlackDeliverer
 from channels.slack.directory import SlackDirectory
-from channels.slack.events import BotIdentity, Skip, SlackMessage
+from channels.slack.events import AssistantThread, BotIdentity, Skip, SlackMessage
 from channels.slack.files import SlackFiles
 from channels.slack.settings import SlackSettings
 
@@ -75,9 +84,13 @@ class SlackChannel:
         self._client = AsyncWebClient(
             token=secrets.get("SLACK_BOT_TOKEN"), base_url=api_base(settings.api_url), ssl=tls
         )
+        self._pane = AssistantPane(self._client)
+        self._threads = AssistantThreads()
         self.deliverer = SlackDeliverer(
             self._client,
             reaction=settings.progress_reaction,
+            status=settings.assistant_status,
+            assistant=self._pane,
             stream=settings.stream,
             stream_interval=settings.stream_interval,
         )
@@ -98,12 +111,15 @@ class SlackChannel:
         self._app.event("app_mention")(self._on_event)
         self._app.event("message")(self._on_event)
         self._app.event("member_left_channel")(self._on_left)
+        for kind in events.ASSISTANT_EVENTS:
+            self._app.event(kind)(self._on_assistant)
         self._app.event(re.compile(".*"))(_acknowledge)  # every other event type
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
         self._sink: TurnSink | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: set[asyncio.Task[Any]] = set()
+        self._aside: set[asyncio.Task[Any]] = set()  # the pane's calls, after the ack
 
     @property
     def connected(self) -> bool:
@@ -133,6 +149,8 @@ class SlackChannel:
             await self._socket.close_async()  # type: ignore[no-untyped-call]
             self._socket = None
         await self.drain(STOP_GRACE)
+        if self._aside:
+            await asyncio.wait(set(self._aside), timeout=STOP_GRACE)
         await self.deliverer.aclose()
         await self.files.aclose()
         session, self._client.session = self._client.session, None
@@ -214,6 +232,30 @@ class SlackChannel:
         elif self._departures is not None:
             await self._departures.left(departure)
 
+    async def _on_assistant(self, body: dict[str, Any]) -> None:
+        """An assistant thread was opened, or its person opened another channel beside it."""
+        thread = events.read_assistant_thread(body)
+        if isinstance(thread, Skip):
+            log.debug("slack_event_skipped", reason=thread.reason, event_id=body.get("event_id"))
+            return
+        if not self._allowed_thread(thread):
+            return
+        if thread.event_type != "assistant_thread_started":
+            self._threads.moved(thread)
+            return
+        self._threads.started(thread)
+        prompts = [p.model_dump() for p in self._settings.assistant_prompts]
+        if prompts:
+            title = self._settings.assistant_prompts_title
+            self._in_background(
+                self._pane.suggest(thread.channel, thread.thread_ts, prompts, title)
+            )
+
+    def _in_background(self, call: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(call)
+        self._aside.add(task)
+        task.add_done_callback(self._aside.discard)
+
     async def _take(self, body: dict[str, Any], bot: BotIdentity) -> bool:
         """Take one event; False when it could not be stored (do not acknowledge it)."""
         received_at = datetime.now(UTC)
@@ -230,7 +272,10 @@ class SlackChannel:
         if not events.plain_text(message.text, {}, bot.user_id) and not message.files:
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
             return True
+        message = self._in_assistant_thread(message)
         request = events.pending_request(message, bot, received_at=received_at, turn_id=uuid4().hex)
+        if (thread := message.assistant_thread) is not None:
+            request = events.with_viewing(request, self._threads.viewing(message.channel, thread))
         marks = [message.event_id, events.message_key(message)]
         admission = await sink.submit(request, source=INBOX_SOURCE, marks=marks)
         log.info(
@@ -239,7 +284,33 @@ class SlackChannel:
             conversation_key=request.conversation_key,
             admission=admission.value,
         )
+        if admission is Admission.ACCEPTED:
+            self._title(message, request.text)
         return admission.acknowledge
+
+    def _in_assistant_thread(self, message: SlackMessage) -> SlackMessage:
+        """The message, also marked as written in an assistant thread when Slack did not mark it
+        but its thread is one this process saw start."""
+        thread = message.thread_ts
+        if message.assistant or thread is None or not self._threads.known(message.channel, thread):
+            return message
+        return replace(message, assistant=True)
+
+    def _title(self, message: SlackMessage, text: str) -> None:
+        """A new assistant thread is named after its first message."""
+        thread = message.assistant_thread
+        if thread is None:
+            return
+        title = events.thread_title(text)
+        if title is not None and self._threads.take_title(message.channel, thread):
+            self._in_background(self._pane.title(message.channel, thread, title))
+
+    def _allowed_thread(self, thread: AssistantThread) -> bool:
+        channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
+        if (channels and thread.channel not in channels) or (users and thread.user not in users):
+            log.warning("slack_event_not_allowed", reason="assistant thread", user=thread.user)
+            return False
+        return True
 
     def _allowed(self, message: SlackMessage) -> bool:
         channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
@@ -260,21 +331,23 @@ class SlackChannel:
             return request
         message, bot = pending
         try:
-            found = await self._request(message, bot, request.received_at)
+            found = await self._request(message, bot, request)
         except Exception:
             log.exception("slack_lookups_failed", turn_id=request.turn_id)
             found = request
         return events.looked_up(request, found)
 
     async def _request(
-        self, message: SlackMessage, bot: BotIdentity, received_at: datetime
+        self, message: SlackMessage, bot: BotIdentity, stored: TurnRequest
     ) -> TurnRequest:
+        viewed = events.viewed_channel(stored)
         with self._directory.one_message():
-            speaker, text, info, preceding = await asyncio.gather(
+            speaker, text, info, preceding, viewed_info = await asyncio.gather(
                 self._speaker(message),
                 self._directory.plain(message.text, strip_user=bot.user_id),
                 self._directory.conversation(message.channel),
                 self._directory.preceding(message, bot),
+                self._directory.conversation(viewed) if viewed else _nothing(),
             )
         kind = events.surface_kind(info, message.channel_type, message.channel)
         return events.build_request(
@@ -283,14 +356,19 @@ class SlackChannel:
             speaker=speaker,
             surface=events.build_surface(message.channel, kind, info, speaker.handle),
             preceding=preceding,
-            received_at=received_at,
+            received_at=stored.received_at,
             turn_id=uuid4().hex,
+            viewing=events.viewing(viewed, viewed_info) if viewed else None,
         )
 
     async def _speaker(self, message: SlackMessage) -> Speaker:
         if message.bot_name is not None:
             return Speaker(name=message.bot_name)
         return await self._directory.speaker(message.user)
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def _acknowledge() -> None:

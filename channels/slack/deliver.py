@@ -14,9 +14,11 @@ come after Slack took the message (a 5xx, an `internal_error`, a timeout, a drop
 a 429 is a refusal, so it is simply tried again). When the thread cannot be read then, the part
 is not posted blind: it is left for the next try (the outbox keeps it).
 
-`working()` puts a reaction on the triggering message while a turn runs. It is done in the
-background so the turn never waits on it, and a failure there is only logged. It comes off when
-the answer is posted, or as soon as the answer's stream shows its first text.
+`working()` shows a progress sign while a turn runs: in an assistant thread the thread's status
+(`assistant.threads.setStatus`, cleared at the end), elsewhere (or when Slack refuses the status)
+a reaction on the triggering message. It is done in the background so the turn never waits on
+it, and a failure there is only logged. It comes off when the answer is posted, or as soon as
+the answer's stream shows its first text.
 
 Streaming (`live`, `finish`; the sessions are `channels.slack.stream`): `stream = "native"` uses
 Slack's streaming methods in threads (edits at a DM's top level, where Slack cannot stream),
@@ -44,6 +46,7 @@ from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.assistant import AssistantPane
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
 from channels.slack.split import MESSAGE_BUDGET, split_message
@@ -70,12 +73,16 @@ class SlackDeliverer:
         client: AsyncWebClient,
         *,
         reaction: str = "hourglass_flowing_sand",
+        status: str = "is thinking…",
+        assistant: AssistantPane | None = None,
         sleep: Sleep = asyncio.sleep,
         stream: StreamMode = "native",
         stream_interval: float = 1.0,
     ) -> None:
         self._client = client
         self._reaction = reaction
+        self._status = status
+        self._assistant = assistant if assistant is not None else AssistantPane(client)
         self._sleep = sleep
         self._signs: set[asyncio.Task[None]] = set()
         self._shown: dict[tuple[str, str], asyncio.Event] = {}  # progress signs to take down
@@ -301,9 +308,11 @@ class SlackDeliverer:
         if not (isinstance(channel, str) and isinstance(ts, str)):
             yield
             return
+        thread = route.values.get("thread_ts")
+        status_in = thread if route.values.get("assistant") and isinstance(thread, str) else None
         done = asyncio.Event()
         self._shown[(channel, ts)] = done  # a stream that shows text sets it early
-        task = asyncio.create_task(self._show_working(channel, ts, done))
+        task = asyncio.create_task(self._show_working(channel, ts, status_in, done))
         self._signs.add(task)
         task.add_done_callback(self._signs.discard)
         try:
@@ -313,7 +322,15 @@ class SlackDeliverer:
             if self._shown.get((channel, ts)) is done:
                 del self._shown[(channel, ts)]
 
-    async def _show_working(self, channel: str, ts: str, done: asyncio.Event) -> None:
+    async def _show_working(
+        self, channel: str, ts: str, status_in: str | None, done: asyncio.Event
+    ) -> None:
+        """The thread's status when `status_in` names an assistant thread and Slack takes it,
+        else the reaction; taken down once `done` is set."""
+        if status_in is not None and await self._assistant.status(channel, status_in, self._status):
+            await done.wait()
+            await self._assistant.status(channel, status_in, "")
+            return
         added = await self._react("reactions_add", channel, ts)
         await done.wait()
         if added:

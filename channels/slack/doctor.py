@@ -35,6 +35,8 @@ CONTEXT_SCOPES = frozenset(
 
 # Without this, files people share are not read (each gets a one-line "refused" answer).
 FILE_SCOPES = frozenset({"files:read"})
+# Without this, the assistant pane offers no suggested prompts and names no thread.
+ASSISTANT_SCOPES = frozenset({"assistant:write"})
 
 
 async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
@@ -72,4 +74,10 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
         )
     if FILE_SCOPES - granted:
         notes.append("without files:read shared files are not read (add it and reinstall)")
+    if ASSISTANT_SCOPES - granted:
+        notes.append(
+            "without assistant:write the assistant pane offers no suggested prompts and names "
+            "no thread (turn on 'Agents & AI Apps' in the app settings, add the scope and "
+            "reinstall)"
+        )
     return "; ".join([who, *notes]) if notes else f"{who}; every scope the host uses is granted"

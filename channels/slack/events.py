@@ -16,6 +16,7 @@ Platform user ids and thread timestamps never leave this module except inside a 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from bot.turns import (
     Surface,
     SurfaceKind,
     TurnRequest,
+    Viewing,
 )
 from channels.slack.files import attachment, declared_files, file_url
 from channels.slack.mrkdwn import unescape
@@ -62,10 +64,16 @@ class SlackMessage:
     thread_ts: str | None
     bot_name: str | None = None  # set when another bot wrote it
     files: tuple[Mapping[str, Any], ...] = ()  # Slack file objects shared with the message
+    assistant: bool = False  # written in an assistant thread (Slack's assistant pane)
 
     @property
     def in_thread(self) -> bool:
         return self.thread_ts is not None and self.thread_ts != self.ts
+
+    @property
+    def assistant_thread(self) -> str | None:
+        """The thread's ts when this was written in an assistant thread (always a DM thread)."""
+        return self.thread_ts if self.assistant and self.is_dm and self.in_thread else None
 
     @property
     def is_dm(self) -> bool:
@@ -123,6 +131,70 @@ def read_departure(body: Mapping[str, Any], received_at: datetime) -> Departure 
     return Departure(PLATFORM, channel, person_id(team, user), received_at)
 
 
+# --- the assistant pane ----------------------------------------------------------------------
+
+ASSISTANT_EVENTS = frozenset({"assistant_thread_started", "assistant_thread_context_changed"})
+TITLE_MAX_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantThread:
+    """An assistant thread as its `assistant_thread_started` or `_context_changed` event says:
+    the DM and thread it lives in, the person, and the channel they have open beside it (None when
+    Slack names none). All of it is route-side: ids, never shown to the model."""
+
+    event_type: str
+    team: str
+    channel: str
+    thread_ts: str
+    user: str
+    viewing: str | None
+
+
+def read_assistant_thread(body: Mapping[str, Any]) -> AssistantThread | Skip:
+    event = body.get("event")
+    if not isinstance(event, Mapping) or event.get("type") not in ASSISTANT_EVENTS:
+        return Skip("not an assistant thread event")
+    thread = event.get("assistant_thread")
+    if not isinstance(thread, Mapping):
+        return Skip("malformed: no assistant_thread object")
+    context = thread.get("context")
+    context = context if isinstance(context, Mapping) else {}
+    channel, thread_ts = (
+        _str_or_none(thread.get("channel_id")),
+        _str_or_none(thread.get("thread_ts")),
+    )
+    user = _str_or_none(thread.get("user_id"))
+    team = _str_or_none(body.get("team_id") or context.get("team_id"))
+    if channel is None or thread_ts is None or user is None or team is None:
+        return Skip("malformed: assistant thread without channel, thread, user or team")
+    if _ts_value(thread_ts) is None:
+        return Skip(f"malformed: thread_ts {thread_ts!r} is not a Slack timestamp")
+    return AssistantThread(
+        event_type=str(event["type"]),
+        team=team,
+        channel=channel,
+        thread_ts=thread_ts,
+        user=user,
+        viewing=_str_or_none(context.get("channel_id")),
+    )
+
+
+def thread_title(text: str) -> str | None:
+    """An assistant thread's title from the person's first message: one line of printable
+    characters (controls, format characters and line breaks become spaces, runs of spaces one), at
+    most TITLE_MAX_CHARS, cut at a word with an ellipsis; None when nothing printable is left."""
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in text)
+    line = " ".join(spaced.split())
+    if len(line) <= TITLE_MAX_CHARS:
+        return line or None
+    cut = line[: TITLE_MAX_CHARS - 1]
+    space = cut.rfind(" ")
+    if space >= TITLE_MAX_CHARS // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
 def _not_a_trigger(
     event: Mapping[str, Any], bot: BotIdentity, ignore_other_bots: bool
 ) -> str | None:
@@ -164,6 +236,8 @@ def _message(body: Mapping[str, Any], event: Mapping[str, Any]) -> SlackMessage 
         thread_ts=_str_or_none(event.get("thread_ts")),
         bot_name=_other_bot_name(event),
         files=tuple(declared_files(event)),
+        # Slack marks each message of an assistant thread with an `assistant_thread` object.
+        assistant=isinstance(event.get("assistant_thread"), Mapping),
     )
 
 
@@ -219,6 +293,8 @@ def route_for(message: SlackMessage) -> ReplyRoute:
     }
     if message.files:  # file URLs are route-side: the host fetches "attachment N" through us
         values["files"] = [file_url(f) for f in message.files]
+    if message.assistant_thread is not None:
+        values["assistant"] = True  # the deliverer shows the thread status, not a reaction
     return ReplyRoute(platform=PLATFORM, values=values)
 
 
@@ -241,6 +317,7 @@ def build_request(
     preceding: Sequence[PrecedingMessage],
     received_at: datetime,
     turn_id: str,
+    viewing: Viewing | None = None,
 ) -> TurnRequest:
     return TurnRequest(
         conversation_key=conversation_key(message),
@@ -255,6 +332,7 @@ def build_request(
         attachments=tuple(attachment(f) for f in message.files),
         route=route_for(message),
         person=person_for(message),
+        viewing=viewing,
     )
 
 
@@ -290,6 +368,32 @@ def pending_request(
     }
     assert request.route is not None
     return replace(request, route=ReplyRoute(PLATFORM, {**request.route.values, LOOKUP: lookup}))
+
+
+VIEWING = "viewing"  # route key: the channel the person has open beside an assistant thread
+
+
+def with_viewing(request: TurnRequest, channel: str | None) -> TurnRequest:
+    """The request with the channel its person has open beside the assistant thread (route-side:
+    the id is never shown; the turn names it when it looks the names up)."""
+    route = request.route
+    if channel is None or route is None:
+        return request
+    return replace(request, route=ReplyRoute(route.platform, {**route.values, VIEWING: channel}))
+
+
+def viewed_channel(request: TurnRequest) -> str | None:
+    """The channel id `with_viewing` put in the request's route, if any."""
+    route = request.route
+    return _str_or_none(route.values.get(VIEWING)) if route is not None else None
+
+
+def viewing(channel: str, info: Mapping[str, Any] | None) -> Viewing:
+    """The open channel as the model may know it: its kind and, for a channel, its name (from
+    conversations.info; unnamed when the bot cannot see it). Never its id."""
+    kind = surface_kind(info, None, channel)
+    name = _first_text(info.get("name")) if info and kind is not SurfaceKind.DM else None
+    return Viewing(kind=kind, name=name)
 
 
 def pending_lookup(request: TurnRequest) -> tuple[SlackMessage, BotIdentity] | None:

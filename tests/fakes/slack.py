@@ -43,6 +43,19 @@ chat.update and chat.delete (only the bot's own messages) behave as Slack docume
 `slack.streaming_enabled = False` answers the stream methods `unknown_method` (an app without
 the feature); `slack.limit("chat.appendStream", 1.0)` answers a second call on the same message
 within a second with a 429 and its Retry-After.
+The assistant pane (Agents & AI apps), with the DM's channel added as kind "im":
+    body = slack.assistant_thread_started(DM, "U1", viewing="C1")  # root message + the event
+    thread = body["event"]["assistant_thread"]["thread_ts"]
+    slack.assistant_context_changed(DM, thread, "U1", viewing="C2")
+    slack.assistant_message(DM, "U1", "hi", thread_ts=thread)      # message.im in the thread
+    slack.status_log   # accepted assistant.threads.setStatus: (channel, thread_ts, status)
+    slack.suggested    # (channel, thread_ts) -> {"title", "prompts"}; slack.titles likewise
+    slack.assistant_view = False       # the app without the assistant feature: every
+                                       # assistant.threads.* call answers ASSISTANT_OFF
+setStatus takes assistant:write or chat:write (as Slack does since 2026-03), setTitle and
+setSuggestedPrompts need assistant:write; all three check their required arguments, want an IM
+channel and an existing thread, at most 4 prompts and 10 loading messages; a post in the thread
+clears its status, as Slack does.
 
 HTTP mode: `slack.signed(body, secret)` gives the raw body and the signed headers to POST to
 the host's /slack/events (pass `timestamp=` to make a stale one).
@@ -74,6 +87,7 @@ APP_ID = "A0FAKE01"
 ALL_SCOPES = frozenset(
     {
         "app_mentions:read",
+        "assistant:write",
         "channels:history",
         "channels:read",
         "chat:write",
@@ -94,6 +108,11 @@ MAX_MARKDOWN = 12_000  # chat.startStream / appendStream / stopStream markdown_t
 # Message metadata (chat.postMessage `metadata`): Slack requires an event type of letters,
 # digits and underscores and an object payload, and returns it only when asked for.
 _EVENT_TYPE = re.compile(r"^[A-Za-z0-9_]{1,255}$")
+# Slack documents no error for an app without the assistant feature; the fake names it so.
+ASSISTANT_OFF = "feature_not_enabled"
+MAX_PROMPTS = 4
+MAX_LOADING_MESSAGES = 10
+MAX_THREAD_TITLE = 255  # an assumption: Slack documents no limit
 
 
 @dataclass
@@ -143,6 +162,11 @@ class FakeSlack:
     held: list[str] = field(default_factory=list)  # methods of calls that waited on hold()
     deleted: list[dict[str, Any]] = field(default_factory=list)  # posts removed by chat.delete
     streaming_enabled: bool = True
+    assistant_view: bool = True
+    status_log: list[tuple[str, str, str]] = field(default_factory=list)
+    thread_status: dict[tuple[str, str], str] = field(default_factory=dict)
+    suggested: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    titles: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -313,6 +337,59 @@ class FakeSlack:
         """A person writes in a DM with the bot: stores the message, returns its message.im."""
         message = self.say(channel, user, text, thread_ts=thread_ts, **_shared(files))
         return self.event_body(channel, message, "message", channel_type="im")
+
+    # --- the assistant pane -----------------------------------------------------------------------
+
+    def assistant_thread_started(
+        self, channel: str, user: str, *, viewing: str | None = None
+    ) -> dict[str, Any]:
+        """A person opens a new assistant thread in their DM with the app: stores the thread's
+        root message (as Slack does) and returns the `assistant_thread_started` event."""
+        ts = self.next_ts()
+        root = {
+            "type": "message",
+            "subtype": "assistant_app_thread",
+            "user": BOT_USER,
+            "text": "New chat",
+            "ts": ts,
+            "thread_ts": ts,
+            "assistant_app_thread": {"title": "New chat", "title_blocks": [], "artifacts": []},
+        }
+        self.messages.setdefault(channel, []).append(root)
+        return self._assistant_event("assistant_thread_started", channel, ts, user, viewing)
+
+    def assistant_context_changed(
+        self, channel: str, thread_ts: str, user: str, *, viewing: str | None
+    ) -> dict[str, Any]:
+        """The person opened another channel while the assistant thread was visible."""
+        return self._assistant_event(
+            "assistant_thread_context_changed", channel, thread_ts, user, viewing
+        )
+
+    def assistant_message(
+        self, channel: str, user: str, text: str, *, thread_ts: str
+    ) -> dict[str, Any]:
+        """A person writes in an assistant thread: a message.im in the thread, carrying the
+        `assistant_thread` object Slack adds to those."""
+        message = self.say(channel, user, text, thread_ts=thread_ts)
+        marked = {**message, "assistant_thread": {"action_token": f"{uuid.uuid4().hex}"}}
+        return self.event_body(channel, marked, "message", channel_type="im")
+
+    def _assistant_event(
+        self, kind: str, channel: str, thread_ts: str, user: str, viewing: str | None
+    ) -> dict[str, Any]:
+        context: dict[str, Any] = {"team_id": TEAM, "enterprise_id": None}
+        if viewing is not None:
+            context["channel_id"] = viewing
+        body = self.event_body(channel, {"ts": self.next_ts()}, kind)
+        thread = {
+            "user_id": user,
+            "context": context,
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        }
+        event = {"type": kind, "assistant_thread": thread, "event_ts": body["event"]["event_ts"]}
+        return {**body, "event": event}
 
     # --- files ----------------------------------------------------------------------------------
 
@@ -680,6 +757,8 @@ class FakeSlack:
         if isinstance(metadata, web.Response):
             return metadata
         thread_ts = params.get("thread_ts") or None
+        if thread_ts:  # Slack takes the status down once the app replies in the thread
+            self.thread_status.pop((channel, str(thread_ts)), None)
         extra = {"metadata": metadata} if metadata else {}
         message = self.say(
             channel, BOT_USER, str(text), thread_ts=thread_ts, bot_id=BOT_ID, **extra
@@ -730,6 +809,7 @@ class FakeSlack:
             return _error("msg_too_long")
         message = self.say(channel, BOT_USER, text, thread_ts=str(thread_ts), bot_id=BOT_ID)
         message["streaming"] = True
+        self.thread_status.pop((channel, str(thread_ts)), None)  # a reply clears the status
         self.posts.append(
             {
                 "channel": channel,
@@ -853,6 +933,71 @@ class FakeSlack:
         self.reactions.append(("remove", channel, ts, name))
         return _ok()
 
+    def _api_assistant_threads_setStatus(self, params: dict[str, Any]) -> web.Response:
+        found = self._assistant_thread(params, ("assistant:write", "chat:write"))
+        if isinstance(found, web.Response):
+            return found
+        status = params.get("status")
+        loading = _json_value(params.get("loading_messages"))
+        if not isinstance(status, str):
+            return _error("invalid_arguments")
+        if loading is not None and not (
+            isinstance(loading, list)
+            and len(loading) <= MAX_LOADING_MESSAGES
+            and all(isinstance(m, str) for m in loading)
+        ):
+            return _error("invalid_arguments")
+        self.status_log.append((*found, status))
+        if status:
+            self.thread_status[found] = status
+        else:
+            self.thread_status.pop(found, None)
+        return _ok()
+
+    def _api_assistant_threads_setSuggestedPrompts(self, params: dict[str, Any]) -> web.Response:
+        found = self._assistant_thread(params, ("assistant:write",))
+        if isinstance(found, web.Response):
+            return found
+        prompts = _json_value(params.get("prompts"))
+        title = params.get("title")
+        if not (
+            isinstance(prompts, list)
+            and 1 <= len(prompts) <= MAX_PROMPTS
+            and all(_is_prompt(p) for p in prompts)
+            and (title is None or isinstance(title, str))
+        ):
+            return _error("invalid_arguments")
+        self.suggested[found] = {"title": title, "prompts": prompts}
+        return _ok()
+
+    def _api_assistant_threads_setTitle(self, params: dict[str, Any]) -> web.Response:
+        found = self._assistant_thread(params, ("assistant:write",))
+        if isinstance(found, web.Response):
+            return found
+        title = params.get("title")
+        if not isinstance(title, str) or not title.strip() or len(title) > MAX_THREAD_TITLE:
+            return _error("invalid_arguments")
+        self.titles[found] = title
+        return _ok()
+
+    def _assistant_thread(
+        self, params: dict[str, Any], scopes: tuple[str, ...]
+    ) -> tuple[str, str] | web.Response:
+        """The (channel, thread) an assistant.threads.* call names, or Slack's refusal."""
+        if not any(scope in self.scopes for scope in scopes):
+            return _missing_scope(scopes[0])
+        if not self.assistant_view:
+            return _error(ASSISTANT_OFF)
+        channel, thread = params.get("channel_id"), params.get("thread_ts")
+        if not (isinstance(channel, str) and channel and isinstance(thread, str) and thread):
+            return _error("invalid_arguments")
+        info = self.channels.get(channel)
+        if info is None or info["kind"] != "im":
+            return _error("channel_not_found")
+        if not any(m["ts"] == thread for m in self.messages.get(channel, [])):
+            return _error("invalid_thread_ts")
+        return channel, thread
+
     def _reacted(self, channel: str, ts: str, name: str) -> bool:
         state = 0
         for action, c, t, n in self.reactions:
@@ -874,6 +1019,24 @@ async def _params(request: web.Request) -> dict[str, Any]:
         else:
             params.update(dict(await request.post()))
     return params
+
+
+def _json_value(value: Any) -> Any:
+    """An array or object argument: as sent in a JSON body, or a JSON string in a form."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _is_prompt(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"title", "message"}
+        and all(isinstance(value[k], str) and value[k].strip() for k in ("title", "message"))
+    )
 
 
 def _metadata(value: Any) -> dict[str, Any] | web.Response | None:

@@ -22,7 +22,7 @@ SESSION = """\
 {memory}
 {instructions}
 """
-TURN = "[now: {weekday}, {timestamp}]\n{attachments}\n"
+TURN = "[now: {weekday}, {timestamp}]\n{attachments}\n{viewing}\n"
 
 
 async def test_operator_templates_and_a_console_rule_shape_the_request(

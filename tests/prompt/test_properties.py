@@ -34,6 +34,7 @@ from bot.turns import (
     SurfaceKind,
     TextBlock,
     TurnRequest,
+    Viewing,
 )
 
 from .builders import make_assembler
@@ -114,6 +115,14 @@ def turns(draw: st.DrawFn) -> Turn:
         preceding=tuple(preceding),
         attachments=tuple(attachments),
         notifies=draw(st.booleans()),
+        viewing=draw(
+            st.none()
+            | st.builds(
+                Viewing,
+                st.sampled_from(list(SurfaceKind)),
+                st.one_of(st.none(), untrusted_text(3)),
+            )
+        ),
     )
     history = [
         HistoryEntry(

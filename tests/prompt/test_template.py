@@ -44,7 +44,7 @@ def test_an_unknown_slot_is_named_with_the_known_ones() -> None:
         Template.parse(FULL_SESSION + "{surfce}\n", SESSION_SLOTS, where="session.txt")
 
 
-@pytest.mark.parametrize("slot", ["local_time", "timestamp", "attachments"])
+@pytest.mark.parametrize("slot", ["local_time", "timestamp", "attachments", "viewing"])
 def test_a_per_turn_fact_in_the_system_part_is_refused(slot: str) -> None:
     with pytest.raises(TemplateError, match=r"cannot go there.*system part"):
         Template.parse(FULL_SESSION + f"Now: {{{slot}}}\n", SESSION_SLOTS)
@@ -67,6 +67,11 @@ def test_a_session_fact_in_the_turn_context_is_refused() -> None:
 def test_a_template_that_drops_a_required_fact_is_refused(slot: str, fact: str) -> None:
     with pytest.raises(TemplateError, match=f"drops {fact}"):
         Template.parse(FULL_SESSION.replace(slot, ""), SESSION_SLOTS)
+
+
+def test_a_turn_context_that_drops_what_the_person_has_open_is_refused() -> None:
+    with pytest.raises(TemplateError, match=r"drops what the person has open.*\{viewing\}"):
+        Template.parse(DEFAULT_TURN.replace("{viewing}", ""), TURN_SLOTS)
 
 
 def test_a_fact_nothing_would_fill_may_be_left_out() -> None:

@@ -26,6 +26,7 @@ from bot.turns import (
     Surface,
     SurfaceKind,
     TurnRequest,
+    Viewing,
 )
 from tests.engines import Clock, Engine
 from tests.store.full_disk import fill, make_room
@@ -245,9 +246,10 @@ printable = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
     name=printable,
     handle=st.none() | printable,
     values=st.dictionaries(printable, st.none() | st.integers() | printable, max_size=4),
+    viewing=st.none() | st.builds(Viewing, st.sampled_from(SurfaceKind), st.none() | printable),
 )
 def test_any_request_round_trips_through_its_stored_form(
-    text: str, name: str, handle: str | None, values: dict[str, object]
+    text: str, name: str, handle: str | None, values: dict[str, object], viewing: Viewing | None
 ) -> None:
     original = TurnRequest(
         conversation_key=f"telegram:{name}",
@@ -259,6 +261,7 @@ def test_any_request_round_trips_through_its_stored_form(
         speaker=Speaker(name, handle),
         preceding=(PrecedingMessage(T0, name, text, handle),),
         route=ReplyRoute("telegram", values),
+        viewing=viewing,
     )
     assert decode_request(encode_request(original)) == original
 

@@ -38,3 +38,10 @@ async def test_a_refused_token_is_named_and_never_echoed(slack: FakeSlack) -> No
         await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": wrong}))
     assert "SLACK_BOT_TOKEN" in str(raised.value)
     assert wrong not in str(raised.value)
+
+
+async def test_a_missing_assistant_scope_passes_with_the_fix(slack: FakeSlack) -> None:
+    slack.revoke("assistant:write")
+    report = await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
+    assert "without assistant:write the assistant pane" in report
+    assert "Agents & AI Apps" in report

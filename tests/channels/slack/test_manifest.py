@@ -27,8 +27,19 @@ def test_scopes_are_exactly_those_the_fake_slack_enforces() -> None:
     assert sorted(listed_under("bot")) == sorted(ALL_SCOPES)
 
 
-def test_events_are_mentions_direct_messages_and_members_leaving() -> None:
-    assert listed_under("bot_events") == ["app_mention", "member_left_channel", "message.im"]
+def test_events_are_mentions_direct_messages_members_leaving_and_the_assistant_pane() -> None:
+    assert listed_under("bot_events") == [
+        "app_mention",
+        "assistant_thread_context_changed",
+        "assistant_thread_started",
+        "member_left_channel",
+        "message.im",
+    ]
+
+
+def test_the_assistant_pane_is_turned_on() -> None:
+    text = MANIFEST.read_text(encoding="utf-8")
+    assert "\n  assistant_view:\n    assistant_description: " in text
 
 
 def test_socket_mode_is_the_default() -> None:
@@ -36,6 +47,12 @@ def test_socket_mode_is_the_default() -> None:
 
 
 def test_doctor_checks_exactly_the_manifest_scopes() -> None:
-    from channels.slack.doctor import CONTEXT_SCOPES, FILE_SCOPES, REQUIRED_SCOPES
+    from channels.slack.doctor import (
+        ASSISTANT_SCOPES,
+        CONTEXT_SCOPES,
+        FILE_SCOPES,
+        REQUIRED_SCOPES,
+    )
 
-    assert sorted(REQUIRED_SCOPES | CONTEXT_SCOPES | FILE_SCOPES) == sorted(listed_under("bot"))
+    every = REQUIRED_SCOPES | CONTEXT_SCOPES | FILE_SCOPES | ASSISTANT_SCOPES
+    assert sorted(every) == sorted(listed_under("bot"))

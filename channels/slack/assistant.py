@@ -1,0 +1,139 @@
+"""Slack's assistant pane (Agents & AI apps): which DM threads are assistant threads, what the
+person in each has open beside it, and the pane's own Web API calls (suggested prompts, the
+thread's status and its title).
+
+What the threads' events said is kept in memory, bounded (the least recently used thread goes
+first): after a restart, or on another replica, a thread is known again from its next message
+(Slack marks those) and its next context change. A stored turn keeps what it was taken in with,
+in its route.
+
+A call Slack refuses for good (the app lacks `assistant:write`, the assistant feature is off) is
+logged once per method and error as a warning naming the fix; the turn goes on without it. A call
+that fails for a while is logged and not retried: none of them is worth delaying an answer.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.events import AssistantThread
+
+log = structlog.get_logger(__name__)
+
+MAX_THREADS = 10_000
+# Failures that pass: anything else is Slack refusing the call, and it would refuse it again.
+_PASSING = frozenset({"internal_error", "fatal_error", "service_unavailable", "ratelimited"})
+FIX = (
+    "Fix: turn on 'Agents & AI Apps' in the app's settings (or recreate the app from "
+    "deploy/slack-app-manifest.yaml), make sure the bot token has the assistant:write scope, "
+    "and reinstall the app."
+)
+
+
+@dataclass(slots=True)
+class _Thread:
+    viewing: str | None  # the channel id the person has open beside the thread
+    titled: bool  # its title was set (or is not ours to set)
+
+
+class AssistantThreads:
+    """The assistant threads this process has heard of, by (DM channel, thread ts)."""
+
+    def __init__(self, limit: int = MAX_THREADS) -> None:
+        self._limit = limit
+        self._threads: OrderedDict[tuple[str, str], _Thread] = OrderedDict()
+
+    def started(self, thread: AssistantThread) -> None:
+        """A new thread: its first message will title it."""
+        self._put((thread.channel, thread.thread_ts), _Thread(thread.viewing, titled=False))
+
+    def moved(self, thread: AssistantThread) -> None:
+        """The person opened another channel while the thread was visible."""
+        found = self._threads.get((thread.channel, thread.thread_ts))
+        titled = found.titled if found is not None else True  # not seen started: not ours
+        self._put((thread.channel, thread.thread_ts), _Thread(thread.viewing, titled))
+
+    def known(self, channel: str, thread_ts: str) -> bool:
+        return (channel, thread_ts) in self._threads
+
+    def viewing(self, channel: str, thread_ts: str) -> str | None:
+        found = self._threads.get((channel, thread_ts))
+        return found.viewing if found is not None else None
+
+    def take_title(self, channel: str, thread_ts: str) -> bool:
+        """True once per thread seen started: its first message names it."""
+        found = self._threads.get((channel, thread_ts))
+        if found is None or found.titled:
+            return False
+        found.titled = True
+        return True
+
+    def _put(self, key: tuple[str, str], thread: _Thread) -> None:
+        self._threads[key] = thread
+        self._threads.move_to_end(key)
+        while len(self._threads) > self._limit:
+            self._threads.popitem(last=False)
+
+
+class AssistantPane:
+    """The assistant.threads.* calls, each answering whether Slack took it."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self._client = client
+        self._warned: set[tuple[str, str]] = set()
+
+    async def suggest(
+        self, channel: str, thread_ts: str, prompts: list[dict[str, str]], title: str
+    ) -> bool:
+        arguments: dict[str, Any] = {"title": title} if title else {}
+        return await self._call(
+            "assistant.threads.setSuggestedPrompts",
+            self._client.assistant_threads_setSuggestedPrompts,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            prompts=prompts,
+            **arguments,
+        )
+
+    async def status(self, channel: str, thread_ts: str, status: str) -> bool:
+        """Show `status` under the thread ("" clears it)."""
+        return await self._call(
+            "assistant.threads.setStatus",
+            self._client.assistant_threads_setStatus,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            status=status,
+        )
+
+    async def title(self, channel: str, thread_ts: str, title: str) -> bool:
+        return await self._call(
+            "assistant.threads.setTitle",
+            self._client.assistant_threads_setTitle,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            title=title,
+        )
+
+    async def _call(self, method: str, call: Any, **arguments: Any) -> bool:
+        try:
+            await call(**arguments)
+        except SlackApiError as exc:
+            code = error_code(exc)
+            status = getattr(exc.response, "status_code", 0) or 0
+            if code in _PASSING or status >= 500:
+                log.info("slack_assistant_call_failed", method=method, error=code)
+            elif (method, code) not in self._warned:
+                self._warned.add((method, code))
+                log.warning("slack_assistant_refused", method=method, error=code, fix=FIX)
+            return False
+        except CALL_ERRORS as exc:
+            log.info("slack_assistant_call_failed", method=method, error=error_code(exc))
+            return False
+        return True
