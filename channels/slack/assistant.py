@@ -7,14 +7,16 @@ first): after a restart, or on another replica, a thread is known again from its
 (Slack marks those) and its next context change. A stored turn keeps what it was taken in with,
 in its route.
 
-A call Slack refuses for good (the app lacks `assistant:write`, the assistant feature is off) is
-logged once per method and error as a warning naming the fix; the turn goes on without it. A call
-that fails for a while is logged and not retried: none of them is worth delaying an answer.
+A method Slack refuses for the app (it lacks `assistant:write`, the assistant feature is off) is
+logged once as a warning naming the fix and not called again until the next start; the turn goes
+on without it. A call refused for its thread alone, or failing for a while, is logged and not
+retried: none of them is worth delaying an answer.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +30,12 @@ from channels.slack.events import AssistantThread
 log = structlog.get_logger(__name__)
 
 MAX_THREADS = 10_000
-# Failures that pass: anything else is Slack refusing the call, and it would refuse it again.
+# Failures that pass, and refusals of one call (its thread, its arguments); any other error is
+# Slack refusing the method to this app, and it would refuse it again.
 _PASSING = frozenset({"internal_error", "fatal_error", "service_unavailable", "ratelimited"})
+_THIS_CALL = frozenset(
+    {"channel_not_found", "invalid_thread_ts", "message_not_found", "invalid_arguments"}
+)
 FIX = (
     "Fix: turn on 'Agents & AI Apps' in the app's settings (or recreate the app from "
     "deploy/slack-app-manifest.yaml), make sure the bot token has the assistant:write scope, "
@@ -87,7 +93,7 @@ class AssistantPane:
 
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
-        self._warned: set[tuple[str, str]] = set()
+        self._refused: set[str] = set()  # methods Slack refuses this app: not called again
 
     async def suggest(
         self, channel: str, thread_ts: str, prompts: list[dict[str, str]], title: str
@@ -121,16 +127,20 @@ class AssistantPane:
             title=title,
         )
 
-    async def _call(self, method: str, call: Any, **arguments: Any) -> bool:
+    async def _call(
+        self, method: str, call: Callable[..., Awaitable[Any]], **arguments: Any
+    ) -> bool:
+        if method in self._refused:
+            return False
         try:
             await call(**arguments)
         except SlackApiError as exc:
             code = error_code(exc)
             status = getattr(exc.response, "status_code", 0) or 0
-            if code in _PASSING or status >= 500:
+            if code in _PASSING or status >= 500 or code in _THIS_CALL:
                 log.info("slack_assistant_call_failed", method=method, error=code)
-            elif (method, code) not in self._warned:
-                self._warned.add((method, code))
+            else:
+                self._refused.add(method)
                 log.warning("slack_assistant_refused", method=method, error=code, fix=FIX)
             return False
         except CALL_ERRORS as exc:

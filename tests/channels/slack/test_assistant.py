@@ -84,6 +84,31 @@ def test_without_a_context_the_open_channel_is_unknown() -> None:
     assert thread.viewing is None
 
 
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+_FIELDS = st.sampled_from(["channel_id", "thread_ts", "user_id", "context", "team_id"])
+
+
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(sorted(events.ASSISTANT_EVENTS)) | st.text(max_size=8)},
+        optional={"assistant_thread": st.dictionaries(_FIELDS, _JSON) | _JSON},
+    ),
+    st.none() | st.text(max_size=12),
+)
+def test_any_assistant_event_is_read_or_skipped_never_raises(
+    event: dict[str, Any], team: str | None
+) -> None:
+    found = events.read_assistant_thread({"event": event, "team_id": team})
+    assert isinstance(found, AssistantThread | Skip)
+    if isinstance(found, AssistantThread):
+        assert all(isinstance(v, str) and v for v in (found.channel, found.thread_ts, found.user))
+        assert found.viewing is None or isinstance(found.viewing, str)
+
+
 def test_a_recorded_assistant_thread_message_is_a_dm_thread_conversation() -> None:
     message = events.read_event(payload("message_im_assistant_thread"), BOT)
     assert isinstance(message, events.SlackMessage)
@@ -277,6 +302,8 @@ async def test_refused_assistant_methods_still_answer_with_one_warning_each(
     assert all(log["log_level"] == "warning" for log in refused)
     # The progress sign falls back to the reaction on the person's message.
     assert [action for action, *_ in slack.reactions] == ["add", "remove"] * 2
+    # A method refused to the app is not called again: one refused call of each.
+    assert methods(slack).count("assistant.threads.setStatus") == 1
 
 
 async def test_without_assistant_write_the_status_still_shows_through_chat_write(
@@ -296,3 +323,19 @@ async def test_without_assistant_write_the_status_still_shows_through_chat_write
         ("assistant.threads.setSuggestedPrompts", "missing_scope"),
         ("assistant.threads.setTitle", "missing_scope"),
     }
+
+
+async def test_a_status_failing_for_a_while_falls_back_once_without_a_warning(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    slack.fail("assistant.threads.setStatus", "internal_error")
+    with capture_logs() as logs:
+        async with App(make_config()) as app:
+            thread = await start_thread(slack, app)
+            for text in ("first?", "second?"):
+                await send(slack, app, slack.assistant_message(DM, ALICE, text, thread_ts=thread))
+            await slack.wait_for(lambda: len(slack.status_log) == 2)
+    assert len(slack.posts) == 2
+    assert [action for action, *_ in slack.reactions] == ["add", "remove"]  # the first turn
+    assert slack.status_log == [(DM, thread, "is thinking…"), (DM, thread, "")]  # the second
+    assert not [log for log in logs if log["log_level"] == "warning"]
