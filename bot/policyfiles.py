@@ -40,7 +40,8 @@ def load_policy(settings: CoreSettings, agent: AgentTexts) -> Policy:
     optional += ["memory"] if not settings.memory.enabled else []
     prompt = settings.prompt
     session = _template(prompt.session_template, "session", SESSION_SLOTS, optional)
-    turn = _template(prompt.turn_template, "turn", TURN_SLOTS, [])
+    # Only Slack's assistant threads fill {viewing}: an older turn template may leave it out.
+    turn = _template(prompt.turn_template, "turn", TURN_SLOTS, ["viewing"])
     _check_rules(settings, agent)
     return Policy(policies, session or DEFAULT_SESSION_TEMPLATE, turn or DEFAULT_TURN_TEMPLATE)
 

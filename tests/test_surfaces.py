@@ -170,3 +170,10 @@ def test_a_priced_money_budget_and_an_operator_template_load(agent_dir: Path) ->
     )
     policy = load_policy(settings, load_agent(settings.agent))
     assert policy.session_template.render({"conversation": "C"}) == "# Where you are\nC"
+
+
+def test_a_turn_template_written_before_viewing_existed_still_loads(agent_dir: Path) -> None:
+    (agent_dir / "turn.txt").write_text("Time: {timestamp}\n{attachments}\n", encoding="utf-8")
+    settings = _settings(agent_dir, "[prompt]\nturn_template = 'turn.txt'\n")
+    policy = load_policy(settings, load_agent(settings.agent))
+    assert policy.turn_template.render({"timestamp": "T"}) == "Time: T"
