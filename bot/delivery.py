@@ -5,17 +5,23 @@ parts: rendered before the publication that stores them, then posted one by one,
 marked delivered with the platform's id as soon as the platform took it. Parts left over by an
 earlier process are looked for on the platform first (`find`), so a post that went through before
 a crash is marked, not posted again. Other deliverers (the console) take the whole text at once.
+
+A `LiveDeliverer` (Slack, Telegram) also streams answers while they are written (`stream`, driven
+by `bot.streaming`): the messages a stream opened become the parts' platform ids, and such a part
+is finished (`LiveDeliverer.finish`) rather than posted, so the answer is never shown twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import replace
 
 import structlog
 
 from bot.errors import PartFailed
-from bot.inbox import Outbox, OutboxPart, PartDeliverer
+from bot.inbox import LiveDeliverer, Outbox, OutboxPart, PartDeliverer
 from bot.ports.delivery import Deliverer, DeliveryReport
+from bot.streaming import AnswerStream, Record
 from bot.turns import ReplyRoute
 
 log = structlog.get_logger(__name__)
@@ -31,31 +37,67 @@ class Delivery:
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._deliverers.get(platform)
 
-    def parts(
-        self, turn_id: str, key: str, route: ReplyRoute | None, text: str
+    def stream(self, turn_id: str, route: ReplyRoute | None, record: Record) -> AnswerStream | None:
+        """A live preview of the answer on `route`, or None where the route does not stream."""
+        deliverer = self._deliverers.get(route.platform) if route else None
+        if route is None or not isinstance(deliverer, LiveDeliverer):
+            return None
+        session = deliverer.live(route, turn_id)
+        if session is None:
+            return None
+        live: LiveDeliverer = deliverer
+        return AnswerStream(session, lambda text: live.render(route, text), record)
+
+    async def parts(
+        self,
+        turn_id: str,
+        key: str,
+        route: ReplyRoute | None,
+        text: str,
+        live: Mapping[int, str] | None = None,
     ) -> list[OutboxPart]:
         """The outbox parts of `text` for `route`; [] when nothing is said or the deliverer
-        takes whole answers (then `send` posts the text itself)."""
+        takes whole answers (then `send` posts the text itself). Messages the turn's streams
+        opened (`live`, and what the outbox kept from an earlier run) become the parts'
+        platform ids; one the answer does not need becomes a part with no text (removed)."""
         deliverer = self._deliverers.get(route.platform) if route else None
-        if route is None or not text.strip() or not isinstance(deliverer, PartDeliverer):
+        if route is None or not isinstance(deliverer, PartDeliverer):
             return []
-        return [
+        texts = deliverer.render(route, text) if text.strip() else []
+        parts = [
             OutboxPart(f"{turn_id}.{index}", turn_id, key, index, route, part)
-            for index, part in enumerate(deliverer.render(route, text))
+            for index, part in enumerate(texts)
         ]
+        if not isinstance(deliverer, LiveDeliverer):
+            return parts
+        opened = {**await self._outbox.streamed(turn_id), **(live or {})}
+        for index, platform_id in sorted(opened.items()):
+            if index < len(parts):
+                parts[index] = replace(parts[index], platform_id=platform_id)
+            else:
+                part = OutboxPart(f"{turn_id}.{index}", turn_id, key, index, route, "")
+                parts.append(replace(part, platform_id=platform_id))
+        return parts
 
     async def send(
-        self, route: ReplyRoute | None, text: str, parts: Sequence[OutboxPart]
+        self,
+        route: ReplyRoute | None,
+        text: str,
+        parts: Sequence[OutboxPart],
+        *,
+        reconcile: bool = False,
     ) -> DeliveryReport | None:
-        """Post a published answer: its outbox parts, or the whole text to other deliverers."""
-        if route is None or not text.strip():
+        """Post a published answer: its outbox parts, or the whole text to other deliverers.
+        `reconcile`: the turn ran before (its first run may have shown parts that were never
+        recorded), so each part is looked for on the platform first."""
+        if route is None or not (text.strip() or parts):
             return None
         deliverer = self._deliverers.get(route.platform)
         if deliverer is None:
             log.error("no_deliverer", platform=route.platform)
             return DeliveryReport(parts=1, accepted=0, error=f"no channel {route.platform!r}")
         if isinstance(deliverer, PartDeliverer):
-            return await self._post(deliverer, parts, first=None, reconcile=False)
+            return await self._post(deliverer, parts, first=None, reconcile=reconcile)
         try:
             report = await deliverer.deliver(route, text)
         except Exception as exc:
@@ -107,8 +149,15 @@ class Delivery:
         accepted = 0
         for position, part in enumerate(parts):
             try:
-                found = await deliverer.find(part, first) if reconcile else None
-                platform_id = found or await deliverer.post(part, first)
+                found = None
+                if part.platform_id is None and reconcile:
+                    found = await deliverer.find(part, first)
+                if found is not None and isinstance(deliverer, LiveDeliverer):
+                    part = replace(part, platform_id=found)  # maybe a stream's: finish it
+                if part.platform_id is not None and isinstance(deliverer, LiveDeliverer):
+                    platform_id = await deliverer.finish(part, first)
+                else:
+                    platform_id = found or await deliverer.post(part, first)
             except PartFailed as exc:
                 log.warning("part_refused", part_id=part.part_id, error=str(exc))
                 for rest in parts[position:]:

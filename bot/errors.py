@@ -29,7 +29,9 @@ BotError
 ├── DeliveryError            an answer could not be posted
 │   ├── PartFailed           the platform refused a part for good
 │   ├── RouteError           a route or destination names no place on the platform
-│   └── SplitError           the text cannot be split within the platform's limit
+│   ├── SplitError           the text cannot be split within the platform's limit
+│   ├── StreamRefused        the platform will not stream here (not enabled, scope, method)
+│   └── StreamBusy           a streaming call was rate-limited: try again after `retry_after`
 ├── FileError                a file a person shared was not read
 │   ├── FileRefused          not downloaded (too large, refused, failed): `reason` says which
 │   └── FileUnreadable       downloaded, but the model cannot be given it; the message says why
@@ -211,6 +213,19 @@ class PartFailed(DeliveryError):
 
 class RouteError(DeliveryError, ValueError):
     """A route or destination does not name a place on the platform (a chat, a channel)."""
+
+
+class StreamRefused(DeliveryError):
+    """The platform refused a streaming method for good (not enabled, missing scope, unknown
+    method): the answer is posted whole instead; the message names the fix."""
+
+
+class StreamBusy(DeliveryError):
+    """A streaming call was rate-limited; the next one may come after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class SplitError(DeliveryError, ValueError):

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,6 +66,7 @@ from bot.ports.tools import Tool
 from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
+from bot.streaming import AnswerStream
 from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
@@ -111,6 +112,8 @@ class _Job:
     item_id: int | None = None
     leftovers: tuple[OutboxPart, ...] = ()
     resumed: bool = False  # found pending at start: it may have run (and stopped) before
+    # Messages this run's answer stream opened on the platform (index -> platform id).
+    live: dict[int, str] = field(default_factory=dict, compare=False)
 
     @property
     def turn_id(self) -> str:
@@ -271,8 +274,9 @@ class Host:
         for key, parts in leftovers.items():
             self._lanes.put(key, _Job(None, leftovers=tuple(parts)), bounded=False)
         known = {item.item_id for item in found}
+        mine = {item.item_id for item in self._held}  # accepted by this process: never ran
         for item in found:
-            job = _Job(item.request, item.item_id, resumed=True)
+            job = _Job(item.request, item.item_id, resumed=item.item_id not in mine)
             self._lanes.put(item.request.conversation_key, job, bounded=False)
         for item in self._held:
             if item.item_id not in known:
@@ -451,18 +455,20 @@ class Host:
             request, history, hits, surface=surface, attached=attached
         )
         self._log_context(request)
+        stream = self._stream(job, request)
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
             assemble=prepared.request,
             tools=self._tools_for(request, recall),
-            on_text=self._streamer(request),
+            on_text=stream.on_text if stream is not None else self._streamer(request),
         )
-        # The progress sign (reaction, typing) stays up until the answer has been posted.
+        # The progress sign (reaction, typing) stays up until the answer shows: posted, or its
+        # stream opened (the deliverer takes the sign down then).
         async with self._working(request.route):
             return await self._call_and_publish(
-                job, request, plan, prepared.user_entry, started, notice=attached.problems
+                job, request, plan, prepared.user_entry, started, attached.problems, stream
             )
 
     async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
@@ -479,12 +485,16 @@ class Host:
         plan: TurnPlan,
         user_entry: HistoryEntry,
         started: datetime,
-        *,
-        notice: Sequence[str] = (),
+        notice: Sequence[str],
+        stream: AnswerStream | None,
     ) -> TurnResult:
         try:
             async with self._model_calls:
-                outcome = await self._model.run(plan)
+                try:
+                    outcome = await self._model.run(plan)
+                finally:  # what the stream showed is finished by delivery, after publication
+                    if stream is not None:
+                        await stream.close()
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}
@@ -601,14 +611,16 @@ class Host:
         assert request is not None
         if not answer and request.kind is ConversationKind.REQUEST:
             say = ""
-        parts = self._delivery.parts(request.turn_id, request.conversation_key, request.route, say)
+        parts = await self._delivery.parts(
+            request.turn_id, request.conversation_key, request.route, say, job.live
+        )
         publication = Publication(
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
         failure = await self._publish(publication)
         if failure is not None:  # the item stays pending: it runs again after the next start
             return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
-        delivery = await self._delivery.send(request.route, say, parts)
+        delivery = await self._delivery.send(request.route, say, parts, reconcile=job.resumed)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
@@ -826,6 +838,24 @@ class Host:
             preceding=len(request.preceding),
             preceding_bytes=sum(len(m.text.encode()) for m in request.preceding),
         )
+
+    def _stream(self, job: _Job, request: TurnRequest) -> AnswerStream | None:
+        """A live preview of the answer, for a conversation turn's first run (a run again after
+        a crash shows nothing until its answer is whole: delivery then finishes or replaces
+        what the first run showed). Request-driven turns never stream: their answer may be the
+        silent token."""
+        if job.resumed or request.kind is ConversationKind.REQUEST:
+            return None
+        outbox = self._outbox
+
+        async def record(index: int, platform_id: str) -> None:
+            job.live[index] = platform_id
+            try:
+                await outbox.opened(request.turn_id, index, platform_id)
+            except Exception as exc:  # kept in memory: this run still finishes, not reposts
+                log.warning("stream_record_failed", error=type(exc).__name__)
+
+        return self._delivery.stream(request.turn_id, request.route, record)
 
     def _streamer(self, request: TurnRequest) -> Callable[[str], Awaitable[None]] | None:
         route = request.route

@@ -14,6 +14,13 @@ Exactly once, end to end, rests on two tables and three promises:
   which `Outbox.delivered` records; on start every undelivered part is posted (after `find` has
   looked for it on the platform, where the platform can say).
 
+- **Streaming.** A message a stream opens on the platform while the model writes (SPEC §7) is
+  recorded with `Outbox.opened` as soon as the platform names it; the publication's parts take
+  those ids, and delivery *finishes* such a part (the platform's message is made to show exactly
+  the part's text) instead of posting it again. A message a stream opened that the final answer
+  does not need becomes a part with no text, which delivery removes. So a turn that runs again
+  after a crash reuses what its first run showed, and never shows the answer twice.
+
 - **Sharing.** Where several replicas share one store (PostgreSQL), a `WorkShare` says which
   replica runs which conversation: one at a time, in the order its items were accepted, and what
   a replica that is gone left (items and parts) is adopted by a live one while it runs.
@@ -132,6 +139,13 @@ class Outbox(Protocol):
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         """Every part of one turn, in order (delivered ones carry their platform id)."""
 
+    async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
+        """A stream of the turn opened its message `index` on the platform as `platform_id`
+        (before the turn's publication; kept until the publication takes it)."""
+
+    async def streamed(self, turn_id: str) -> dict[int, str]:
+        """The messages the turn's streams opened and no publication took yet: index -> id."""
+
 
 @dataclass(frozen=True, slots=True)
 class Adopted:
@@ -183,3 +197,48 @@ class PartDeliverer(Protocol):
     async def find(self, part: OutboxPart, first: str | None) -> str | None:
         """Look on the platform for a post of this part that went through before a restart;
         its platform id, or None (also when the platform offers no way to look)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveView:
+    """What one live message should show now: `formatted` is the part as the deliverer renders
+    the answer so far; `markdown` is the model's text since the message opened (what a platform
+    that appends Markdown itself, Slack's native streams, is sent)."""
+
+    formatted: str
+    markdown: str
+
+
+class LiveSession(Protocol):
+    """One turn's live messages on one route, as the platform can show them (`bot.streaming`
+    drives it). Each method raises StreamRefused when the platform will not stream (nothing
+    more is tried) and StreamBusy when rate-limited; other errors skip one update."""
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two updates of one message (the platform's rate for this chat)."""
+
+    async def open(self, index: int, first: str | None, view: LiveView) -> str | None:
+        """Show message `index` (`first`: the platform id of message 0, once there is one);
+        its platform id, or None where the platform keeps no message yet (a draft)."""
+
+    async def show(self, index: int, platform_id: str | None, view: LiveView) -> None:
+        """Update message `index` to `view`."""
+
+    async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str | None:
+        """Message `index` is full (the answer goes on in the next): stop streaming it; its
+        platform id (a draft becomes a message here), or None when it has none."""
+
+
+@runtime_checkable
+class LiveDeliverer(PartDeliverer, Protocol):
+    """A part deliverer that can show an answer while it is written."""
+
+    def live(self, route: ReplyRoute, turn_id: str) -> LiveSession | None:
+        """A session for one turn's answer on `route`; None when this route does not stream
+        (streaming off, or refused by the platform earlier)."""
+
+    async def finish(self, part: OutboxPart, first: str | None) -> str:
+        """Make the message a stream opened (`part.platform_id`) show exactly `part.text` and
+        end its streaming; a part with no text is removed. Its platform id. Raises PartFailed
+        when the platform refuses for good."""

@@ -172,6 +172,8 @@ class PgInbox:
         await conn.execute(
             "DELETE FROM outbox WHERE state != 'pending' AND settled_at < $1", settled
         )
+        # A stream whose turn never published (given up, or its item pruned) is long over.
+        await conn.execute("DELETE FROM streams WHERE opened_at < $1", settled)
 
 
 class PgOutbox:
@@ -198,9 +200,18 @@ class PgOutbox:
         record = publication.record
         document = self._records.stage(record) if record is not None else None
         parts = [
-            (p.part_id, p.turn_id, p.conversation_key, p.index, encode_route(p.route), p.text)
+            (
+                p.part_id,
+                p.turn_id,
+                p.conversation_key,
+                p.index,
+                encode_route(p.route),
+                p.text,
+                p.platform_id,
+            )
             for p in publication.parts
         ]
+        turns = sorted({p.turn_id for p in publication.parts})
 
         async def publish(conn: Any) -> None:
             if fresh or publication.replace:
@@ -208,9 +219,13 @@ class PgOutbox:
             now = self._clock()
             await conn.executemany(
                 """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
-                       created_at, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+                       platform_id, created_at, owner)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
                 [(*part, now, self._owner) for part in parts],
             )
+            # The parts took the ids of the messages the turn's streams opened.
+            if turns:
+                await conn.execute("DELETE FROM streams WHERE turn_id = ANY($1::text[])", turns)
             if publication.item_id is not None and publication.state is not None:
                 # Still ours (or never adopted, as in store-level use): else roll it all back.
                 found = await conn.fetchval(
@@ -244,6 +259,26 @@ class PgOutbox:
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         return await self._parts("WHERE turn_id = $1 ORDER BY idx", (turn_id,))
+
+    async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
+        async def opened(conn: Any) -> None:
+            await conn.execute(
+                """INSERT INTO streams (turn_id, idx, platform_id, opened_at)
+                   VALUES ($1, $2, $3, $4)
+                   ON CONFLICT (turn_id, idx) DO UPDATE SET platform_id = EXCLUDED.platform_id""",
+                turn_id,
+                index,
+                platform_id,
+                self._clock(),
+            )
+
+        await self._db.write(opened)
+
+    async def streamed(self, turn_id: str) -> dict[int, str]:
+        rows = await self._db.fetch_all(
+            "SELECT idx, platform_id FROM streams WHERE turn_id = $1", (turn_id,)
+        )
+        return {int(row["idx"]): str(row["platform_id"]) for row in rows}
 
     async def _parts(self, where: str, params: tuple[str, ...]) -> list[OutboxPart]:
         rows = await self._db.fetch_all(

@@ -209,10 +209,24 @@ _V3_ATTACHMENTS = (
     "CREATE INDEX attachment_refs_by_id ON attachment_refs (id)",
 )
 
+# Version 4: the messages an answer stream opened before its turn's publication, as in the
+# SQLite store's version 7.
+_V4_STREAMS = (
+    """CREATE TABLE streams (
+        turn_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        platform_id TEXT NOT NULL,
+        opened_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (turn_id, idx)
+    )""",
+    "CREATE INDEX streams_by_age ON streams (opened_at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
     _V3_ATTACHMENTS,
+    _V4_STREAMS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -172,6 +172,8 @@ class SqliteInbox:
         await conn.execute(
             "DELETE FROM outbox WHERE state != 'pending' AND settled_at < ?", (settled,)
         )
+        # A stream whose turn never published (given up, or its item pruned) is long over.
+        await conn.execute("DELETE FROM streams WHERE opened_at < ?", (settled,))
 
 
 class SqliteOutbox:
@@ -195,9 +197,18 @@ class SqliteOutbox:
         record = publication.record
         document = self._records.stage(record) if record is not None else None
         parts = [
-            (p.part_id, p.turn_id, p.conversation_key, p.index, encode_route(p.route), p.text)
+            (
+                p.part_id,
+                p.turn_id,
+                p.conversation_key,
+                p.index,
+                encode_route(p.route),
+                p.text,
+                p.platform_id,
+            )
             for p in publication.parts
         ]
+        turns = sorted({p.turn_id for p in publication.parts})
 
         async def publish(conn: aiosqlite.Connection) -> None:
             if fresh or publication.replace:
@@ -205,8 +216,12 @@ class SqliteOutbox:
             now = self._clock()
             await conn.executemany(
                 """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
-                       created_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                       platform_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
                 [(*part, now) for part in parts],
+            )
+            # The parts took the ids of the messages the turn's streams opened.
+            await conn.executemany(
+                "DELETE FROM streams WHERE turn_id = ?", [(turn,) for turn in turns]
             )
             if publication.item_id is not None and publication.state is not None:
                 await conn.execute(
@@ -228,6 +243,22 @@ class SqliteOutbox:
 
     async def undelivered(self) -> list[OutboxPart]:
         return await self._parts("WHERE state = 'pending' ORDER BY id", ())
+
+    async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
+        async def opened(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                """INSERT OR REPLACE INTO streams (turn_id, idx, platform_id, opened_at)
+                   VALUES (?, ?, ?, ?)""",
+                (turn_id, index, platform_id, self._clock()),
+            )
+
+        await self._db.write(opened)
+
+    async def streamed(self, turn_id: str) -> dict[int, str]:
+        rows = await self._db.fetch_all(
+            "SELECT idx, platform_id FROM streams WHERE turn_id = ?", (turn_id,)
+        )
+        return {int(row["idx"]): str(row["platform_id"]) for row in rows}
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         return await self._parts("WHERE turn_id = ? ORDER BY idx", (turn_id,))

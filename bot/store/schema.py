@@ -212,6 +212,20 @@ _V6_ATTACHMENTS = (
     END""",
 )
 
+# Version 7: the messages an answer stream opened on the platform before its turn's publication
+# (SPEC §7 streaming): the publication's parts take their ids (and the rows go), so a turn run
+# again after a crash finishes those messages instead of posting the answer a second time.
+_V7_STREAMS = (
+    """CREATE TABLE streams (
+        turn_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        platform_id TEXT NOT NULL,
+        opened_at REAL NOT NULL,
+        PRIMARY KEY (turn_id, idx)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX streams_by_age ON streams (opened_at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -219,6 +233,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V4_INBOX_OUTBOX,
     _V5_MEMORY_SOURCES,
     _V6_ATTACHMENTS,
+    _V7_STREAMS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

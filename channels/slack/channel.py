@@ -91,6 +91,8 @@ class SlackChannel:
             reaction=settings.progress_reaction,
             status=settings.assistant_status,
             assistant=self._pane,
+            stream=settings.stream,
+            stream_interval=settings.stream_interval,
         )
         self.files = SlackFiles(secrets.get("SLACK_BOT_TOKEN") or "", settings.files_url)
         self._directory = SlackDirectory(

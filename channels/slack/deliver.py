@@ -17,7 +17,15 @@ is not posted blind: it is left for the next try (the outbox keeps it).
 `working()` shows a progress sign while a turn runs: in an assistant thread the thread's status
 (`assistant.threads.setStatus`, cleared at the end), elsewhere (or when Slack refuses the status)
 a reaction on the triggering message. It is done in the background so the turn never waits on
-it, and a failure there is only logged.
+it, and a failure there is only logged. It comes off when the answer is posted, or as soon as
+the answer's stream shows its first text.
+
+Streaming (`live`, `finish`; the sessions are `channels.slack.stream`): `stream = "native"` uses
+Slack's streaming methods in threads (edits at a DM's top level, where Slack cannot stream),
+`"edits"` posts and updates, `"off"` posts answers whole. `finish` ends a streamed message with
+its final part: the stream stopped if it still runs, the text set by `chat.update` (with the
+part's metadata); a message removed meanwhile is posted anew. When Slack refuses streaming, one
+warning says why and how to fix it, and answers are posted whole from then on.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -41,6 +50,7 @@ from channels.slack.assistant import AssistantPane
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
 from channels.slack.split import MESSAGE_BUDGET, split_message
+from channels.slack.stream import PART_EVENT, SlackLive, StreamMode, metadata
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +60,6 @@ BACKOFF = 0.5  # first wait after a transient failure; doubles each time
 TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
 )
-PART_EVENT = "bot_answer_part"  # the metadata event type every posted part carries
 FIND_LIMIT = 200  # messages looked through for one part after a restart
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -67,6 +76,8 @@ class SlackDeliverer:
         status: str = "is thinking…",
         assistant: AssistantPane | None = None,
         sleep: Sleep = asyncio.sleep,
+        stream: StreamMode = "native",
+        stream_interval: float = 1.0,
     ) -> None:
         self._client = client
         self._reaction = reaction
@@ -74,6 +85,87 @@ class SlackDeliverer:
         self._assistant = assistant if assistant is not None else AssistantPane(client)
         self._sleep = sleep
         self._signs: set[asyncio.Task[None]] = set()
+        self._shown: dict[tuple[str, str], asyncio.Event] = {}  # progress signs to take down
+        self._stream = stream
+        self._stream_interval = stream_interval
+        self._streaming: set[str] = set()  # ts of native streams this process has not stopped
+        self._opened: set[str] = set()  # ts of every live message this process opened
+
+    @property
+    def stream_mode(self) -> StreamMode:
+        """How answers stream now ("off" after Slack refused streaming)."""
+        return self._stream
+
+    def live(self, route: ReplyRoute, turn_id: str) -> SlackLive | None:
+        if self._stream == "off" or _channel(route) is None:
+            return None
+        key = (str(route.values.get("channel")), str(route.values.get("message_ts")))
+
+        def visible() -> None:
+            sign = self._shown.get(key)
+            if sign is not None:
+                sign.set()
+
+        return SlackLive(
+            self._client,
+            route,
+            turn_id,
+            mode=self._stream,
+            interval=self._stream_interval,
+            visible=visible,
+            streaming=self._streaming,
+            opened=self._opened,
+            refused=self._refused,
+        )
+
+    def _refused(self, reason: str) -> None:
+        if self._stream != "off":
+            log.warning("slack_stream_refused", mode=self._stream, reason=reason)
+            self._stream = "off"
+
+    async def finish(self, part: OutboxPart, first: str | None) -> str:
+        """End a message a stream opened with the part's final text (or remove it)."""
+        channel, ts = _channel(part.route), part.platform_id
+        if channel is None or ts is None:
+            raise PartFailed("route has no Slack channel")
+        if ts in self._streaming or ts not in self._opened:  # maybe still streaming
+            await self._stop(channel, ts)
+        if not part.text:
+            await self._delete(channel, ts)
+            self._opened.discard(ts)
+            return ts
+        text, tag = part.text, metadata(part.part_id)
+        try:
+            await self._with_retries(
+                "chat.update",
+                lambda: self._client.chat_update(channel=channel, ts=ts, text=text, metadata=tag),
+            )
+        except _PostFailed as failure:
+            if "message_not_found" in str(failure):  # removed meanwhile: post it anew
+                return await self.post(replace(part, platform_id=None), first)
+            if failure.final:
+                raise PartFailed(str(failure)) from None
+            raise
+        self._opened.discard(ts)
+        return ts
+
+    async def _stop(self, channel: str, ts: str) -> None:
+        try:
+            await self._with_retries(
+                "chat.stopStream", lambda: self._client.chat_stopStream(channel=channel, ts=ts)
+            )
+        except _PostFailed as failure:  # not streaming (any more), or no such method: fine
+            log.debug("slack_stream_stop_skipped", reason=str(failure))
+        self._streaming.discard(ts)
+
+    async def _delete(self, channel: str, ts: str) -> None:
+        try:
+            await self._with_retries(
+                "chat.delete", lambda: self._client.chat_delete(channel=channel, ts=ts)
+            )
+        except _PostFailed as failure:
+            if "message_not_found" not in str(failure):
+                raise PartFailed(str(failure)) from None
 
     def route_to(self, destination: str) -> ReplyRoute:
         """A top-level route to a channel id (scheduled posts)."""
@@ -168,8 +260,7 @@ class SlackDeliverer:
         if thread:
             arguments["thread_ts"] = thread
         if part_id is not None:
-            payload = {"part_id": part_id}
-            arguments["metadata"] = {"event_type": PART_EVENT, "event_payload": payload}
+            arguments["metadata"] = metadata(part_id)
         response = await self._with_retries(
             "chat.postMessage", lambda: self._client.chat_postMessage(**arguments), landed
         )
@@ -220,6 +311,7 @@ class SlackDeliverer:
         thread = route.values.get("thread_ts")
         status_in = thread if route.values.get("assistant") and isinstance(thread, str) else None
         done = asyncio.Event()
+        self._shown[(channel, ts)] = done  # a stream that shows text sets it early
         task = asyncio.create_task(self._show_working(channel, ts, status_in, done))
         self._signs.add(task)
         task.add_done_callback(self._signs.discard)
@@ -227,6 +319,8 @@ class SlackDeliverer:
             yield
         finally:
             done.set()
+            if self._shown.get((channel, ts)) is done:
+                del self._shown[(channel, ts)]
 
     async def _show_working(
         self, channel: str, ts: str, status_in: str | None, done: asyncio.Event

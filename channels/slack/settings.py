@@ -40,6 +40,12 @@ class SlackSettings(Section):
     progress_reaction: Annotated[str, Field(pattern=r"^[a-z0-9_+'-]{1,100}$")] = (
         "hourglass_flowing_sand"
     )
+    # How answers show while they are written: Slack's streaming methods in threads ("native";
+    # a DM's top level is shown with edits), a posted message updated about once a second
+    # ("edits"), or only whole ("off").
+    stream: Literal["native", "edits", "off"] = "native"
+    # Seconds between two updates of one streamed message (Slack's rate tiers allow about one).
+    stream_interval: Annotated[float, Field(ge=0.0, le=60.0)] = 1.0
     # Shared files are downloaded only from URLs under this origin (Slack's `url_private`).
     files_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+/$")] = "https://files.slack.com/"
     # The assistant pane (Agents & AI apps): the prompts offered when someone opens a new

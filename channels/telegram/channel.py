@@ -154,7 +154,12 @@ class TelegramChannel:
                 HTTPXRequest(connection_pool_size=1, httpx_kwargs=verify)
             )
         self._app = builder.updater(None).build()
-        self.deliverer = TelegramDeliverer(self._app.bot)
+        self.deliverer = TelegramDeliverer(
+            self._app.bot,
+            stream=settings.stream,
+            stream_interval=settings.stream_interval,
+            group_stream_interval=settings.group_stream_interval,
+        )
         self.files = TelegramFiles(self._app.bot, token, settings.files_base)
         self._taking = asyncio.Lock()  # one update at a time, polled or posted
         self._poller: asyncio.Task[None] | None = None

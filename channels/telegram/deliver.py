@@ -10,6 +10,13 @@ supergroup (`ChatMigrated`) is followed to its new id; a network error that cann
 anything is retried briefly. Anything else stops the delivery and is reported honestly: the report
 says how many parts Telegram accepted.
 
+Streaming (`live`, `finish`; the sessions are `channels.telegram.stream`): `stream = "native"`
+shows drafts in private chats and an edited message in groups, `"edits"` an edited message
+everywhere, `"off"` whole answers only. `finish` edits a streamed message to its final part
+(plain text when Telegram rejects the formatting; "message is not modified" is success, so
+finishing twice is harmless); a message removed meanwhile is sent anew. The "typing…" sign stops
+when the first text shows.
+
 For the host's outbox, `render` gives the parts and `post` sends one, returning its message_id.
 Telegram offers a bot no way to look up what it sent, so `find` never finds anything: a part whose
 sendMessage went through just before the process died, before it was marked delivered, is sent
@@ -20,14 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
 import structlog
-from telegram import Bot, ReplyParameters
+from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -37,15 +42,21 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.warnings import PTBDeprecationWarning
 
-from bot.errors import PartFailed, RouteError
+from bot.errors import DeliveryError, PartFailed, RouteError
 from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
 from channels.telegram.mapping import PLATFORM
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, split_html
+from channels.telegram.stream import (
+    StreamMode,
+    TelegramLive,
+    not_modified,
+    reply_parameters,
+    retry_after_seconds,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -97,11 +108,107 @@ class TelegramDeliverer:
         limit: int = TELEGRAM_MESSAGE_LIMIT,
         typing_interval: float = TYPING_INTERVAL,
         sleep: Sleep = asyncio.sleep,
+        stream: StreamMode = "native",
+        stream_interval: float = 1.0,
+        group_stream_interval: float = 3.0,
     ) -> None:
         self._bot = bot
         self._limit = limit
         self._typing_interval = typing_interval
         self._sleep = sleep
+        self._stream = stream
+        self._stream_interval = stream_interval
+        self._group_stream_interval = group_stream_interval
+        self._typers: dict[tuple[int, int | None], asyncio.Task[None]] = {}
+
+    @property
+    def stream_mode(self) -> StreamMode:
+        """How answers stream now ("edits" after Telegram refused drafts)."""
+        return self._stream
+
+    def live(self, route: ReplyRoute, turn_id: str) -> TelegramLive | None:
+        if self._stream == "off":
+            return None
+        try:
+            target = Target.of(route)
+        except RouteError:
+            return None
+        private = target.chat_id > 0  # a private chat's id is the user's: positive
+        key = (target.chat_id, target.thread_id)
+
+        def visible() -> None:
+            typing = self._typers.get(key)
+            if typing is not None:
+                typing.cancel()
+
+        return TelegramLive(
+            self._bot,
+            (target.chat_id, target.thread_id, target.reply_to),
+            turn_id,
+            drafts=self._stream == "native" and private,
+            interval=self._stream_interval if private else self._group_stream_interval,
+            visible=visible,
+            refused=self._refused,
+        )
+
+    def _refused(self, reason: str) -> None:
+        if self._stream == "native":
+            log.warning("telegram_drafts_refused", reason=reason)
+            self._stream = "edits"
+
+    async def finish(self, part: OutboxPart, first: str | None) -> str:
+        """Edit a message a stream opened to the part's final text (or remove it)."""
+        try:
+            target = Target.of(part.route)
+        except RouteError as exc:
+            raise PartFailed(str(exc)) from None
+        assert part.platform_id is not None
+        message_id = int(part.platform_id)
+        try:
+            if not part.text:
+                await self._remove(target.chat_id, message_id)
+            else:
+                await self._edit(target.chat_id, message_id, part.text)
+        except _Gone:
+            return await self.post(replace(part, platform_id=None), first)
+        except (RetryAfter, TimedOut, NetworkError):
+            raise  # passing trouble: the part stays in the outbox
+        except TelegramError as exc:
+            raise PartFailed(f"{type(exc).__name__}: {exc.message}") from None
+        return part.platform_id
+
+    async def _edit(self, chat_id: int, message_id: int, text: str) -> None:
+        parse_mode: str | None = ParseMode.HTML
+        waits = 0
+        while True:
+            try:
+                await self._bot.edit_message_text(
+                    chat_id=chat_id, message_id=message_id, text=text, parse_mode=parse_mode
+                )
+                return
+            except RetryAfter as exc:
+                seconds = retry_after_seconds(exc)
+                waits += 1
+                if waits > MAX_RATE_LIMIT_WAITS or seconds > MAX_RATE_LIMIT_WAIT:
+                    raise
+                await self._sleep(seconds)
+            except BadRequest as exc:
+                reason = exc.message.lower()
+                if not_modified(exc):
+                    return
+                if "message to edit not found" in reason:
+                    raise _Gone from None
+                if parse_mode is None or "can't parse entities" not in reason:
+                    raise
+                log.warning("telegram_entities_rejected", reason=exc.message)
+                text, parse_mode = plain_text(text), None
+
+    async def _remove(self, chat_id: int, message_id: int) -> None:
+        try:
+            await self._bot.delete_message(chat_id=chat_id, message_id=message_id)
+        except BadRequest as exc:
+            if "not found" not in exc.message.lower():
+                raise
 
     def route_to(self, destination: str) -> ReplyRoute:
         """A top-level route to `<chat id>` or `<chat id>:<topic id>` (cron's notify target)."""
@@ -167,7 +274,7 @@ class TelegramDeliverer:
                     text=part,
                     parse_mode=parse_mode,
                     message_thread_id=target.thread_id,
-                    reply_parameters=_reply(target.reply_to),
+                    reply_parameters=reply_parameters(target.reply_to),
                 )
                 return target, sent.message_id
             except RetryAfter as exc:
@@ -200,12 +307,16 @@ class TelegramDeliverer:
     @contextlib.asynccontextmanager
     async def _typing(self, target: Target) -> AsyncIterator[None]:
         task = asyncio.create_task(self._keep_typing(target))
+        key = (target.chat_id, target.thread_id)
+        self._typers[key] = task  # a stream that shows text cancels it early
         try:
             yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if self._typers.get(key) is task:
+                del self._typers[key]
 
     async def _keep_typing(self, target: Target) -> None:
         while True:
@@ -220,16 +331,5 @@ class TelegramDeliverer:
             await self._sleep(self._typing_interval)
 
 
-def _reply(message_id: int | None) -> ReplyParameters | None:
-    if message_id is None:
-        return None
-    # If the triggering message was deleted meanwhile, the answer still goes to the chat.
-    return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)
-
-
-def retry_after_seconds(exc: RetryAfter) -> float:
-    """RetryAfter's wait in seconds (PTB 22 warns when read as an int; the value is the same)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
-    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+class _Gone(DeliveryError):
+    """The message to finish was removed meanwhile (by a person): it is sent anew."""

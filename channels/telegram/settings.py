@@ -21,6 +21,13 @@ class TelegramSettings(Section):
     allowed_chat_ids: list[int] = Field(default_factory=list)
     allowed_user_ids: list[int] = Field(default_factory=list)
     group_buffer: Annotated[int, Field(ge=1, le=1000)] = 50
+    # How answers show while they are written: drafts in private chats and an edited message in
+    # groups ("native"), an edited message everywhere ("edits"), or only whole ("off").
+    stream: Literal["native", "edits", "off"] = "native"
+    # Seconds between two updates of one streamed message: in private chats, and in groups
+    # (Telegram allows a bot about 20 messages a minute in a group).
+    stream_interval: Annotated[float, Field(ge=0.0, le=60.0)] = 1.0
+    group_stream_interval: Annotated[float, Field(ge=0.0, le=60.0)] = 3.0
     # Webhook mode: the route on the [http] port that Telegram posts updates to.
     webhook_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/telegram/webhook"
     # Polling mode: how long one getUpdates long poll may wait for news (Telegram allows 0-50 s).

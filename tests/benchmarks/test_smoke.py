@@ -31,6 +31,7 @@ TINY: dict[str, tuple[list[str], str]] = {
         "2 chats",
     ),
     "replicas": (["--chats", "2", "--rounds", "1", "--warmup", "1"], "sqlite, 1"),
+    "stream": (["--answers", "1", "--chars", "300", "--seconds", "0.2"], "telegram private"),
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
 }
 HELPERS = {"overhead"}  # shared code, not a benchmark of its own

@@ -419,6 +419,11 @@ class FakeAnthropic:
         self.requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, Any]] = []
         self.count_requests: list[dict[str, Any]] = []
+        # Seconds between two text deltas of a streamed answer (0: all at once), so a test or
+        # benchmark can watch an answer being written as a slow model writes it.
+        self.pace = 0.0
+        self.words_per_delta = 1  # how many word-sized pieces one text delta carries
+        self.first_text_at: list[float] = []  # monotonic time each streamed answer's text began
         self._script: deque[Scripted] = deque()
         self._responder: Callable[[dict[str, Any]], Reply | str | None] | None = None
         self._failures: deque[_Failure] = deque()
@@ -632,21 +637,28 @@ class FakeAnthropic:
             }
         )
         await response.prepare(request)
-        for event in _events(message) if events is None else events:
+        chosen = _events(message, self.words_per_delta) if events is None else events
+        began = False
+        for event in chosen:
             payload = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
             await response.write(payload.encode())
+            if not began and event.get("delta", {}).get("type") == "text_delta":
+                began = True
+                self.first_text_at.append(time.monotonic())
+            if self.pace and event.get("delta", {}).get("type") == "text_delta":
+                await asyncio.sleep(self.pace)
         await response.write_eof()
         return response
 
 
-def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
+def _events(message: dict[str, Any], words: int = 1) -> list[dict[str, Any]]:
     """The SSE event sequence the real API sends for `message`."""
     usage = message["usage"]
     start_usage = {**usage, "output_tokens": 1}
     start = {**message, "content": [], "stop_reason": None, "usage": start_usage}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     for index, block in enumerate(message["content"]):
-        events += _block_events(index, block)
+        events += _block_events(index, block, words)
     final_usage = {k: v for k, v in usage.items() if k != "cache_creation"}
     events.append(
         {
@@ -659,12 +671,14 @@ def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
     return events
 
 
-def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
+def _block_events(index: int, block: dict[str, Any], words: int = 1) -> list[dict[str, Any]]:
     kind = block["type"]
     deltas: list[dict[str, Any]]
     if kind == "text":
         empty: dict[str, Any] = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+        pieces = _pieces(block["text"])
+        grouped = ["".join(pieces[i : i + words]) for i in range(0, len(pieces), words)]
+        deltas = [{"type": "text_delta", "text": piece} for piece in grouped]
     elif kind == "thinking":
         empty = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]

@@ -11,8 +11,11 @@ It speaks the real wire protocol, so tests drive the real slack-bolt / slack-sdk
         body = slack.mention("C1", "U1", "hello")      # stores the message, returns the event
         envelope = await slack.push(body)              # Socket Mode delivery; records the ack
         await slack.wait_for(lambda: slack.posts)
-        slack.posts      # accepted chat.postMessage calls, in order:
-                         # {channel, text, thread_ts, ts, metadata, at (monotonic time accepted)}
+        slack.posts      # the bot's messages as they show now, in the order they were created
+                         # (chat.postMessage, chat.startStream): {channel, text, thread_ts, ts,
+                         # metadata, at (monotonic time created), stream (True for a stream)};
+                         # chat.update / appendStream / stopStream change `text` in place, and
+                         # chat.delete removes the entry (slack.deleted keeps it)
         slack.reactions  # ("add" | "remove", channel, timestamp, name)
         slack.calls      # every Web API call: Call(method, params, status, at)
         slack.acks       # envelope id -> monotonic time of its ack
@@ -33,6 +36,13 @@ message). `slack.files_url` goes in slack.files_url. A download of `url_private`
 `files:read` scope (else the sign-in page itself, as HTML); `slack.downloads` lists the file ids
 served.
 
+Streaming: chat.startStream (channel and thread_ts required; a stream outside a DM needs
+recipient_user_id and recipient_team_id; markdown_text at most 12,000 characters),
+chat.appendStream (only on a stream still running; markdown_text required), chat.stopStream,
+chat.update and chat.delete (only the bot's own messages) behave as Slack documents them.
+`slack.streaming_enabled = False` answers the stream methods `unknown_method` (an app without
+the feature); `slack.limit("chat.appendStream", 1.0)` answers a second call on the same message
+within a second with a 429 and its Retry-After.
 The assistant pane (Agents & AI apps), with the DM's channel added as kind "im":
     body = slack.assistant_thread_started(DM, "U1", viewing="C1")  # root message + the event
     thread = body["event"]["assistant_thread"]["thread_ts"]
@@ -94,6 +104,7 @@ ALL_SCOPES = frozenset(
 )
 _READ_SCOPE = {"channel": "channels", "private": "groups", "im": "im", "mpim": "mpim"}
 MAX_TEXT = 40_000
+MAX_MARKDOWN = 12_000  # chat.startStream / appendStream / stopStream markdown_text
 # Message metadata (chat.postMessage `metadata`): Slack requires an event type of letters,
 # digits and underscores and an object payload, and returns it only when asked for.
 _EVENT_TYPE = re.compile(r"^[A-Za-z0-9_]{1,255}$")
@@ -149,6 +160,8 @@ class FakeSlack:
     files: dict[str, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # methods of calls that waited on hold()
+    deleted: list[dict[str, Any]] = field(default_factory=list)  # posts removed by chat.delete
+    streaming_enabled: bool = True
     assistant_view: bool = True
     status_log: list[tuple[str, str, str]] = field(default_factory=list)
     thread_status: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -164,6 +177,8 @@ class FakeSlack:
         self._changed = asyncio.Event()
         self._timers: set[asyncio.Task[None]] = set()
         self._holds: dict[str, asyncio.Event] = {}
+        self._limits: dict[str, float] = {}  # method -> seconds between calls on one message
+        self._last: dict[tuple[str, str], float] = {}  # (method, ts) -> time of the last call
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.add_user(BOT_USER, "bot", real_name="The Bot", is_bot=True)
@@ -596,6 +611,15 @@ class FakeSlack:
         if held is not None:
             held.set()
 
+    def limit(self, method: str, seconds: float) -> None:
+        """Rate-limit `method` per message: a call on the same ts within `seconds` of the last
+        accepted one gets a 429 with Retry-After."""
+        self._limits[method] = seconds
+
+    def bot_messages(self, channel: str) -> list[dict[str, Any]]:
+        """The bot's messages in a channel as they show now (after updates and streams)."""
+        return [post for post in self.posts if post["channel"] == channel]
+
     def reset_failures(self) -> None:
         """Forget every failure injected with `fail` and not used up yet."""
         self._failures.clear()
@@ -628,12 +652,28 @@ class FakeSlack:
                 headers["Retry-After"] = f"{failure.retry_after:g}"
             return _error(failure.error, status=failure.status, headers=headers)
         handler = getattr(self, "_api_" + method.replace(".", "_"), None)
-        if handler is None:
+        if handler is None or (method in _STREAM_METHODS and not self.streaming_enabled):
             return _error("unknown_method")
+        limited = self._rate_limited(method, params)
+        if limited is not None:
+            return limited
         result: web.Response = handler(params)
         # Like Slack, every Web API answer names the token's granted scopes.
         result.headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
         return result
+
+    def _rate_limited(self, method: str, params: dict[str, Any]) -> web.Response | None:
+        seconds = self._limits.get(method)
+        if seconds is None:
+            return None
+        key = (method, str(params.get("ts", "")))
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < seconds:
+            wait = max(1, int(seconds - (now - last) + 0.999))
+            return _error("ratelimited", status=429, headers={"Retry-After": str(wait)})
+        self._last[key] = now
+        return None
 
     def _failure_for(self, method: str) -> _Failure | None:
         for failure in self._failures:
@@ -735,6 +775,145 @@ class FakeSlack:
         )
         return _ok(channel=channel, ts=message["ts"], message=message)
 
+    # --- streaming and edits -------------------------------------------------------------------
+
+    def _post_of(self, channel: str, ts: str) -> dict[str, Any] | None:
+        return next((p for p in self.posts if p["channel"] == channel and p["ts"] == ts), None)
+
+    def _message_of(self, channel: str, ts: str) -> dict[str, Any] | None:
+        found = (m for m in self.messages.get(channel, []) if m["ts"] == ts)
+        return next(found, None)
+
+    def _set_text(self, channel: str, ts: str, text: str) -> None:
+        post, message = self._post_of(channel, ts), self._message_of(channel, ts)
+        if post is not None:
+            post["text"] = text
+        if message is not None:
+            message["text"] = text
+
+    def _api_chat_startStream(self, params: dict[str, Any]) -> web.Response:
+        if "chat:write" not in self.scopes:
+            return _missing_scope("chat:write")
+        channel, thread_ts = str(params.get("channel", "")), params.get("thread_ts")
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        if not thread_ts:
+            return _error("invalid_arguments")  # Slack streams only into a thread
+        if self._message_of(channel, str(thread_ts)) is None:
+            return _error("message_not_found")
+        dm = self.channels[channel]["kind"] == "im"
+        if not dm and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
+            return _error("invalid_arguments")
+        text = str(params.get("markdown_text") or "")
+        if len(text) > MAX_MARKDOWN:
+            return _error("msg_too_long")
+        message = self.say(channel, BOT_USER, text, thread_ts=str(thread_ts), bot_id=BOT_ID)
+        message["streaming"] = True
+        self.thread_status.pop((channel, str(thread_ts)), None)  # a reply clears the status
+        self.posts.append(
+            {
+                "channel": channel,
+                "text": text,
+                "thread_ts": str(thread_ts),
+                "ts": message["ts"],
+                "metadata": None,
+                "at": time.monotonic(),
+                "stream": True,
+            }
+        )
+        return _ok(channel=channel, ts=message["ts"])
+
+    def _streaming(self, params: dict[str, Any]) -> dict[str, Any] | web.Response:
+        channel, ts = str(params.get("channel", "")), str(params.get("ts", ""))
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        message = self._message_of(channel, ts)
+        if message is None:
+            return _error("message_not_found")
+        if message.get("user") != BOT_USER:
+            return _error("cant_update_message")
+        if not message.get("streaming"):
+            return _error("message_not_in_streaming_state")
+        return message
+
+    def _api_chat_appendStream(self, params: dict[str, Any]) -> web.Response:
+        message = self._streaming(params)
+        if isinstance(message, web.Response):
+            return message
+        text = params.get("markdown_text")
+        if not text:
+            return _error("invalid_arguments")
+        if len(str(text)) > MAX_MARKDOWN:
+            return _error("msg_too_long")
+        self._set_text(str(params["channel"]), message["ts"], message["text"] + str(text))
+        return _ok(channel=params["channel"], ts=message["ts"])
+
+    def _api_chat_stopStream(self, params: dict[str, Any]) -> web.Response:
+        message = self._streaming(params)
+        if isinstance(message, web.Response):
+            return message
+        text = str(params.get("markdown_text") or "")
+        if len(text) > MAX_MARKDOWN:
+            return _error("msg_too_long")
+        metadata = _metadata(params.get("metadata"))
+        if isinstance(metadata, web.Response):
+            return metadata
+        channel = str(params["channel"])
+        self._set_text(channel, message["ts"], message["text"] + text)
+        message["streaming"] = False
+        if metadata:
+            message["metadata"] = metadata
+            post = self._post_of(channel, message["ts"])
+            if post is not None:
+                post["metadata"] = metadata
+        return _ok(channel=channel, ts=message["ts"], message=message)
+
+    def _own(self, params: dict[str, Any], refusal: str) -> dict[str, Any] | web.Response:
+        if "chat:write" not in self.scopes:
+            return _missing_scope("chat:write")
+        channel, ts = str(params.get("channel", "")), str(params.get("ts", ""))
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        message = self._message_of(channel, ts)
+        if message is None:
+            return _error("message_not_found")
+        if message.get("user") != BOT_USER:
+            return _error(refusal)
+        return message
+
+    def _api_chat_update(self, params: dict[str, Any]) -> web.Response:
+        message = self._own(params, "cant_update_message")
+        if isinstance(message, web.Response):
+            return message
+        text = params.get("text")
+        if not text:
+            return _error("no_text")
+        if len(str(text)) > MAX_TEXT:
+            return _error("msg_too_long")
+        metadata = _metadata(params.get("metadata"))
+        if isinstance(metadata, web.Response):
+            return metadata
+        channel = str(params["channel"])
+        self._set_text(channel, message["ts"], str(text))
+        if metadata:
+            message["metadata"] = metadata
+            post = self._post_of(channel, message["ts"])
+            if post is not None:
+                post["metadata"] = metadata
+        return _ok(channel=channel, ts=message["ts"], text=str(text))
+
+    def _api_chat_delete(self, params: dict[str, Any]) -> web.Response:
+        message = self._own(params, "cant_delete_message")
+        if isinstance(message, web.Response):
+            return message
+        channel = str(params["channel"])
+        self.messages[channel].remove(message)
+        post = self._post_of(channel, message["ts"])
+        if post is not None:
+            self.posts.remove(post)
+            self.deleted.append(post)
+        return _ok(channel=channel, ts=message["ts"])
+
     def _api_reactions_add(self, params: dict[str, Any]) -> web.Response:
         if "reactions:write" not in self.scopes:
             return _missing_scope("reactions:write")
@@ -825,6 +1004,9 @@ class FakeSlack:
             if (c, t, n) == (channel, ts, name):
                 state = 1 if action == "add" else 0
         return state == 1
+
+
+_STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -10,6 +10,12 @@ limit refused as "file is too big"). Tests push updates in, read what the bot se
 failures: a 429 with `retry_after`, a 400 entity error, or a crash that loses the confirmations so
 the next poller gets the same updates again.
 
+Streaming: sendMessageDraft (private chats only, a non-zero draft_id, 1-4096 characters after
+entities parsing; `tg.drafts` keeps each call, `tg.drafts_enabled = False` answers it 404 as a
+Bot API without the method does), editMessageText (only the bot's messages; the same text again is
+"message is not modified") and deleteMessage. `tg.sent` holds the bot's messages as they show
+now: an edit replaces its entry's text in place, a deletion removes it (`tg.deleted` keeps it).
+
     async with FakeTelegram() as tg:
         app = Application.builder().token(tg.token).base_url(tg.base_url).build()
         alice = tg.user("Alice", "Chen", "alice")
@@ -143,9 +149,21 @@ class Sent:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """One sendMessageDraft the fake accepted."""
+
+    chat_id: int
+    draft_id: int
+    plain: str
+    thread_id: int | None
+    at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
 class Call:
     method: str
     params: Mapping[str, Any]
+    at: float = field(default_factory=time.perf_counter)  # when the fake took the call
 
 
 @dataclass
@@ -188,6 +206,11 @@ class FakeTelegram:
         # update pushed meanwhile wakes it at once, so polling adds no latency of its own.
         self.poll_cap = poll_cap
         self.sent: list[Sent] = []
+        self.deleted: list[Sent] = []
+        self.drafts: list[Draft] = []
+        self.drafts_enabled = True
+        self.held: list[str] = []  # methods of calls that waited on hold()
+        self._holds: dict[str, asyncio.Event] = {}
         self.commands: list[dict[str, Any]] = []  # what setMyCommands registered
         self.actions: list[Call] = []
         self.calls: list[Call] = []
@@ -223,6 +246,8 @@ class FakeTelegram:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for method in list(self._holds):
+            self.release(method)
         self._closing = True
         async with self._changed:
             self._changed.notify_all()
@@ -473,6 +498,15 @@ class FakeTelegram:
             times=times,
         )
 
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait (listed in `held`) until `release(method)`."""
+        self._holds[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        event = self._holds.pop(method, None)
+        if event is not None:
+            event.set()
+
     def freeze_confirmations(self, frozen: bool = True) -> None:
         """While frozen, offsets confirm nothing: as if the bot died before its confirmation
         reached Telegram, so whoever polls next gets those updates again."""
@@ -508,13 +542,19 @@ class FakeTelegram:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         params = await _params(request)
+        held = self._holds.get(method)
+        if held is not None:
+            self.held.append(method)
+            async with self._changed:
+                self._changed.notify_all()
+            await held.wait()
         self.calls.append(Call(method, params))
         try:
             failure = self._take_failure(method)
             if failure is not None:
                 return _error(failure.status, failure.description, failure.parameters)
             handler = getattr(self, f"_api_{method}", None)
-            if handler is None:
+            if handler is None or (method == "sendMessageDraft" and not self.drafts_enabled):
                 return _error(404, "Not Found")
             result = await handler(params)
             return web.json_response({"ok": True, "result": result})
@@ -659,6 +699,75 @@ class FakeTelegram:
         if sent.thread_id:
             result["message_thread_id"] = sent.thread_id
         return result
+
+    @staticmethod
+    def _readable(params: Mapping[str, Any]) -> tuple[str, str, str | None]:
+        """The text, what a reader sees of it, and the parse mode; checked as Telegram does."""
+        text = str(params.get("text") or "")
+        parse_mode = params.get("parse_mode")
+        try:
+            plain = parse_html(text) if str(parse_mode).upper() == "HTML" else text
+        except EntityError as exc:
+            raise _ApiError(f"Bad Request: can't parse entities: {exc}") from None
+        if not plain.strip():
+            raise _ApiError("Bad Request: message text is empty")
+        if utf16_length(plain) > MESSAGE_LIMIT:
+            raise _ApiError("Bad Request: message is too long")
+        return text, plain, str(parse_mode) if parse_mode else None
+
+    async def _api_sendMessageDraft(self, params: Mapping[str, Any]) -> Any:
+        chat = self._chat(params)
+        if chat.payload.get("type") != "private":
+            raise _ApiError("Bad Request: TEXTDRAFT_PEER_INVALID")
+        try:
+            draft_id = int(params.get("draft_id") or 0)
+        except ValueError:
+            draft_id = 0
+        if draft_id == 0:
+            raise _ApiError("Bad Request: draft_id must be non-zero")
+        _, plain, _ = self._readable(params)
+        thread = params.get("message_thread_id")
+        self.drafts.append(
+            Draft(int(chat.payload["id"]), draft_id, plain, int(thread) if thread else None)
+        )
+        return True
+
+    def _own_message(self, params: Mapping[str, Any], missing: str) -> tuple[int, Sent]:
+        chat = self._chat(params)
+        try:
+            message_id = int(params.get("message_id") or 0)
+        except ValueError:
+            message_id = 0
+        for index, sent in enumerate(self.sent):
+            if sent.chat_id == int(chat.payload["id"]) and sent.message_id == message_id:
+                return index, sent
+        raise _ApiError(f"Bad Request: {missing}")
+
+    async def _api_editMessageText(self, params: Mapping[str, Any]) -> Any:
+        index, old = self._own_message(params, "message to edit not found")
+        text, plain, parse_mode = self._readable(params)
+        if (text, parse_mode) == (old.text, old.parse_mode):
+            raise _ApiError(
+                "Bad Request: message is not modified: specified new message content and reply "
+                "markup are exactly the same as a current content and reply markup of the message"
+            )
+        self.sent[index] = Sent(
+            old.chat_id,
+            old.message_id,
+            text,
+            plain,
+            parse_mode,
+            old.reply_to,
+            old.thread_id,
+            old.at,
+        )
+        chat = self._chats[old.chat_id].payload
+        return {"message_id": old.message_id, "chat": chat, "date": int(time.time()), "text": plain}
+
+    async def _api_deleteMessage(self, params: Mapping[str, Any]) -> Any:
+        index, _ = self._own_message(params, "message to delete not found")
+        self.deleted.append(self.sent.pop(index))
+        return True
 
     def _chat(self, params: Mapping[str, Any]) -> _Chat:
         try:

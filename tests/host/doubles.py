@@ -114,6 +114,12 @@ class MemoryOutbox:
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         return []
 
+    async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
+        raise AssertionError("whole-text deliverers stream no messages")
+
+    async def streamed(self, turn_id: str) -> dict[int, str]:
+        return {}
+
 
 @dataclass
 class RecordingDeliverer:

@@ -29,12 +29,20 @@ import pytest
 from bot.cli.settings import load_config
 from bot.store import open_store
 from bot.store.request_codec import decode_request
+from channels.slack.deliver import SlackDeliverer
+from channels.telegram.format import to_telegram_html
+from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, split_html
+from tests.channels.slack.test_streaming import long_answer
 from tests.conftest import subprocess_env, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.warmbot.bots import Bots
 
+# Seconds between the fake model's word deltas: its answers stream into Slack (an edited post at a
+# DM's top level) and Telegram (drafts) while they are written; what is counted is what the
+# platforms show at the end (the fakes' `posts` and `sent` follow edits and streams).
+STREAM_PACE = 0.02
 # The suite kills five times, to stay fast; KILL_TEST_KILLS=50 (KILL_TEST_SEED) for the long run.
 KILLS = int(os.environ.get("KILL_TEST_KILLS", "5"))
 SEED = os.environ.get("KILL_TEST_SEED", "20261201")
@@ -126,7 +134,10 @@ def environment(fake: FakeAnthropic, slack: FakeSlack, tg: FakeTelegram) -> dict
     }
 
 
-def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram) -> Path:
+FAST_STREAMS = "stream_interval = 0.3\n"
+
+
+def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram, streaming: str = "") -> Path:
     return write_config(
         agent_dir,
         f"""
@@ -139,11 +150,14 @@ def configure(agent_dir: Path, slack: FakeSlack, tg: FakeTelegram) -> Path:
         [slack]
         enabled = true
         api_url = "{slack.api_url}"
+        {streaming}
 
         [telegram]
         enabled = true
         api_url = "{tg.base_url}"
         poll_timeout = 1
+        {streaming}
+        {streaming.replace("stream_interval", "group_stream_interval")}
 
         [host]
         turns_per_person_per_minute = 0
@@ -163,6 +177,7 @@ async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
         fake.respond_with(answer)
+        fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
         run = ("--config", str(config), "run")
@@ -198,6 +213,7 @@ async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(
     rng = random.Random(SEED)
     async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
         fake.respond_with(answer)
+        fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         world = World(slack, tg)
         config = configure(agent_dir, slack, tg)
         run = ("--config", str(config), "run")
@@ -223,6 +239,55 @@ async def test_sigterm_while_traffic_keeps_arriving_loses_nothing(
             assert await bot.stop(signal.SIGTERM) == 0
     order = await _check_store(agent_dir, world)
     _check_answers(world, order, kills=0)
+
+
+@pytest.mark.slow
+async def test_a_long_answer_killed_mid_stream_arrives_whole_and_once_after_the_restart(
+    bot_command: list[str], agent_dir: Path
+) -> None:
+    """Done-when of issue 15: a long answer streaming into a Slack thread (native streams) and a
+    Telegram group (an edited message) when the process is SIGKILLed; after the restart the turn
+    runs again, finishes the messages the first run opened and posts the rest: every part of
+    the final render once, in order, nothing removed, nothing twice."""
+    text = long_answer()
+    async with FakeAnthropic() as fake, FakeSlack() as slack, FakeTelegram() as tg:
+        fake.respond_with(lambda body: text)
+        fake.pace, fake.words_per_delta = 0.01, 10
+        slack.add_user("U0KILL001", "person", real_name="Person")
+        slack.add_channel("C0KILL001", "general")
+        person = tg.user("Tele", None, "tele")
+        group = tg.supergroup(-1_009_988_776_655, "Team")
+        config = configure(agent_dir, slack, tg, streaming=FAST_STREAMS)
+        # The first update after each message opened waits: the kill comes while it does.
+        slack.hold("chat.appendStream")
+        tg.hold("editMessageText")
+        run = ("--config", str(config), "run")
+        async with lives(bot_command, environment(fake, slack, tg)) as bots:
+            bot = await bots.start(*run)
+            await slack.connection(30)
+            await slack.push(slack.mention("C0KILL001", "U0KILL001", "tell me everything"))
+            await tg.push(tg.message(group, person, "tell me everything", mention=True))
+            await slack.wait_for(lambda: "chat.appendStream" in slack.held, 30)
+            await tg.wait_for(lambda: "editMessageText" in tg.held)
+            await bot.stop(signal.SIGKILL)
+            slack.release("chat.appendStream")
+            tg.release("editMessageText")
+            bot = await bots.start(*run)
+            slack_parts = SlackDeliverer(None, stream="off").render(None, text)  # type: ignore[arg-type]
+            tg_parts = split_html(to_telegram_html(text), TELEGRAM_MESSAGE_LIMIT)
+            async with asyncio.timeout(60):
+                while [p["text"] for p in slack.posts] != slack_parts or [
+                    s.text for s in tg.sent
+                ] != tg_parts:
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # a duplicate, if any, would arrive now
+            assert await bot.stop(signal.SIGTERM) == 0
+    assert len(slack_parts) >= 2
+    assert [p["text"] for p in slack.posts] == slack_parts
+    assert slack.posts[0].get("stream")  # the first run's stream, finished, not posted again
+    assert not slack.deleted
+    assert [s.text for s in tg.sent] == tg_parts
+    assert not tg.deleted
 
 
 async def _traffic(world: World, rng: random.Random, seconds: float) -> None:

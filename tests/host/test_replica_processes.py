@@ -48,6 +48,10 @@ from tests.warmbot.bots import Bots
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow]
 
+# Seconds between the fake model's word deltas: its answers stream into Slack (an edited post at a
+# DM's top level) and Telegram (drafts) while they are written; what is counted is what the
+# platforms show at the end (the fakes' `posts` and `sent` follow edits and streams).
+STREAM_PACE = 0.02
 REPLICAS = 3
 CONVERSATIONS = 100  # half on Slack, half on Telegram
 MESSAGES = 2  # per conversation: 200 messages in all, as many Slack events as Telegram updates
@@ -250,6 +254,7 @@ async def test_three_replicas_one_killed_answer_every_message_once_in_order(
         aiohttp.ClientSession() as session,
     ):
         fake.respond_with(answer)
+        fake.pace = STREAM_PACE  # answers are written slowly enough to stream (and be killed)
         slack.add_channel(CRON_CHANNEL, "cron")
         for n in range(CONVERSATIONS // 2):
             slack.add_user(f"U0REP{n:04d}", f"person{n}", real_name=f"Person {n}")

@@ -173,6 +173,27 @@ async def test_a_publication_writes_history_parts_state_and_record_together(
     assert [p.part_id for p in await store.outbox.undelivered()] == ["turn1.0", "turn1.1"]
 
 
+async def test_opened_stream_messages_are_kept_until_the_publication_takes_them(
+    store: OpenStore,
+) -> None:
+    """Streaming (issue 15): the ids of messages a stream opened survive a restart until the
+    turn's publication carries them on its parts (which delivery then finishes)."""
+    await store.outbox.opened("turn1", 0, "1700.1")
+    await store.outbox.opened("turn1", 1, "1700.2")
+    await store.outbox.opened("turn1", 1, "1700.3")  # the same message again: the last id wins
+    await store.outbox.opened("turn2", 0, "1800.1")
+    assert await store.outbox.streamed("turn1") == {0: "1700.1", 1: "1700.3"}
+    taken = [replace(part(1, 0), platform_id="1700.1"), replace(part(1, 1), platform_id="1700.3")]
+    await store.outbox.publish(Publication(conversation_key="slack:T1:C1:1.0", parts=taken))
+    assert await store.outbox.streamed("turn1") == {}
+    assert await store.outbox.streamed("turn2") == {0: "1800.1"}
+    pending = await store.outbox.undelivered()
+    assert [(p.part_id, p.platform_id) for p in pending] == [
+        ("turn1.0", "1700.1"),
+        ("turn1.1", "1700.3"),
+    ]
+
+
 async def test_a_failed_publication_writes_nothing(store: OpenStore) -> None:
     item = await store.inbox.accept(request(1), source="slack", marks=["Ev1"])
     assert item is not None

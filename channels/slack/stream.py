@@ -1,0 +1,177 @@
+"""Slack's live answer messages (SPEC §7 streaming): one turn's `LiveSession`.
+
+`native` streams with Slack's own methods: `chat.startStream` in the thread (the recipient's user
+and team ids, which Slack asks for, come from the route and stay here), `chat.appendStream` with
+the Markdown written since, `chat.stopStream` when the message is full. Slack requires a thread
+for a stream, so an answer at a DM's top level is shown with edits instead. `edits` posts the
+formatted text with `chat.postMessage` (carrying the part's metadata, so a restart can find it)
+and `chat.update`s it. Either way delivery then finishes each message with its final part
+(`SlackDeliverer.finish`).
+
+A 429 becomes StreamBusy (its Retry-After); a refusal that no retry can change (the method
+unknown or not enabled for the app, a missing scope) becomes StreamRefused, which the deliverer
+turns into one warning and normal posts from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from bot.errors import StreamBusy, StreamRefused
+from bot.inbox import LiveView
+from bot.turns import ReplyRoute
+from channels.slack.api import error_code
+
+StreamMode = Literal["native", "edits", "off"]
+
+MARKDOWN_LIMIT = 12_000  # chat.startStream / appendStream: markdown_text characters per call
+PART_EVENT = "bot_answer_part"  # the metadata event type every posted part carries
+# Errors after which streaming cannot work until the app is changed: no retry helps.
+REFUSALS = frozenset(
+    {
+        "unknown_method",
+        "method_not_supported",
+        "feature_not_enabled",
+        "not_allowed_token_type",
+        "missing_scope",
+        "no_permission",
+        "not_authed",
+        "invalid_auth",
+        "access_denied",
+        "method_deprecated",
+        "team_access_not_granted",
+    }
+)
+FIX = (
+    "Fix: turn on 'Agents & AI Apps' for the Slack app (it makes chat.startStream available) "
+    'and reinstall it with the chat:write scope, or set [slack] stream = "edits" (or "off").'
+)
+
+
+def metadata(part_id: str) -> dict[str, Any]:
+    return {"event_type": PART_EVENT, "event_payload": {"part_id": part_id}}
+
+
+class SlackLive:
+    """The live messages of one turn's answer on one Slack route."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        route: ReplyRoute,
+        turn_id: str,
+        *,
+        mode: StreamMode,
+        interval: float,
+        visible: Callable[[], None],
+        streaming: set[str],
+        opened: set[str],
+        refused: Callable[[str], None],
+    ) -> None:
+        self._client = client
+        self._values = route.values
+        self._turn_id = turn_id
+        self._mode = mode
+        self._interval = interval
+        self._visible = visible
+        # The deliverer's: ts of native streams not stopped yet, of every message opened, and
+        # what to tell it when Slack refuses streaming.
+        self._streaming = streaming
+        self._opened = opened
+        self._refused = refused
+        self._sent: dict[int, str] = {}  # Markdown a native stream was sent, by message index
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    async def open(self, index: int, first: str | None, view: LiveView) -> str | None:
+        try:
+            return await self._open(index, first, view)
+        except StreamRefused as exc:
+            self._refused(str(exc))
+            raise
+
+    async def _open(self, index: int, first: str | None, view: LiveView) -> str:
+        channel = str(self._values["channel"])
+        thread = self._values.get("thread_ts") or (first if index else None)
+        if self._mode == "native" and thread:
+            arguments: dict[str, Any] = {"channel": channel, "thread_ts": thread}
+            if view.markdown:
+                arguments["markdown_text"] = view.markdown[:MARKDOWN_LIMIT]
+            if self._values.get("user") and self._values.get("team"):
+                arguments["recipient_user_id"] = self._values["user"]
+                arguments["recipient_team_id"] = self._values["team"]
+            response = await _call("chat.startStream", self._client.chat_startStream(**arguments))
+            self._sent[index] = view.markdown[:MARKDOWN_LIMIT]
+            ts = str(response["ts"])
+            self._streaming.add(ts)
+        else:
+            arguments = {"channel": channel, "text": view.formatted}
+            if thread:
+                arguments["thread_ts"] = thread
+            arguments["metadata"] = metadata(f"{self._turn_id}.{index}")
+            response = await _call("chat.postMessage", self._client.chat_postMessage(**arguments))
+            ts = str(response["ts"])
+        self._opened.add(ts)
+        self._visible()
+        return ts
+
+    async def show(self, index: int, platform_id: str | None, view: LiveView) -> None:
+        if platform_id is None:
+            return
+        channel = str(self._values["channel"])
+        sent = self._sent.get(index)
+        if sent is None:
+            update = self._client.chat_update(channel=channel, ts=platform_id, text=view.formatted)
+            await _call("chat.update", update)
+            return
+        if not view.markdown.startswith(sent) or len(view.markdown) == len(sent):
+            return  # nothing new to append (the final text is set when the part is finished)
+        more = view.markdown[len(sent) : len(sent) + MARKDOWN_LIMIT]
+        append = self._client.chat_appendStream(channel=channel, ts=platform_id, markdown_text=more)
+        await _call("chat.appendStream", append)
+        self._sent[index] = sent + more
+
+    async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str | None:
+        if platform_id is None:
+            return None
+        if index in self._sent:
+            await self.show(index, platform_id, view)
+            channel = str(self._values["channel"])
+            stop = self._client.chat_stopStream(channel=channel, ts=platform_id)
+            await _call("chat.stopStream", stop)
+            self._streaming.discard(platform_id)
+        else:
+            await self.show(index, platform_id, view)
+        return platform_id
+
+
+async def _call(method: str, call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+    """One streaming call; Slack's refusals and rate limits as the stream's errors."""
+    try:
+        return await call
+    except SlackApiError as exc:
+        code = error_code(exc)
+        response = exc.response
+        if response is not None and response.status_code == 429:
+            raise StreamBusy(f"{method} rate-limited", _retry_after(response)) from None
+        if code in REFUSALS:
+            raise StreamRefused(f"{method} refused: {code}. {FIX}") from None
+        raise
+
+
+def _retry_after(response: Any) -> float:
+    headers = {str(k).lower(): v for k, v in (response.headers or {}).items()}
+    value = headers.get("retry-after")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        return max(0.0, float(value)) if value is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
