@@ -13,6 +13,7 @@ character such as a zero-width joiner or a variation selector).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -52,19 +53,25 @@ class _Token:
     raw: str
     name: str  # the tag name for OPEN/CLOSE, the decoded character class for TEXT
     units: int
+    joins: bool = False  # a joining character: no cut right before or after it
 
 
 def _tokenize(formatted: str) -> list[_Token]:
     tokens: list[_Token] = []
     for match in _TOKEN.finditer(formatted):
-        raw = match.group(0)
-        name = match.group(2)
+        raw, slash, name = match.group(0, 1, 2)
         if name is None:
-            tokens.append(_Token(_Kind.TEXT, raw, "", utf16_length(raw)))
+            tokens.append(_text(raw))
         else:
-            kind = _Kind.CLOSE if match.group(1) else _Kind.OPEN
+            kind = _Kind.CLOSE if slash else _Kind.OPEN
             tokens.append(_Token(kind, raw, name, len(raw)))
     return tokens
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(raw: str) -> _Token:
+    """The token of one character or entity (tokens are immutable: one per distinct text)."""
+    return _Token(_Kind.TEXT, raw, "", utf16_length(raw), _joins(raw))
 
 
 def _closing(stack: tuple[_Token, ...]) -> str:
@@ -93,8 +100,7 @@ def _quality(tokens: list[_Token], end: int) -> _Break | None:
         return _Break.PARAGRAPH if previous == "\n" else _Break.LINE
     if last.raw == " ":
         return _Break.SPACE
-    following = tokens[end].raw if end < len(tokens) else ""
-    if _joins(last.raw) or _joins(following):
+    if last.joins or (end < len(tokens) and tokens[end].joins):
         return None
     return _Break.ANY
 
@@ -141,29 +147,36 @@ def split_html(formatted: str, limit: int = TELEGRAM_MESSAGE_LIMIT) -> list[str]
 
 
 def _next_cut(tokens: list[_Token], start: int, stack: tuple[_Token, ...], limit: int) -> _Cut:
+    # Runs once per token of the answer: the closing tags' length is kept as the stack changes,
+    # and a candidate cut is a plain tuple (end, stack, used) until one is chosen.
     used = sum(tag.units for tag in stack)
-    best: dict[_Break, _Cut] = {}
-    latest: _Cut | None = None
+    closing = _closing_units(stack)
+    best: dict[_Break, tuple[int, tuple[_Token, ...], int]] = {}
+    latest: tuple[int, tuple[_Token, ...], int] | None = None
     end = start
     while end < len(tokens):
         token = tokens[end]
-        after = _push(stack, token)
-        if used + token.units + _closing_units(after) > limit:
+        if token.kind is _Kind.TEXT:
+            after, closing_after = stack, closing
+        else:
+            after = _push(stack, token)
+            closing_after = _closing_units(after)
+        if used + token.units + closing_after > limit:
             break
         used += token.units
-        stack = after
+        stack, closing = after, closing_after
         end += 1
         quality = _quality(tokens, end)
         if quality is not None:
-            best[quality] = latest = _Cut(end, stack, used)
+            best[quality] = latest = (end, stack, used)
     if end == len(tokens):
         return _Cut(end, stack, used)
     # Prefer the best kind of break, unless it leaves the part less than half full.
     for quality in sorted(best, reverse=True):
-        if best[quality].used * 2 >= limit:
-            return best[quality]
+        if best[quality][2] * 2 >= limit:
+            return _Cut(*best[quality])
     if latest is not None:
-        return latest
+        return _Cut(*latest)
     raise SplitError(
         f"cannot split at token {start}: the markup open there needs more than the limit of "
         f"{limit} UTF-16 units. Fix: raise the limit or bound tag lengths in the formatter."
