@@ -201,18 +201,17 @@ def _assemble(turn: Turn) -> dict[str, Any]:
     return ASSEMBLER.assemble(request, history, memory, attached=files).body
 
 
+# (a) as one test: generating a turn is most of the time, so each generated turn is checked for
+# both: the same fence tags as the host's own structure, and each of them on a line of its own.
 @SETTINGS
 @given(turns())
-def test_untrusted_input_never_opens_or_closes_a_fence(turn: Turn) -> None:
+def test_untrusted_input_never_opens_or_closes_a_fence_and_every_fence_line_is_the_hosts(
+    turn: Turn,
+) -> None:
     body = _assemble(turn)
     expected = _assemble(_blanked(*turn))
     assert _fence_tags(body) == _fence_tags(expected)
-
-
-@SETTINGS
-@given(turns())
-def test_every_fence_line_is_the_hosts(turn: Turn) -> None:
-    blocks = _assemble(turn)["messages"][-1]["content"]
+    blocks = body["messages"][-1]["content"]
     current = "\n".join(b["text"] for b in blocks if b["type"] == "text")
     for line in current.split("\n"):
         for form in fence_forms(line):
