@@ -57,7 +57,7 @@ from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports.attachments import AttachmentReader
 from bot.ports.delivery import Deliverer
-from bot.ports.history import HistoryStore
+from bot.ports.history import Chatter, HistoryStore
 from bot.ports.intake import Admission, TurnResult
 from bot.ports.memory import MemoryCapture, MemoryStore
 from bot.ports.model import BudgetFacts, ModelRuntime, TurnOutcome, TurnPlan
@@ -222,11 +222,13 @@ class Host:
             return Admission.ACCEPTED
         return self._admit(_Job(request, item.item_id))[0]
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
         if self._closed:
             raise IntakeUnavailable("the host is shutting down", closing=True)
         try:
-            return await self._inbox.note(source=source, marks=marks)
+            return await self._inbox.note(source=source, marks=marks, chatter=chatter)
         except Exception as exc:
             log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
             raise IntakeUnavailable(type(exc).__name__) from None

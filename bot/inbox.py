@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from bot.ports.history import Chatter
 from bot.ports.records import TurnRecord
 from bot.turns import HistoryEntry, ReplyRoute, TurnRequest
 
@@ -76,8 +77,13 @@ class Inbox(Protocol):
         redelivery. Raises when it cannot write (store closed, disk full): then nothing is
         recorded and nothing emptied."""
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
-        """Record the marks of an event that starts no turn; True when none was seen before."""
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
+        """Record the marks of an event that starts no turn; True when none was seen before.
+        `chatter` (a group message kept as context) is appended to its chat buffer in the same
+        transaction, only when the marks are new: a redelivery is not buffered twice, and a
+        write that fails (it raises) records neither."""
 
     async def claim(self, item_id: int) -> int:
         """Count one more started turn for the item; returns the count (1 on the first run)."""

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bot.errors import IntakeUnavailable
 from bot.inbox import Inbox
+from bot.ports.history import Chatter
 from bot.ports.intake import Admission, TurnResult
 from bot.turns import TurnRequest
 
@@ -21,6 +22,8 @@ class RecordingSink:
         self.stored: list[TurnRequest] = []
         self.complete: Callable[[TurnRequest], Awaitable[TurnRequest]] | None = None
         self.marks: set[tuple[str, str]] = set()
+        self.chatter: list[Chatter] = []  # kept messages noted (without an inbox)
+        self.unwritten = 0  # notes the inbox could not write
         self.answer = answer
         self._inbox = inbox
 
@@ -44,12 +47,21 @@ class RecordingSink:
         self.requests.append(await self.complete(request) if self.complete else request)
         return self.answer
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
         if not self.answer.acknowledge:
             raise IntakeUnavailable(self.answer.value, closing=self.answer is Admission.CLOSED)
         if self._inbox is not None:
-            return await self._inbox.note(source=source, marks=marks)
-        return self._mark(source, marks)
+            try:
+                return await self._inbox.note(source=source, marks=marks, chatter=chatter)
+            except Exception as exc:  # as the host says it: not stored, do not acknowledge
+                self.unwritten += 1
+                raise IntakeUnavailable(type(exc).__name__) from None
+        new = self._mark(source, marks)
+        if new and chatter is not None:
+            self.chatter.append(chatter)
+        return new
 
     async def run(self, request: TurnRequest) -> TurnResult:
         raise AssertionError("a push channel submits; it never waits for a turn")

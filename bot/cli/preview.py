@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.settings import Config
-from bot.errors import BadInput
+from bot.errors import BadInput, UnknownSkill
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -62,7 +62,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except BadInput as exc:
         print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
         return 2
-    body, rule = asyncio.run(_preview(config, request))
+    try:
+        body, rule = asyncio.run(_preview(config, request))
+    except UnknownSkill as exc:
+        # The host answers such a message itself; the model is never asked.
+        print(
+            f"bot preview: {args.event}: /{exc.name} names no skill, so no model request is made; "
+            f"the host answers: {exc}",
+            file=sys.stderr,
+        )
+        return 2
     # The rule goes to stderr so stdout stays exactly the request body (JSON).
     print(f"surface rule: {rule}", file=sys.stderr)
     print(json.dumps(body, indent=2, ensure_ascii=False))

@@ -83,13 +83,14 @@ async def open_pg_store(
         raise
     history = PgHistory(db, settings, clock)
     records = PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
+    buffer = PgChatBuffer(db, clock)
     return PgStore(
         db=db,
         history=history,
         memory=PgMemory(db, memory, clock),
         records=records,
-        buffer=PgChatBuffer(db, clock),
-        inbox=PgInbox(db, clock, owner=owner),
+        buffer=buffer,
+        inbox=PgInbox(db, clock, owner=owner, buffer=buffer),
         outbox=PgOutbox(db, history, records, clock, owner=owner),
         leadership=leadership,
         share=PgWorkShare(db, owner),

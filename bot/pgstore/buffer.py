@@ -1,5 +1,7 @@
 """The per-chat buffer on PostgreSQL: the same bounds as SQLite's; `take` is one DELETE ...
-RETURNING, so a buffered message goes to exactly one turn on exactly one replica."""
+RETURNING, so a buffered message goes to exactly one turn on exactly one replica. The inbox
+appends a message that starts no turn in the transaction that records its event's dedupe mark
+(`append_in`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 import structlog
 
 from bot.pgstore.db import PgDatabase
-from bot.ports.history import Buffered
+from bot.ports.history import Buffered, Chatter
 from bot.store.buffer import DEFAULT_MAX_AGE_DAYS, _decode, _encode, buffered
 from bot.turns import PrecedingMessage
 
@@ -31,24 +33,29 @@ class PgChatBuffer:
         self._max_age = max_age_days * 86_400.0
 
     async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
-        if keep < 1:
-            raise ValueError(f"chat buffer size must be at least 1, got {keep}")
-        body = _encode(message)
+        chatter = Chatter(key, message, keep)
 
         async def append(conn: Any) -> None:
-            now = self._clock()
-            await conn.execute(
-                "INSERT INTO chat_buffer (key, added_at, body) VALUES ($1, $2, $3)", key, now, body
-            )
-            await conn.execute(
-                """DELETE FROM chat_buffer WHERE key = $1 AND id <= (SELECT id FROM chat_buffer
-                       WHERE key = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)""",
-                key,
-                keep,
-            )
-            await conn.execute("DELETE FROM chat_buffer WHERE added_at < $1", now - self._max_age)
+            await self.append_in(conn, chatter)
 
         await self._db.write(append)
+
+    async def append_in(self, conn: Any, chatter: Chatter) -> None:
+        """`append`, as part of a write transaction that `conn` is in."""
+        key, now = chatter.key, self._clock()
+        await conn.execute(
+            "INSERT INTO chat_buffer (key, added_at, body) VALUES ($1, $2, $3)",
+            key,
+            now,
+            _encode(chatter.message),
+        )
+        await conn.execute(
+            """DELETE FROM chat_buffer WHERE key = $1 AND id <= (SELECT id FROM chat_buffer
+                   WHERE key = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)""",
+            key,
+            chatter.keep,
+        )
+        await conn.execute("DELETE FROM chat_buffer WHERE added_at < $1", now - self._max_age)
 
     async def peek(self, key: str) -> Buffered:
         rows = await self._db.fetch_all(

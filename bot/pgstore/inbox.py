@@ -18,9 +18,11 @@ import structlog
 
 from bot.errors import ClaimLost
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.pgstore.buffer import PgChatBuffer
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.history import PgHistory
 from bot.pgstore.records import PgTurnRecords
+from bot.ports.history import Chatter
 from bot.store.inbox import (
     DEFAULT_KEEP,
     DEFAULT_MAX_AGE_DAYS,
@@ -51,13 +53,17 @@ class PgInbox:
         keep: int = DEFAULT_KEEP,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
         owner: str = "",
+        buffer: PgChatBuffer | None = None,
     ):
+        """`buffer`: the store's chat buffer, which `note` appends chatter to (a default one on
+        the same database when None)."""
         self._db = db
         self._clock = clock
         self._owner = owner  # whose pending items `pending()` lists
         self._keep = keep
         self._max_age = max_age_days * _DAY
         self._prune_schedule = PruneSchedule()
+        self._buffer = buffer or PgChatBuffer(db, clock)
 
     async def accept(
         self,
@@ -95,11 +101,15 @@ class PgInbox:
 
         return await self._db.write(accept)
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
         prune = self._prune_schedule.due()
 
         async def note(conn: Any) -> bool:
             new = await self._mark(conn, source, marks)
+            if new and chatter is not None:
+                await self._buffer.append_in(conn, chatter)
             if prune:
                 await self._prune(conn)
             return new

@@ -26,6 +26,20 @@ class HistoryStore(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Chatter:
+    """A message that starts no turn, kept in its chat's buffer (`key`) as context for a later
+    turn there; the chat keeps its newest `keep` (`TurnSink.note`, `Inbox.note`)."""
+
+    key: str
+    message: PrecedingMessage
+    keep: int
+
+    def __post_init__(self) -> None:
+        if self.keep < 1:
+            raise ValueError(f"chat buffer size must be at least 1, got {self.keep}")
+
+
+@dataclass(frozen=True, slots=True)
 class Buffered:
     """What a chat buffer holds now, oldest first; `upto` is the newest row's id (None: empty).
     A turn that uses them passes `upto` to `TurnSink.submit`, which empties the buffer up to it

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from bot.ports.attachments import FileSource
 from bot.ports.delivery import Deliverer, DeliveryReport
+from bot.ports.history import Chatter
 from bot.turns import Outcome, TurnRequest
 
 
@@ -54,9 +55,12 @@ class TurnSink(Protocol):
         the platform only when `admission.acknowledge` is true. `consumes`: the conversation's
         chat buffer up to this id (`Buffered.upto`) is emptied in the same transaction."""
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
-        """Record the marks of an event that starts no turn; True the first time. Raises
-        IntakeUnavailable when it cannot (then do not acknowledge)."""
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
+        """Record the marks of an event that starts no turn, and buffer its `chatter` (a group
+        message kept as context) with them in one transaction; True the first time. Raises
+        IntakeUnavailable when it cannot (then do not acknowledge: neither was written)."""
 
     async def run(self, request: TurnRequest) -> TurnResult:
         """Queue the turn and wait until it is published and delivered (console, cron)."""

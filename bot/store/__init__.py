@@ -95,13 +95,14 @@ async def open_store(
         raise
     history = SqliteHistory(db, settings, clock)
     records = SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
+    buffer = SqliteChatBuffer(db, clock)
     return Store(
         db=db,
         history=history,
         memory=SqliteMemory(db, memory, clock),
         records=records,
-        buffer=SqliteChatBuffer(db, clock),
-        inbox=SqliteInbox(db, clock),
+        buffer=buffer,
+        inbox=SqliteInbox(db, clock, buffer=buffer),
         outbox=SqliteOutbox(db, history, records, clock),
         usage=usage,
         attachments=SqliteAttachments(db, attachments or AttachmentSettings(), clock),

@@ -6,7 +6,8 @@ empties them up to the newest it read in the same transaction that stores the tu
 (`Inbox.accept(consumes=...)`), so a message is handed to exactly one turn and never lost when
 that turn could not be stored; `take` reads and empties at once. Messages older than
 `max_age_days` are dropped when anything is appended, so chats that went quiet do not keep their
-chatter forever.
+chatter forever. A message that starts no turn is appended by the inbox, in the transaction that
+records its event's dedupe mark (`Inbox.note(chatter=...)`, through `append_in`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import datetime
 import aiosqlite
 import structlog
 
-from bot.ports.history import Buffered
+from bot.ports.history import Buffered, Chatter
 from bot.store.codec import shorten
 from bot.store.db import Database
 from bot.turns import PrecedingMessage
@@ -47,23 +48,26 @@ class SqliteChatBuffer:
         self._max_age = max_age_days * 86_400.0
 
     async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
-        if keep < 1:
-            raise ValueError(f"chat buffer size must be at least 1, got {keep}")
-        body = _encode(message)
+        chatter = Chatter(key, message, keep)
 
         async def append(conn: aiosqlite.Connection) -> None:
-            now = self._clock()
-            await conn.execute(
-                "INSERT INTO chat_buffer (key, added_at, body) VALUES (?, ?, ?)", (key, now, body)
-            )
-            await conn.execute(
-                """DELETE FROM chat_buffer WHERE key = ? AND id <= (SELECT id FROM chat_buffer
-                       WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)""",
-                (key, key, keep),
-            )
-            await conn.execute("DELETE FROM chat_buffer WHERE added_at < ?", (now - self._max_age,))
+            await self.append_in(conn, chatter)
 
         await self._db.write(append)
+
+    async def append_in(self, conn: aiosqlite.Connection, chatter: Chatter) -> None:
+        """`append`, as part of a write transaction that `conn` is in."""
+        key, now = chatter.key, self._clock()
+        await conn.execute(
+            "INSERT INTO chat_buffer (key, added_at, body) VALUES (?, ?, ?)",
+            (key, now, _encode(chatter.message)),
+        )
+        await conn.execute(
+            """DELETE FROM chat_buffer WHERE key = ? AND id <= (SELECT id FROM chat_buffer
+                   WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)""",
+            (key, key, chatter.keep),
+        )
+        await conn.execute("DELETE FROM chat_buffer WHERE added_at < ?", (now - self._max_age,))
 
     async def peek(self, key: str) -> Buffered:
         rows = await self._db.fetch_all(

@@ -15,6 +15,8 @@ import aiosqlite
 import structlog
 
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.ports.history import Chatter
+from bot.store.buffer import SqliteChatBuffer
 from bot.store.db import Database
 from bot.store.history import SqliteHistory
 from bot.store.records import SqliteTurnRecords
@@ -61,12 +63,16 @@ class SqliteInbox:
         *,
         keep: int = DEFAULT_KEEP,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+        buffer: SqliteChatBuffer | None = None,
     ):
+        """`buffer`: the store's chat buffer, which `note` appends chatter to (a default one on
+        the same database when None)."""
         self._db = db
         self._clock = clock
         self._keep = keep
         self._max_age = max_age_days * _DAY
         self._prune_schedule = PruneSchedule()
+        self._buffer = buffer or SqliteChatBuffer(db, clock)
 
     async def accept(
         self,
@@ -100,11 +106,15 @@ class SqliteInbox:
 
         return await self._db.write(accept)
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
         prune = self._prune_schedule.due()
 
         async def note(conn: aiosqlite.Connection) -> bool:
             new = await self._mark(conn, source, marks)
+            if new and chatter is not None:
+                await self._buffer.append_in(conn, chatter)
             if prune:
                 await self._prune(conn)
             return new

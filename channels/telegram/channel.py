@@ -4,8 +4,9 @@ Updates arrive by long polling (the default) or, in webhook mode, as POSTs to a 
 host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET`. Either way each update is taken
 one at a time (so a group message is buffered before a later mention in that chat takes the
 buffer): `mapping.decide` says whether it starts a turn, is kept in the chat buffer as context, or
-is ignored, and the host records it durably under its update_id (a turn's request goes into the
-inbox in the same transaction), so a redelivered update starts nothing.
+is ignored, and the host records it durably under its update_id (a turn's request, or a kept
+message's place in the buffer, goes in in the same transaction), so a redelivered update starts
+nothing and is buffered once.
 
 Nothing is confirmed to Telegram before it is stored. The polling loop is our own (PTB's Updater
 confirms every update it fetched on its next call, handled or not): it advances the getUpdates
@@ -36,7 +37,7 @@ from telegram.request import HTTPXRequest
 
 from bot.config import Secrets
 from bot.errors import ConfigError, IntakeUnavailable
-from bot.ports.history import ChatBuffer
+from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.leadership import Leadership
 from bot.ports.memory import Departure, Departures
@@ -48,6 +49,7 @@ from channels.telegram.mapping import (
     Access,
     BotIdentity,
     Ignore,
+    Keep,
     Left,
     StartTurn,
     decide,
@@ -310,7 +312,12 @@ class TelegramChannel:
         )
         if isinstance(decision, StartTurn):
             return await self._start_turn(decision, update_id)
-        if not await self._sink.note(source=PLATFORM, marks=[update_id]):
+        # A kept message is buffered in the transaction that records its update as seen: a
+        # crash cannot lose it nor, after the redelivery, buffer it twice.
+        chatter = None
+        if isinstance(decision, Keep):
+            chatter = Chatter(decision.key, decision.message, self._settings.group_buffer)
+        if not await self._sink.note(source=PLATFORM, marks=[update_id], chatter=chatter):
             log.info("telegram_update_duplicate", update_id=update_id)
         elif isinstance(decision, Ignore):
             log.debug("telegram_update_ignored", update_id=update_id, reason=decision.reason)
@@ -319,9 +326,6 @@ class TelegramChannel:
                 left = Departure(PLATFORM, decision.surface_id, decision.person, decision.at)
                 await self._departures.left(left)
         else:
-            await self._buffer.append(
-                decision.key, decision.message, keep=self._settings.group_buffer
-            )
             log.debug(
                 "telegram_message_kept", conversation_key=decision.key, reason=decision.reason
             )

@@ -225,6 +225,20 @@ def test_preview_of_an_unreadable_file_says_so_in_one_line(
     assert len(err.strip().splitlines()) == 1
 
 
+def test_preview_of_an_unknown_skill_says_so_in_one_line(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"channel": "console", "text": "/nosuchskill do it"}))
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert 'There is no skill called "nosuchskill"' in err
+    assert "/summarize" in err  # the skills there are
+    assert "Traceback" not in err
+
+
 def test_preview_builds_the_person_id_the_live_channel_does() -> None:
     from bot.cli.preview import parse_event
     from channels.slack.events import person_id as slack_person

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.ports.delivery import DeliveryReport
+from bot.ports.history import Chatter
 from bot.ports.model import TurnOutcome, TurnPlan
 from bot.turns import HistoryEntry, ReplyRoute, TextBlock, TurnRequest
 
@@ -27,6 +28,7 @@ class MemoryInbox:
         self.items: list[InboxItem] = []
         self.states: dict[int, InboxState] = {}
         self._marks: set[tuple[str, str]] = set()
+        self.chatter: list[Chatter] = []  # kept messages noted with new marks
 
     async def accept(
         self,
@@ -45,10 +47,14 @@ class MemoryInbox:
         self.states[item.item_id] = InboxState.PENDING
         return item
 
-    async def note(self, *, source: str, marks: Sequence[str]) -> bool:
+    async def note(
+        self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
+    ) -> bool:
         keyed = {(source, mark) for mark in marks}
         fresh = not keyed & self._marks
         self._marks |= keyed
+        if fresh and chatter is not None:
+            self.chatter.append(chatter)
         return fresh
 
     async def claim(self, item_id: int) -> int:

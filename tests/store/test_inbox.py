@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import aiosqlite
 import asyncpg
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox import InboxState, OutboxPart, Publication
+from bot.ports.history import Chatter
 from bot.ports.records import TurnRecord
 from bot.store.request_codec import decode_request, encode_request
 from bot.stores import OpenStore
@@ -94,6 +96,41 @@ async def test_note_marks_events_that_start_no_turn(store: OpenStore) -> None:
     assert await store.inbox.note(source="telegram", marks=["17"]) is False
     assert await store.inbox.accept(request(1), source="telegram", marks=["17"]) is None
     assert await store.inbox.pending() == []
+
+
+def chatter(text: str, key: str = "telegram:-100") -> Chatter:
+    return Chatter(key, PrecedingMessage(at=T0, name="Dana", text=text, handle="dana"), keep=50)
+
+
+async def test_note_buffers_chatter_with_its_mark_and_a_redelivery_not_again(
+    store: OpenStore,
+) -> None:
+    assert await store.inbox.note(source="telegram", marks=["21"], chatter=chatter("hi")) is True
+    assert await store.inbox.note(source="telegram", marks=["21"], chatter=chatter("hi")) is False
+    buffered = await store.buffer.peek("telegram:-100")
+    assert [m.text for m in buffered.messages] == ["hi"]
+
+
+async def _rename(store: OpenStore, table: str, to: str) -> None:
+    async def rename(conn: Any) -> None:
+        await conn.execute(f"ALTER TABLE {table} RENAME TO {to}")
+
+    await store.db.write(rename)
+
+
+async def test_a_chatter_write_that_fails_records_neither_mark_nor_message(
+    store: OpenStore,
+) -> None:
+    # The buffer's statements fail after the mark's, inside the one transaction.
+    await _rename(store, "chat_buffer", "chat_buffer_away")
+    with pytest.raises((sqlite3.OperationalError, asyncpg.UndefinedTableError)):
+        await store.inbox.note(source="telegram", marks=["22"], chatter=chatter("kept"))
+    await _rename(store, "chat_buffer_away", "chat_buffer")
+    assert (await store.buffer.peek("telegram:-100")).messages == ()
+    # Not recorded as seen: the redelivered update is taken, and buffered once.
+    assert await store.inbox.note(source="telegram", marks=["22"], chatter=chatter("kept")) is True
+    buffered = await store.buffer.peek("telegram:-100")
+    assert [m.text for m in buffered.messages] == ["kept"]
 
 
 async def test_pending_keeps_acceptance_order_and_claims_count_attempts(store: OpenStore) -> None:

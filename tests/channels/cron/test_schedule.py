@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from itertools import islice, pairwise
 from zoneinfo import ZoneInfo
@@ -19,6 +20,21 @@ BERLIN = ZoneInfo("Europe/Berlin")
 
 def utc(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+@functools.cache
+def _fields(expression: str) -> tuple[set[int | str], set[int | str]]:
+    minutes, hours, days, months, weekdays = croniter(expression).expanded
+    assert days == months == weekdays == ["*"], expression  # the tests below build `M H * * *`
+    return set(minutes), set(hours)
+
+
+def cron_match(expression: str, wall: datetime) -> bool:
+    """`croniter.match(expression, wall)` for a naive wall time and the `M H * * *` expressions
+    the tests below build, from croniter's own reading of the fields, made once: croniter.match
+    parses the expression and steps its calendar on every call, which was most of their time."""
+    minutes, hours = _fields(expression)
+    return wall.minute in minutes and ("*" in hours or wall.hour in hours)
 
 
 def fires(expression: str, after: datetime, count: int, zone: str = "Europe/Berlin") -> list[str]:
@@ -186,13 +202,13 @@ def test_every_fire_matches_the_wall_clock_or_is_a_skipped_time_moved_forward(
     tz = ZoneInfo(zone)
     for fire in islice(schedule.fires_after(after), 30):
         wall = fire.astimezone(tz).replace(tzinfo=None)
-        if croniter.match(expression, wall):
+        if cron_match(expression, wall):
             continue
         # Not a matching wall time: it must be a skipped one, read with the pre-jump offset.
         before = fire - timedelta(hours=3)
         jump = fire.astimezone(tz).utcoffset() - before.astimezone(tz).utcoffset()  # type: ignore[operator]
         assert jump > timedelta(0)
-        assert croniter.match(expression, wall - jump)
+        assert cron_match(expression, wall - jump)
 
 
 @settings(max_examples=100, deadline=None)
@@ -222,13 +238,13 @@ def expected_fires(expression: str, every_hour: bool, zone: str, start: datetime
     while t <= end:
         local = t.astimezone(tz)
         wall = local.replace(tzinfo=None, fold=0)
-        fire = croniter.match(expression, wall) and (local.fold == 0 or every_hour)
+        fire = cron_match(expression, wall) and (local.fold == 0 or every_hour)
         jump = local.utcoffset() - (t - timedelta(hours=3)).astimezone(tz).utcoffset()
         if not fire and jump > timedelta(0):
             skipped = wall - jump  # a wall time the jump skipped, read with the old offset
             read = skipped.replace(tzinfo=tz).astimezone(UTC)
             missing = read.astimezone(tz).replace(tzinfo=None) != skipped
-            fire = missing and croniter.match(expression, skipped)
+            fire = missing and cron_match(expression, skipped)
             fire = fire and read == t
         if fire:
             out.append(t)

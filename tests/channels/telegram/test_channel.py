@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -53,6 +54,37 @@ async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store:
     refused, accepted = sink.requests
     assert [m.text for m in refused.preceding] == ["context line"]
     assert [m.text for m in accepted.preceding] == ["context line"]
+
+
+async def _rename(store: Store, table: str, to: str) -> None:
+    async def rename(conn: Any) -> None:
+        await conn.execute(f"ALTER TABLE {table} RENAME TO {to}")
+
+    await store.db.write(rename)
+
+
+async def test_group_chatter_the_store_cannot_write_is_not_confirmed_and_is_kept_once(
+    tg: FakeTelegram, store: Store
+) -> None:
+    """A group message that starts no turn is recorded as seen and buffered in one write: when
+    that write fails nothing of it is recorded and the update is not confirmed, so it comes
+    again and is kept (once) for the next turn there."""
+    channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
+    sink = Sink(Admission.ACCEPTED, store.inbox)
+    group = tg.group(-79, "Crew")
+    dana, alice = tg.user("Dana"), tg.user("Alice")
+    await _rename(store, "chat_buffer", "chat_buffer_away")  # the buffer's write fails
+    await channel.start(sink)
+    try:
+        chatter = await tg.push(tg.message(group, dana, "context line"))
+        await tg.wait_for(lambda: sink.unwritten)
+        assert tg.pending_updates == [chatter]  # not confirmed: Telegram keeps it
+        await _rename(store, "chat_buffer_away", "chat_buffer")
+        await tg.push(tg.message(group, alice, "what did Dana say?", mention=True))
+        await tg.wait_for(lambda: len(sink.requests) == 1)
+    finally:
+        await channel.stop()
+    assert [m.text for m in sink.requests[0].preceding] == ["context line"]
 
 
 async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) -> None:
