@@ -165,6 +165,7 @@ class _Failure:
     disconnect: bool = False
     stall: float = 0.0
     midstream: str | None = None  # an error type sent as an `error` event inside a 200 stream
+    partial: str = ""  # the text streamed before that error (else one delta of a partial)
 
 
 # --- cache simulator ------------------------------------------------------------------------------
@@ -470,9 +471,13 @@ class FakeAnthropic:
     def disconnect(self, times: int = 1) -> None:
         self._failures.extend(_Failure(0, disconnect=True) for _ in range(times))
 
-    def fail_midstream(self, error_type: str = "overloaded_error", times: int = 1) -> None:
-        """The next streamed answers start, send one text delta, then an `error` event."""
-        self._failures.extend(_Failure(200, midstream=error_type) for _ in range(times))
+    def fail_midstream(
+        self, error_type: str = "overloaded_error", times: int = 1, partial: str = ""
+    ) -> None:
+        """The next streamed answers start, send one text delta (or all of `partial`, at the
+        fake's pace), then an `error` event."""
+        failure = _Failure(200, midstream=error_type, partial=partial)
+        self._failures.extend(failure for _ in range(times))
 
     def stall(self, seconds: float, times: int = 1) -> None:
         self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
@@ -520,7 +525,7 @@ class FakeAnthropic:
                 request.transport.close()
                 return web.Response(status=500)
             if failure.midstream is not None:
-                return await self._broken_stream(request, body, failure.midstream)
+                return await self._broken_stream(request, body, failure.midstream, failure.partial)
             if failure.stall:
                 if not await self._stall(failure.stall):
                     return web.Response(status=503)  # the server is closing
@@ -615,11 +620,17 @@ class FakeAnthropic:
         }
 
     async def _broken_stream(
-        self, request: web.Request, body: dict[str, Any], error_type: str
+        self, request: web.Request, body: dict[str, Any], error_type: str, partial: str
     ) -> web.StreamResponse:
         usage = {"input_tokens": count_request(body), "output_tokens": 1}
-        message = self._message(body, Reply(text="Partial answer "), usage)
-        events = _events(message)[:4]  # message_start, ping, content_block_start, one delta
+        message = self._message(body, Reply(text=partial or "Partial answer "), usage)
+        # message_start, ping, content_block_start and one text delta (all of `partial`)
+        events = _events(message, self.words_per_delta)
+        if partial:
+            events = [e for e in events if e["type"] not in ("content_block_stop", "message_delta")]
+            events = [e for e in events if e["type"] != "message_stop"]
+        else:
+            events = events[:4]
         error = {"type": "error", "error": {"type": error_type, "message": "injected mid-stream"}}
         return await self._stream(request, message, [*events, error])
 

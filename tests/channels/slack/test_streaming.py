@@ -149,3 +149,17 @@ async def test_a_rate_limited_stream_backs_off_and_the_answer_still_arrives_whol
     appends = [c for c in slack.calls if c.method == "chat.appendStream"]
     after = appends[appends.index(limited[0]) + 1 :]
     assert all(c.params["ts"] != limited[0].params["ts"] for c in after)
+
+
+async def test_a_turn_that_fails_mid_stream_leaves_one_apology_and_removes_the_rest(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.pace, claude.words_per_delta = PACE, WORDS
+    claude.fail_midstream("overloaded_error", partial=long_answer())
+    async with App(make_config(FAST)) as app:
+        await send(slack, app, slack.mention(GENERAL, ALICE, "tell me everything"))
+    [apology] = slack.posts
+    assert apology["text"].startswith("Sorry, I couldn't answer")
+    assert apology.get("stream")  # the first streamed message, finished as the apology
+    assert slack.deleted  # the rest of the partial answer is gone
+    assert not any(m.get("streaming") for m in slack.messages[GENERAL])

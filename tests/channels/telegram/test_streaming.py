@@ -119,3 +119,22 @@ async def test_off_mode_sends_whole_answers_only(
         "sendMessage",
         "sendChatAction",
     }
+
+
+async def test_a_turn_that_fails_mid_stream_leaves_one_apology_and_removes_the_rest(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """The stream showed several messages of an answer the model never finished: the first
+    message becomes the apology, the others are removed (no partial answer is left behind)."""
+    group = tg.supergroup(GROUP_ID, "Platform team")
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    claude.pace, claude.words_per_delta = 0.002, 30
+    claude.fail_midstream("overloaded_error", partial=long_answer())
+    async with App(make_config(FAST)) as app:
+        await tg.push(tg.message(group, alice, "tell me everything", mention=True))
+        await tg.wait_for(lambda: len(tg.deleted) >= 1)
+        await app.host.idle()
+    [apology] = tg.sent
+    assert apology.plain.startswith("Sorry, I couldn't answer")
+    assert apology.reply_to is not None  # the first message, replying to the mention
+    assert all(d.chat_id == GROUP_ID for d in tg.deleted)
