@@ -22,9 +22,9 @@ from bot.store.history import SqliteHistory
 from bot.store.records import SqliteTurnRecords
 from bot.store.request_codec import (
     encode_request,
-    encode_route,
     inbox_items,
     outbox_parts,
+    part_row,
 )
 from bot.turns import TurnRequest
 
@@ -196,18 +196,7 @@ class SqliteOutbox:
         fresh = self._history.stage(publication.entries)
         record = publication.record
         document = self._records.stage(record) if record is not None else None
-        parts = [
-            (
-                p.part_id,
-                p.turn_id,
-                p.conversation_key,
-                p.index,
-                encode_route(p.route),
-                p.text,
-                p.platform_id,
-            )
-            for p in publication.parts
-        ]
+        parts = [part_row(p) for p in publication.parts]
         turns = sorted({p.turn_id for p in publication.parts})
 
         async def publish(conn: aiosqlite.Connection) -> None:

@@ -75,6 +75,20 @@ def encode_request(request: TurnRequest) -> str:
     return json.dumps(_plain(request), ensure_ascii=False, separators=(",", ":"))
 
 
+def part_row(part: OutboxPart) -> tuple[str, str, str, int, str, str, str | None]:
+    """A part as the outbox table's columns: part_id, turn_id, conversation_key, idx, route,
+    text, platform_id (the reverse of `outbox_parts`)."""
+    return (
+        part.part_id,
+        part.turn_id,
+        part.conversation_key,
+        part.index,
+        encode_route(part.route),
+        part.text,
+        part.platform_id,
+    )
+
+
 def encode_route(route: ReplyRoute) -> str:
     return json.dumps(_plain(route), ensure_ascii=False, separators=(",", ":"))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
@@ -18,3 +20,16 @@ def error_code(exc: BaseException) -> str:
         error = response.get("error") if response is not None else None
         return str(error or f"http {getattr(response, 'status_code', '?')}")
     return type(exc).__name__
+
+
+def retry_after(response: Any) -> float:
+    """The seconds a 429 response asks us to wait (its `Retry-After` header; 1 when missing or
+    unreadable, never negative)."""
+    headers = {str(k).lower(): v for k, v in (getattr(response, "headers", None) or {}).items()}
+    value = headers.get("retry-after")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        return max(0.0, float(value)) if value is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0

@@ -45,7 +45,7 @@ from bot.errors import DeliveryError, PartFailed
 from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
-from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.api import CALL_ERRORS, error_code, retry_after
 from channels.slack.assistant import AssistantPane
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
@@ -375,11 +375,4 @@ def _retry_after(exc: SlackApiError) -> float | None:
     response = exc.response
     if response is None or response.status_code != 429:
         return None
-    headers = {str(k).lower(): v for k, v in (response.headers or {}).items()}
-    value = headers.get("retry-after")
-    if isinstance(value, list):
-        value = value[0] if value else None
-    try:
-        return max(0.0, float(value)) if value is not None else 1.0
-    except (TypeError, ValueError):
-        return 1.0
+    return retry_after(response)

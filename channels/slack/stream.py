@@ -25,7 +25,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot.errors import StreamBusy, StreamRefused
 from bot.inbox import LiveView
 from bot.turns import ReplyRoute
-from channels.slack.api import error_code
+from channels.slack.api import error_code, retry_after
 
 StreamMode = Literal["native", "edits", "off"]
 
@@ -160,18 +160,7 @@ async def _call(method: str, call: Awaitable[AsyncSlackResponse]) -> AsyncSlackR
         code = error_code(exc)
         response = exc.response
         if response is not None and response.status_code == 429:
-            raise StreamBusy(f"{method} rate-limited", _retry_after(response)) from None
+            raise StreamBusy(f"{method} rate-limited", retry_after(response)) from None
         if code in REFUSALS:
             raise StreamRefused(f"{method} refused: {code}. {FIX}") from None
         raise
-
-
-def _retry_after(response: Any) -> float:
-    headers = {str(k).lower(): v for k, v in (response.headers or {}).items()}
-    value = headers.get("retry-after")
-    if isinstance(value, list):
-        value = value[0] if value else None
-    try:
-        return max(0.0, float(value)) if value is not None else 1.0
-    except (TypeError, ValueError):
-        return 1.0
