@@ -46,7 +46,8 @@ class Writer:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.worker: int | None = None
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -74,6 +75,12 @@ class Writer:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=LINE_TIMEOUT)  # it ends at the pipe's end of file
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         self._stderr.close()
 
 
