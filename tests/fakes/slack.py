@@ -824,14 +824,9 @@ class FakeSlack:
         return _ok(channel=channel, ts=message["ts"])
 
     def _streaming(self, params: dict[str, Any]) -> dict[str, Any] | web.Response:
-        channel, ts = str(params.get("channel", "")), str(params.get("ts", ""))
-        if channel not in self.channels:
-            return _error("channel_not_found")
-        message = self._message_of(channel, ts)
-        if message is None:
-            return _error("message_not_found")
-        if message.get("user") != BOT_USER:
-            return _error("cant_update_message")
+        message = self._own(params, "cant_update_message")
+        if isinstance(message, web.Response):
+            return message
         if not message.get("streaming"):
             return _error("message_not_in_streaming_state")
         return message

@@ -661,16 +661,7 @@ class FakeTelegram:
 
     async def _api_sendMessage(self, params: Mapping[str, Any]) -> Any:
         chat = self._chat(params)
-        text = str(params.get("text") or "")
-        parse_mode = params.get("parse_mode")
-        try:
-            plain = parse_html(text) if str(parse_mode).upper() == "HTML" else text
-        except EntityError as exc:
-            raise _ApiError(f"Bad Request: can't parse entities: {exc}") from None
-        if not plain.strip():
-            raise _ApiError("Bad Request: message text is empty")
-        if utf16_length(plain) > MESSAGE_LIMIT:
-            raise _ApiError("Bad Request: message is too long")
+        text, plain, parse_mode = self._readable(params)
         reply_to = _reply_target(params)
         if reply_to is not None and reply_to[0] not in chat.known and not reply_to[1]:
             raise _ApiError("Bad Request: message to be replied not found")
@@ -682,7 +673,7 @@ class FakeTelegram:
             message_id=message_id,
             text=text,
             plain=plain,
-            parse_mode=str(parse_mode) if parse_mode else None,
+            parse_mode=parse_mode,
             reply_to=reply_to[0] if reply_to else None,
             thread_id=int(thread) if thread else None,
         )
