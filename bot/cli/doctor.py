@@ -166,34 +166,19 @@ def _tokens(config: Config) -> list[Check]:
     return checks
 
 
-_STREAMING = {
-    "slack": {
-        "native": "native: chat.startStream/appendStream/stopStream in threads (an edited post at "
-        "a DM's top level). If Slack refuses them, answers are posted whole after one warning. "
-        "Fix then: turn on 'Agents & AI Apps' for the app and reinstall it with chat:write, "
-        'or set [slack] stream = "edits".',
-        "edits": "edits: a posted message updated about once a second (chat.update)",
-        "off": "off: answers are posted when complete",
-    },
-    "telegram": {
-        "native": "native: drafts (sendMessageDraft) in private chats, an edited message in "
-        "groups. If Telegram refuses drafts, edits are used after one warning. Fix then: use a "
-        'bot the Bot API allows drafts for, or set [telegram] stream = "edits".',
-        "edits": "edits: one message edited at a bounded rate (editMessageText)",
-        "off": "off: answers are sent when complete",
-    },
-}
-
-
 def _streaming(config: Config) -> list[Check]:
     """Which streaming mode each enabled channel will use, and what it needs."""
     settings = config.settings
-    modes = []
+    checks = []
     if settings.slack.enabled:
-        modes.append(("slack", settings.slack.stream))
+        from channels.slack.stream import MODES as SLACK_MODES
+
+        checks.append(Check("slack-stream", True, SLACK_MODES[settings.slack.stream]))
     if settings.telegram.enabled:
-        modes.append(("telegram", settings.telegram.stream))
-    return [Check(f"{name}-stream", True, _STREAMING[name][mode]) for name, mode in modes]
+        from channels.telegram.stream import MODES as TELEGRAM_MODES
+
+        checks.append(Check("telegram-stream", True, TELEGRAM_MODES[settings.telegram.stream]))
+    return checks
 
 
 Probe = Callable[[], Awaitable[str]]

@@ -52,6 +52,14 @@ FIX = (
     'and reinstall it with the chat:write scope, or set [slack] stream = "edits" (or "off").'
 )
 
+# What `bot doctor` says of each mode.
+MODES: dict[StreamMode, str] = {
+    "native": "native: chat.startStream/appendStream/stopStream in threads (an edited post at a "
+    "DM's top level). If Slack refuses them, answers are posted whole after one warning. " + FIX,
+    "edits": "edits: a posted message updated about once a second (chat.update)",
+    "off": "off: answers are posted when complete",
+}
+
 
 def metadata(part_id: str) -> dict[str, Any]:
     return {"event_type": PART_EVENT, "event_payload": {"part_id": part_id}}

@@ -33,6 +33,13 @@ FIX = (
     "Fix: drafts need a bot and chat the Bot API allows sendMessageDraft for (private chats; "
     'check the bot\'s settings in @BotFather), or set [telegram] stream = "edits" (or "off").'
 )
+# What `bot doctor` says of each mode.
+MODES: dict[StreamMode, str] = {
+    "native": "native: drafts (sendMessageDraft) in private chats, an edited message in groups. "
+    "If Telegram refuses drafts, edits are used after one warning. " + FIX,
+    "edits": "edits: one message edited at a bounded rate (editMessageText)",
+    "off": "off: answers are sent when complete",
+}
 
 
 T = TypeVar("T")

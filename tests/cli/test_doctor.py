@@ -67,7 +67,7 @@ async def test_doctor_checks_the_model_and_telegram_and_reports_privacy_mode(
     # Which streaming mode the channel uses, and the fix should Telegram refuse drafts.
     stream_line = next(line for line in lines if line.split()[1:2] == ["telegram-stream"])
     assert "native: drafts (sendMessageDraft)" in stream_line
-    assert "Fix then" in stream_line
+    assert "Fix:" in stream_line
     assert 'stream = "edits"' in stream_line
     assert tg.token not in "\n".join(lines)
 
