@@ -229,6 +229,9 @@ class TelegramChannel:
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()
+        # After a failed initialize (a refused token) the Application shuts nothing down; the
+        # bot's own HTTP clients were opened for getMe all the same.
+        await self._app.bot.shutdown()
         await self.files.aclose()
 
     async def _stop_polling(self) -> None:
