@@ -56,6 +56,7 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
         checks.append(_policy(config))
     if checks[-1].ok:
         checks.append(_window(config))
+    checks.append(_jobs(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     checks.extend(_streaming(config))
@@ -102,6 +103,20 @@ def _policy(config: Config) -> Check:
         return Check("surfaces and templates", False, str(exc))
     rules = len(config.settings.surfaces)
     return Check("surfaces and templates", True, f"{rules} surface rule(s); templates valid")
+
+
+def _jobs(config: Config) -> Check:
+    """The scheduled jobs and webhooks, checked as `bot run` checks them at start-up."""
+    from channels.cron.plan import plan_hooks, plan_jobs
+
+    settings = config.settings
+    platforms = settings.platforms()
+    try:
+        jobs = plan_jobs(settings.cron, platforms)
+        hooks = plan_hooks(settings.webhooks, config.secrets, platforms, http=settings.http.enabled)
+    except ConfigError as exc:
+        return Check("jobs and webhooks", False, str(exc))
+    return Check("jobs and webhooks", True, f"{len(jobs)} job(s), {len(hooks)} webhook(s)")
 
 
 async def _database(config: Config) -> Check:

@@ -156,6 +156,27 @@ def test_doctor_names_every_token_an_enabled_channel_needs(bot: RunBot, tmp_path
     assert result.returncode == 1
 
 
+def test_doctor_fails_a_job_that_bot_run_would_refuse(bot: RunBot, tmp_path: Path) -> None:
+    # SPEC §9: doctor checks the config and prints what is wrong and how to fix it; a job whose
+    # schedule or destination `bot run` refuses must not pass as "ok".
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    with (tmp_path / "demo" / "bot.toml").open("a") as config:
+        config.write(
+            '\n[[cron.jobs]]\nname = "digest"\nschedule = "0 9 * * 1-5"\n'
+            'prompt = "Write the digest."\nnotify = "slack:C0123456789"\n'
+        )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789"}
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1, result.stdout
+    assert "cron.jobs[0]" in failed[0]
+    assert "[slack] enabled = true" in failed[0]  # the fix
+    assert result.returncode == 1
+    run = bot("run", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    assert run.returncode == 2
+    assert "cron.jobs[0]" in run.stderr
+
+
 # --config after any command, at any depth, and in every --help ---------------------------------
 
 _NESTED = [
