@@ -2,7 +2,7 @@
 
 The same attributed rows, scope rules (participation spans that expire, `left`), hold-back of
 what the request carries, relevance gate and bounds as the SQLite store: the engine-neutral parts
-are `bot.store.rules`, and the SQL filters here mirror `bot.store.memory`'s. Only the search
+are `bot.sql.rules`, and the SQL filters here mirror `bot.store.memory`'s. Only the search
 differs: each memory's text is indexed as an English `tsvector` (stemmed, like FTS5's porter
 tokenizer), a query is the OR of its chosen words as quoted lexemes (built from the tokenizer's
 letters-and-digits words, so user text is never read as tsquery syntax), ranked by `ts_rank`
@@ -20,8 +20,8 @@ import structlog
 from bot.config import MemorySettings
 from bot.pgstore.db import PgDatabase
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
-from bot.store import rules
-from bot.store.fts import choose_terms, query_terms, words
+from bot.sql import rules
+from bot.sql.terms import choose_terms, query_terms, words
 from bot.store.memory import (
     CANDIDATES_PER_HIT,
     RETENTION_EVERY,
@@ -40,7 +40,7 @@ _RANK = "ts_rank(m.tsv, q, 1)"
 def tsquery_text(terms: list[str]) -> str | None:
     """A to_tsquery expression OR-ing `terms` as quoted lexemes, or None when there are none.
 
-    A term holds only letters and digits (`bot.store.fts`), never a quote or an operator."""
+    A term holds only letters and digits (`bot.sql.terms`), never a quote or an operator."""
     if not terms:
         return None
     return " | ".join(f"'{term}'" for term in terms)

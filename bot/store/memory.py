@@ -13,7 +13,7 @@ Recall searches across conversations but only returns what the asking scope may 
   when `memory.wide_console_recall` is set.
 
 Recall never repeats the request: memories captured in this conversation's replayed history
-window are excluded in the query (by source conversation and time), then `bot.store.rules` holds
+window are excluded in the query (by source conversation and time), then `bot.sql.rules` holds
 back what the preceding-messages fence carries, gates for relevance and bounds the hits.
 """
 
@@ -29,10 +29,11 @@ import structlog
 
 from bot.config import MemorySettings
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
-from bot.store import rules
-from bot.store.codec import shorten
+from bot.sql import rules
+from bot.sql.codec import shorten
+from bot.sql.terms import choose_terms, query_terms, words
 from bot.store.db import Database
-from bot.store.fts import choose_terms, match_expression, query_terms, words
+from bot.store.fts import match_expression
 
 log = structlog.get_logger(__name__)
 
