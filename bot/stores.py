@@ -15,8 +15,8 @@ from bot.ports.leadership import Leadership
 from bot.ports.memory import MemoryStore
 from bot.ports.records import TurnRecords, UsageEntry, UsageLedger
 from bot.sql.history import ConversationInfo
+from bot.sql.memory import StoredMemory
 from bot.sql.records import RecordSummary
-from bot.store.memory import StoredMemory
 
 
 class OperatorHistory(HistoryStore, Protocol):

@@ -17,14 +17,15 @@ from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.pgstore.claims import PgWorkShare
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
+from bot.pgstore.fts import TSVECTOR
 from bot.pgstore.inbox import PgInbox, PgOutbox
 from bot.pgstore.leader import PgLeadership
-from bot.pgstore.memory import PgMemory
 from bot.pgstore.owners import duty, hold, new_owner
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
 from bot.sql.attachments import Attachments
 from bot.sql.buffer import ChatBuffer
 from bot.sql.history import History
+from bot.sql.memory import Memory
 from bot.sql.records import TurnRecords
 from bot.sql.usage import UsageLedger
 
@@ -37,7 +38,7 @@ class PgStore:
 
     db: PgDatabase
     history: History
-    memory: PgMemory
+    memory: Memory
     records: TurnRecords
     buffer: ChatBuffer
     inbox: PgInbox
@@ -87,7 +88,7 @@ async def open_pg_store(
     return PgStore(
         db=db,
         history=history,
-        memory=PgMemory(db, memory, clock),
+        memory=Memory(db, TSVECTOR, memory, clock),
         records=records,
         buffer=buffer,
         inbox=PgInbox(db, clock, owner=owner, buffer=buffer),

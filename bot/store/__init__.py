@@ -19,14 +19,15 @@ from bot.sql.attachments import Attachments
 from bot.sql.buffer import ChatBuffer
 from bot.sql.history import History
 from bot.sql.inbox import Inbox, Outbox
+from bot.sql.memory import Memory
 from bot.sql.records import TurnRecords
 from bot.sql.usage import UsageLedger
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.store.db import Database
-from bot.store.memory import SqliteMemory, StoredMemory
+from bot.store.fts import FTS5
 from bot.store.usage import ensure_usage_tables
 
-__all__ = ["Store", "StoredMemory", "existing_database", "open_store"]
+__all__ = ["Store", "existing_database", "open_store"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -35,7 +36,7 @@ class Store:
 
     db: Database
     history: History
-    memory: SqliteMemory
+    memory: Memory
     records: TurnRecords
     buffer: ChatBuffer
     inbox: Inbox
@@ -92,7 +93,7 @@ async def open_store(
     return Store(
         db=db,
         history=history,
-        memory=SqliteMemory(db, memory, clock),
+        memory=Memory(db, FTS5, memory, clock),
         records=records,
         buffer=buffer,
         inbox=Inbox(db, clock, buffer=buffer),
