@@ -72,9 +72,9 @@ class Engine:
             from bot.pgstore.inbox import PgInbox
 
             return PgInbox(store.db, self.clock, **bounds)
-        from bot.store.inbox import SqliteInbox
+        from bot.sql.inbox import Inbox
 
-        return SqliteInbox(store.db, self.clock, **bounds)
+        return Inbox(store.db, self.clock, **bounds)
 
 
 _state: dict[str, Any] = {}

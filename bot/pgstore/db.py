@@ -19,6 +19,8 @@ import structlog
 
 from bot.errors import StoreClosedError, StoreOpenError
 from bot.pgstore.schema import migrate
+from bot.pgstore.sql import PgSql
+from bot.sql.conn import Sql
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +95,15 @@ class PgDatabase:
                 log.info("store_write_retried", error=type(exc).__name__, attempt=attempt)
                 await asyncio.sleep(0.01 * attempt)
         raise AssertionError("unreachable")
+
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+        """`write`, with the connection as the shared store logic's `Sql`."""
+        return await self.write(lambda conn: op(PgSql(conn)))
+
+    def reads(self) -> Sql:
+        """The pool as the shared store logic's `Sql` (each read on any pooled connection)."""
+        self._check_open()
+        return PgSql(self._pool)
 
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         self._check_open()

@@ -23,7 +23,9 @@ import aiosqlite
 import structlog
 
 from bot.errors import StoreClosedError, StoreOpenError
+from bot.sql.conn import Sql
 from bot.store.schema import migrate
+from bot.store.sql import SqliteSql
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +86,15 @@ class Database:
                     await self._writer.execute("ROLLBACK")
                 raise
             return result
+
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+        """`write`, with the connection as the shared store logic's `Sql`."""
+        return await self.write(lambda conn: op(SqliteSql(conn)))
+
+    def reads(self) -> Sql:
+        """The query-only connection as the shared store logic's `Sql`."""
+        self._check_open()
+        return SqliteSql(self._reader)
 
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         self._check_open()
