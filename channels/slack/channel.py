@@ -59,6 +59,7 @@ from channels.slack.settings import SlackSettings
 log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
+_BOLT_LOG = logging.getLogger("channels.slack.bolt")
 INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
 
@@ -105,7 +106,7 @@ class SlackChannel:
             client=self._client,
             signing_secret=secrets.get("SLACK_SIGNING_SECRET") or "",
             name="bot.slack",
-            logger=logging.getLogger("channels.slack.bolt"),
+            logger=_BOLT_LOG,
             request_verification_enabled=settings.mode == "http",
             process_before_response=True,
             raise_error_for_unhandled_request=True,
@@ -381,12 +382,12 @@ async def _acknowledge() -> None:
 async def _on_error(error: Exception, body: dict[str, Any]) -> BoltResponse | None:
     """Bolt's error hook. A request no listener matches (`app_rate_limited`, an interactive
     payload, an event callback without an event) passed the signature check, so it is
-    acknowledged like an unhandled event type; a listener's own failure is logged and keeps
-    bolt's 500."""
+    acknowledged like an unhandled event type; any other failure is logged as bolt's own handler
+    logs it and keeps bolt's 500."""
     if isinstance(error, BoltUnhandledRequestError):
         log.debug("slack_request_unhandled", type=body.get("type") if body else None)
         return BoltResponse(status=200, body="")
-    log.error("slack_listener_failed", error=repr(error), exc_info=error)
+    _BOLT_LOG.error("Failed to run listener function (error: %s)", error, exc_info=error)
     return None
 
 
