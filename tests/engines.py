@@ -68,10 +68,6 @@ class Engine:
 
     def inbox(self, store: Any, **bounds: Any) -> Any:
         """An inbox with its own bounds on the open store's database."""
-        if self.postgres:
-            from bot.pgstore.inbox import PgInbox
-
-            return PgInbox(store.db, self.clock, **bounds)
         from bot.sql.inbox import Inbox
 
         return Inbox(store.db, self.clock, **bounds)

@@ -18,13 +18,13 @@ from bot.pgstore.claims import PgWorkShare
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
 from bot.pgstore.fts import TSVECTOR
-from bot.pgstore.inbox import PgInbox, PgOutbox
 from bot.pgstore.leader import PgLeadership
-from bot.pgstore.owners import duty, hold, new_owner
+from bot.pgstore.owners import Replica, duty, hold, new_owner
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
 from bot.sql.attachments import Attachments
 from bot.sql.buffer import ChatBuffer
 from bot.sql.history import History
+from bot.sql.inbox import Inbox, Outbox
 from bot.sql.memory import Memory
 from bot.sql.records import TurnRecords
 from bot.sql.usage import UsageLedger
@@ -41,8 +41,8 @@ class PgStore:
     memory: Memory
     records: TurnRecords
     buffer: ChatBuffer
-    inbox: PgInbox
-    outbox: PgOutbox
+    inbox: Inbox
+    outbox: Outbox
     leadership: PgLeadership
     share: PgWorkShare
     usage: UsageLedger
@@ -85,14 +85,15 @@ async def open_pg_store(
     history = History(db, settings, clock)
     records = TurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     buffer = ChatBuffer(db, clock)
+    replica = Replica(owner)
     return PgStore(
         db=db,
         history=history,
         memory=Memory(db, TSVECTOR, memory, clock),
         records=records,
         buffer=buffer,
-        inbox=PgInbox(db, clock, owner=owner, buffer=buffer),
-        outbox=PgOutbox(db, history, records, clock, owner=owner),
+        inbox=Inbox(db, clock, buffer=buffer, owners=replica),
+        outbox=Outbox(db, history, records, clock, owners=replica),
         leadership=leadership,
         share=PgWorkShare(db, owner),
         usage=UsageLedger(db, clock),

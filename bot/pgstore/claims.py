@@ -11,8 +11,8 @@ advisory lock on its key, so steps of different replicas on one conversation nev
 3. Hence the owned items of a conversation are always the oldest ones, all of one replica, which
    runs them in accepted order on one lane; whoever finishes them takes the newer ones on next
    (`adopt` again), and if it dies first, any live replica does (`orphaned`, then `adopt`).
-4. Publishing a turn's end checks the item is still the publisher's (`PgOutbox.publish`), so work
-   adopted from a replica taken for gone is never published twice.
+4. Publishing a turn's end checks the item is still the publisher's (`owners.Replica.finish`), so
+   work adopted from a replica taken for gone is never published twice.
 """
 
 from __future__ import annotations

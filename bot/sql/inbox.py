@@ -6,9 +6,9 @@ one transaction too: the turn's history, its answer's parts, its item's terminal
 turn record. Marks, finished items and settled parts are bounded by age and by count; pruning runs
 every `PRUNE_EVERY` accepted events so the common path stays a few statements.
 
-Where replicas share the work (PostgreSQL, `bot.pgstore.inbox`), items and parts also name the
-replica that runs them: that engine's subclasses override `pending`, `undelivered`, `_add_parts`
-and `_finish`.
+Whose work an item or part is, is the store's `Owners`: on SQLite one process owns it all (the
+default here: nothing recorded or checked); PostgreSQL's replicas name themselves on their work
+(`bot.pgstore.owners.Replica`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,33 @@ class PruneSchedule:
         return True
 
 
+class Owners:
+    """Whose work the inbox's items and the outbox's parts are. This default is for a store that
+    one process owns all of: its tables name no owner, and everything pending is its own."""
+
+    def items(self) -> tuple[str, tuple[str, ...]]:
+        """A condition on inbox rows: the pending items this process runs."""
+        return "TRUE", ()
+
+    def parts(self) -> tuple[str, tuple[str, ...]]:
+        """A condition on outbox rows: the undelivered parts this process posts."""
+        return "TRUE", ()
+
+    async def add_parts(self, tx: Sql, parts: list[PartRow], now: float) -> None:
+        """Insert a publication's parts, as this process's to post."""
+        await tx.execute_many(
+            """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
+                   platform_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(*part, now) for part in parts],
+        )
+
+    async def finish(self, tx: Sql, item_id: int, state: InboxState, now: float) -> None:
+        """Mark an item finished (it is this process's, so no check)."""
+        await tx.execute(
+            "UPDATE inbox SET state = ?, finished_at = ? WHERE id = ?", state.value, now, item_id
+        )
+
+
 class Inbox:
     """The Inbox port: accepted events and their dedupe marks."""
 
@@ -61,6 +88,7 @@ class Inbox:
         keep: int = DEFAULT_KEEP,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
         buffer: ChatBuffer | None = None,
+        owners: Owners | None = None,
     ):
         """`buffer`: the store's chat buffer, which `note` appends chatter to (a default one on
         the same database when None)."""
@@ -70,6 +98,7 @@ class Inbox:
         self._max_age = max_age_days * _DAY
         self._prune_schedule = PruneSchedule()
         self._buffer = buffer or ChatBuffer(db, clock)
+        self._owners = owners or Owners()
 
     async def accept(
         self,
@@ -132,8 +161,13 @@ class Inbox:
         return await self._db.transaction(claim)
 
     async def pending(self) -> list[InboxItem]:
+        """Unfinished items that are this process's to run (with one process: all of them;
+        what other replicas left comes through `WorkShare`)."""
+        mine, params = self._owners.items()
         rows = await self._db.reads().fetch_all(
-            "SELECT id, attempts, request FROM inbox WHERE state = 'pending' ORDER BY id"
+            "SELECT id, attempts, request FROM inbox "
+            f"WHERE state = 'pending' AND {mine} ORDER BY id",
+            *params,
         )
         return inbox_items(rows)
 
@@ -183,11 +217,14 @@ class Outbox:
         history: History,
         records: TurnRecords,
         clock: Callable[[], float],
+        *,
+        owners: Owners | None = None,
     ):
         self._db = db
         self._history = history
         self._records = records
         self._clock = clock
+        self._owners = owners or Owners()
 
     async def publish(self, publication: Publication) -> None:
         key = publication.conversation_key
@@ -201,11 +238,11 @@ class Outbox:
             if fresh or publication.replace:
                 await self._history.write_staged(tx, key, fresh, publication.replace)
             now = self._clock()
-            await self._add_parts(tx, parts, now)
+            await self._owners.add_parts(tx, parts, now)
             # The parts took the ids of the messages the turn's streams opened.
             await tx.execute_many("DELETE FROM streams WHERE turn_id = ?", [(t,) for t in turns])
             if publication.item_id is not None and publication.state is not None:
-                await self._finish(tx, publication.item_id, publication.state, now)
+                await self._owners.finish(tx, publication.item_id, publication.state, now)
             if record is not None and document is not None:
                 await self._records.write_staged(tx, record, document)
 
@@ -220,7 +257,9 @@ class Outbox:
         await self._settle(part_id, "abandoned", None, error)
 
     async def undelivered(self) -> list[OutboxPart]:
-        return await self._parts("WHERE state = 'pending' ORDER BY id")
+        """This process's unposted parts (what other replicas left comes through `WorkShare`)."""
+        mine, params = self._owners.parts()
+        return await self._parts(f"WHERE state = 'pending' AND {mine} ORDER BY id", *params)
 
     async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
         async def opened(tx: Sql) -> None:
@@ -252,18 +291,6 @@ class Outbox:
             *params,
         )
         return outbox_parts(rows)
-
-    async def _add_parts(self, tx: Sql, parts: list[PartRow], now: float) -> None:
-        await tx.execute_many(
-            """INSERT INTO outbox (part_id, turn_id, conversation_key, idx, route, text,
-                   platform_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-            [(*part, now) for part in parts],
-        )
-
-    async def _finish(self, tx: Sql, item_id: int, state: InboxState, now: float) -> None:
-        await tx.execute(
-            "UPDATE inbox SET state = ?, finished_at = ? WHERE id = ?", state.value, now, item_id
-        )
 
     async def _settle(
         self, part_id: str, state: str, platform_id: str | None, error: str | None
