@@ -177,6 +177,38 @@ def test_doctor_fails_a_job_that_bot_run_would_refuse(bot: RunBot, tmp_path: Pat
     assert "cron.jobs[0]" in run.stderr
 
 
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"BOT_SLACK__ENABLED": "true", "BOT_SLACK__MODE": "http"}, "slack.mode = 'http'"),
+        (
+            {"BOT_TELEGRAM__ENABLED": "true", "BOT_TELEGRAM__MODE": "webhook"},
+            "telegram.mode = 'webhook'",
+        ),
+    ],
+    ids=["slack-http", "telegram-webhook"],
+)
+def test_doctor_fails_an_intake_that_needs_the_http_port_when_it_is_off(
+    bot: RunBot, tmp_path: Path, env: dict[str, str], names: str
+) -> None:
+    # SPEC §9: doctor prints what is wrong and the fix; `bot run` refuses this config at start.
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    tokens = {
+        "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+        "SLACK_BOT_TOKEN": "xoxb-doctor",
+        "SLACK_SIGNING_SECRET": "signing-secret",
+        "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
+        "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
+    }
+    env = {**tokens, **env, "BOT_HTTP__ENABLED": "false"}
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1, result.stdout
+    assert names in failed[0]
+    assert "http.enabled = true" in failed[0]
+    assert result.returncode == 1
+
+
 # --config after any command, at any depth, and in every --help ---------------------------------
 
 _NESTED = [
