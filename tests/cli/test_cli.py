@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from bot.cli import COMMANDS, main
 from tests.cli.conftest import RunBot, run_command
-from tests.conftest import write_config
+from tests.conftest import subprocess_env, write_config
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -207,6 +209,34 @@ def test_doctor_fails_an_intake_that_needs_the_http_port_when_it_is_off(
     assert names in failed[0]
     assert "http.enabled = true" in failed[0]
     assert result.returncode == 1
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(agent_dir: Path) -> None:
+    # `bot history show --list | head`: the reader closed the pipe; no traceback, no "critical".
+    # A process of its own (the warm server's forks keep their streams differently).
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: every write fails with EPIPE
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "--config",
+                str(agent_dir / "bot.toml"),
+                "cron",
+                "list",
+            ],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 141  # as a program killed by SIGPIPE would exit
 
 
 # --config after any command, at any depth, and in every --help ---------------------------------
