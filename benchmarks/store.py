@@ -25,11 +25,11 @@ from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.memory import MemoryCapture, MemoryScope
+from bot.sql.codec import encode_entry
+from bot.sql.memory import attributed
+from bot.sql.terms import STOPWORDS
+from bot.sql.terms import words as index_words
 from bot.store import Store, open_store
-from bot.store.codec import encode_entry
-from bot.store.fts import STOPWORDS
-from bot.store.fts import words as index_words
-from bot.store.memory import attributed
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 SURFACES = 400

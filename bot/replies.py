@@ -127,6 +127,9 @@ COMMAND_HELP: Sequence[tuple[str, str]] = (
     ("help", "list these commands"),
     ("compact", "summarize the older part of this conversation to make room"),
 )
+# Every command the host answers itself, as /help lists them and a platform's command menu
+# (Telegram's setMyCommands) offers them.
+MENU_COMMANDS: Sequence[tuple[str, str]] = (*COMMAND_HELP, *CHAT_COMMANDS)
 
 
 def greeting(identity: str) -> str:
@@ -139,7 +142,7 @@ def greeting(identity: str) -> str:
 def help_text(skills: Sequence[tuple[str, str]]) -> str:
     """The answer to `/help`: the host's commands, then one line per skill (name, description)."""
     lines = ["Commands:"]
-    lines += [f"/{name} - {what}" for name, what in (*COMMAND_HELP, *CHAT_COMMANDS)]
+    lines += [f"/{name} - {what}" for name, what in MENU_COMMANDS]
     if skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
         lines += [f"/{name} - {description}" for name, description in skills]

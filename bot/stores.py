@@ -14,9 +14,9 @@ from bot.ports.history import ChatBuffer, HistoryStore
 from bot.ports.leadership import Leadership
 from bot.ports.memory import MemoryStore
 from bot.ports.records import TurnRecords, UsageEntry, UsageLedger
-from bot.store.history import ConversationInfo
-from bot.store.memory import StoredMemory
-from bot.store.records import RecordSummary
+from bot.sql.history import ConversationInfo
+from bot.sql.memory import StoredMemory
+from bot.sql.records import RecordSummary
 
 
 class OperatorHistory(HistoryStore, Protocol):

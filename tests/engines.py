@@ -68,13 +68,9 @@ class Engine:
 
     def inbox(self, store: Any, **bounds: Any) -> Any:
         """An inbox with its own bounds on the open store's database."""
-        if self.postgres:
-            from bot.pgstore.inbox import PgInbox
+        from bot.sql.inbox import Inbox
 
-            return PgInbox(store.db, self.clock, **bounds)
-        from bot.store.inbox import SqliteInbox
-
-        return SqliteInbox(store.db, self.clock, **bounds)
+        return Inbox(store.db, self.clock, **bounds)
 
 
 _state: dict[str, Any] = {}

@@ -54,6 +54,18 @@ def test_environment_overrides_the_file(agent_dir: Path) -> None:
     assert settings.model.base_url == "http://127.0.0.1:9"
 
 
+def test_anthropic_base_url_in_the_environment_overrides_the_file(agent_dir: Path) -> None:
+    # SPEC §9: env > file > defaults; §8: ANTHROPIC_BASE_URL honoured. BOT_MODEL__BASE_URL, the
+    # setting's own variable, is the more specific of the two.
+    write_config(agent_dir, "[model]\nbase_url = 'http://127.0.0.1:1'\n")
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    settings = load_config(agent_dir / "bot.toml", env=env).settings
+    assert settings.model.base_url == "http://127.0.0.1:9"
+    env["BOT_MODEL__BASE_URL"] = "http://127.0.0.1:7"
+    settings = load_config(agent_dir / "bot.toml", env=env).settings
+    assert settings.model.base_url == "http://127.0.0.1:7"
+
+
 def test_secrets_come_from_the_environment_and_never_show(agent_dir: Path) -> None:
     config = load_config(agent_dir / "bot.toml", env={"ANTHROPIC_API_KEY": "sk-ant-secret123"})
     assert config.secrets.get("ANTHROPIC_API_KEY") == "sk-ant-secret123"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Protocol, cast
@@ -132,9 +133,16 @@ def main(argv: list[str] | None = None) -> int:
         for warning in config.warnings:
             print(f"bot: warning: {warning}", file=sys.stderr)
         configure_logging(config.settings.logging, secrets=config.secrets)
-        return module.run(args, config)
+        status = module.run(args, config)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
     except ConfigError as exc:
         print(f"bot: configuration error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Whoever read the output went away (`bot history show --list | head`): stop quietly, as
+        # a program SIGPIPE ends would. Stdout now points nowhere so the exit flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -272,7 +272,9 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        http = self.web if self._runs.http and settings.http.enabled else None
+        # Channels add their routes whenever the port is configured, so a command that does not
+        # serve it (`bot cron run`) accepts the same config as `bot run`.
+        http = self.web if settings.http.enabled else None
         departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
@@ -283,7 +285,7 @@ class App:
         self.web.router.add_get("/healthz", self._healthz)
         self.web.router.add_get("/metrics", self._metrics)
         await self._prepare_cron(store, deliverers)
-        if http is not None:
+        if http is not None and self._runs.http:
             await self._start_http()
         await self._start_channels(self._host)
         await self._start_cron()

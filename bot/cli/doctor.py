@@ -56,6 +56,8 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
         checks.append(_policy(config))
     if checks[-1].ok:
         checks.append(_window(config))
+    checks.append(_http_port(config))
+    checks.append(_jobs(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     checks.extend(_streaming(config))
@@ -102,6 +104,41 @@ def _policy(config: Config) -> Check:
         return Check("surfaces and templates", False, str(exc))
     rules = len(config.settings.surfaces)
     return Check("surfaces and templates", True, f"{rules} surface rule(s); templates valid")
+
+
+def _http_port(config: Config) -> Check:
+    """Whether the HTTP port is on where an enabled intake needs it (`bot run` refuses else)."""
+    settings = config.settings
+    needs = []
+    if settings.slack.enabled and settings.slack.mode == "http":
+        needs.append("slack.mode = 'http' (Slack posts events to /slack/events)")
+    if settings.telegram.enabled and settings.telegram.mode == "webhook":
+        needs.append(
+            f"telegram.mode = 'webhook' (Telegram posts to {settings.telegram.webhook_path})"
+        )
+    if settings.http.enabled:
+        return Check("http port", True, f"{settings.http.host}:{settings.http.port}")
+    if needs:
+        detail = (
+            f"http.enabled = false, but {' and '.join(needs)} needs the host's HTTP port. "
+            "Fix: set http.enabled = true, or use Slack's socket mode and Telegram's polling."
+        )
+        return Check("http port", False, detail)
+    return Check("http port", True, "off (nothing enabled needs it)")
+
+
+def _jobs(config: Config) -> Check:
+    """The scheduled jobs and webhooks, checked as `bot run` checks them at start-up."""
+    from channels.cron.plan import plan_hooks, plan_jobs
+
+    settings = config.settings
+    platforms = settings.platforms()
+    try:
+        jobs = plan_jobs(settings.cron, platforms)
+        hooks = plan_hooks(settings.webhooks, config.secrets, platforms, http=settings.http.enabled)
+    except ConfigError as exc:
+        return Check("jobs and webhooks", False, str(exc))
+    return Check("jobs and webhooks", True, f"{len(jobs)} job(s), {len(hooks)} webhook(s)")
 
 
 async def _database(config: Config) -> Check:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.prompt.attachments import marker as attachment_marker
-from bot.store import ConversationInfo
-from bot.store.codec import encode_entry
+from bot.sql.codec import encode_entry
+from bot.sql.history import ConversationInfo
 from bot.stores import OpenStore
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolUseBlock
 

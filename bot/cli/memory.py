@@ -8,7 +8,7 @@ import sys
 
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.store import StoredMemory
+from bot.sql.memory import StoredMemory
 from bot.stores import OpenStore
 
 HELP = "search or forget long-term memory entries"

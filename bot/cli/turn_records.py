@@ -11,7 +11,7 @@ from typing import Any
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.logs import redact_value
-from bot.store import RecordSummary
+from bot.sql.records import RecordSummary
 from bot.stores import OpenStore
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"

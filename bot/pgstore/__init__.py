@@ -14,19 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
-from bot.pgstore.attachments import PgAttachments
-from bot.pgstore.buffer import PgChatBuffer
 from bot.pgstore.claims import PgWorkShare
 from bot.pgstore.cron_runs import PgCronRuns
 from bot.pgstore.db import PgDatabase, shown_url
-from bot.pgstore.history import PgHistory
-from bot.pgstore.inbox import PgInbox, PgOutbox
+from bot.pgstore.fts import TSVECTOR
 from bot.pgstore.leader import PgLeadership
-from bot.pgstore.memory import PgMemory
-from bot.pgstore.owners import duty, hold, new_owner
-from bot.pgstore.records import PgTurnRecords
+from bot.pgstore.owners import Replica, duty, hold, new_owner
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
-from bot.pgstore.usage import PgUsage
+from bot.sql.attachments import Attachments
+from bot.sql.buffer import ChatBuffer
+from bot.sql.history import History
+from bot.sql.inbox import Inbox, Outbox
+from bot.sql.memory import Memory
+from bot.sql.records import TurnRecords
+from bot.sql.usage import UsageLedger
 
 __all__ = ["SCHEMA_VERSION", "PgStore", "open_pg_store", "shown_url"]
 
@@ -36,16 +37,16 @@ class PgStore:
     """The open store; each attribute implements one port of `bot.ports`."""
 
     db: PgDatabase
-    history: PgHistory
-    memory: PgMemory
-    records: PgTurnRecords
-    buffer: PgChatBuffer
-    inbox: PgInbox
-    outbox: PgOutbox
+    history: History
+    memory: Memory
+    records: TurnRecords
+    buffer: ChatBuffer
+    inbox: Inbox
+    outbox: Outbox
     leadership: PgLeadership
     share: PgWorkShare
-    usage: PgUsage
-    attachments: PgAttachments
+    usage: UsageLedger
+    attachments: Attachments
     owner: str  # this replica, in the inbox and outbox (see bot.pgstore.owners)
 
     @property
@@ -81,20 +82,21 @@ async def open_pg_store(
     except BaseException:
         await db.aclose()
         raise
-    history = PgHistory(db, settings, clock)
-    records = PgTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
-    buffer = PgChatBuffer(db, clock)
+    history = History(db, settings, clock)
+    records = TurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
+    buffer = ChatBuffer(db, clock)
+    replica = Replica(owner)
     return PgStore(
         db=db,
         history=history,
-        memory=PgMemory(db, memory, clock),
+        memory=Memory(db, TSVECTOR, memory, clock),
         records=records,
         buffer=buffer,
-        inbox=PgInbox(db, clock, owner=owner, buffer=buffer),
-        outbox=PgOutbox(db, history, records, clock, owner=owner),
+        inbox=Inbox(db, clock, buffer=buffer, owners=replica),
+        outbox=Outbox(db, history, records, clock, owners=replica),
         leadership=leadership,
         share=PgWorkShare(db, owner),
-        usage=PgUsage(db, clock),
-        attachments=PgAttachments(db, attachments or AttachmentSettings(), clock),
+        usage=UsageLedger(db, clock),
+        attachments=Attachments(db, attachments or AttachmentSettings(), clock),
         owner=owner,
     )

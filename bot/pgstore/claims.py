@@ -11,8 +11,8 @@ advisory lock on its key, so steps of different replicas on one conversation nev
 3. Hence the owned items of a conversation are always the oldest ones, all of one replica, which
    runs them in accepted order on one lane; whoever finishes them takes the newer ones on next
    (`adopt` again), and if it dies first, any live replica does (`orphaned`, then `adopt`).
-4. Publishing a turn's end checks the item is still the publisher's (`PgOutbox.publish`), so work
-   adopted from a replica taken for gone is never published twice.
+4. Publishing a turn's end checks the item is still the publisher's (`owners.Replica.finish`), so
+   work adopted from a replica taken for gone is never published twice.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from bot.inbox import Adopted
 from bot.pgstore.db import PgDatabase
 from bot.pgstore.owners import is_live
-from bot.store.request_codec import inbox_items, outbox_parts
+from bot.sql.request_codec import inbox_items, outbox_parts
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('conversation:' || $1, 0))"
 _OWNERS = """SELECT owner FROM inbox WHERE conversation_key = $1 AND state = 'pending'

@@ -1,6 +1,6 @@
 """Cron and webhook run records (the `bot.ports.cron.CronRuns` port) on PostgreSQL, bounded like
-the SQLite store's: the newest `keep_per_job` records of each job, none older than
-`max_age_days`."""
+the SQLite store's (`bot.sql.cron_runs`): the newest `keep_per_job` records of each job, none
+older than `max_age_days`."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ from typing import Any
 
 from bot.pgstore.db import PgDatabase
 from bot.ports.cron import CronRun, CronRunStatus
-from bot.store.cron_runs import (
-    _COLUMNS,
+from bot.sql.cron_runs import (
+    COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
-    _row,
-    _run,
-    _time,
+    run_row,
+    stored_run,
+    stored_time,
 )
 
 # Longer than any cron turn runs (model timeouts and retries included).
 STALE_RUN_SECONDS = 30 * 60
 _MARKS = ", ".join(f"${n}" for n in range(1, 13))
-_UPDATES = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.replace(" ", "").split(",")[1:])
+_UPDATES = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS.replace(" ", "").split(",")[1:])
 
 
 class PgCronRuns:
@@ -40,12 +40,12 @@ class PgCronRuns:
         self._max_age = max_age_days * 86_400.0
 
     async def save(self, run: CronRun) -> None:
-        row = list(_row(run))
+        row = list(run_row(run))
         row[8] = bool(row[8])  # delivered: a boolean column here
 
         async def save(conn: Any) -> None:
             await conn.execute(
-                f"INSERT INTO cron_runs ({_COLUMNS}) VALUES ({_MARKS}) "
+                f"INSERT INTO cron_runs ({COLUMNS}) VALUES ({_MARKS}) "
                 f"ON CONFLICT (run_id) DO UPDATE SET {_UPDATES}",
                 *row,
             )
@@ -62,15 +62,15 @@ class PgCronRuns:
         found = await self._db.fetch_value(
             "SELECT max(scheduled_for) FROM cron_runs WHERE job = $1", (job,)
         )
-        return _time(found)
+        return stored_time(found)
 
     async def recent(self, job: str, limit: int = 20) -> list[CronRun]:
         rows = await self._db.fetch_all(
-            f"SELECT {_COLUMNS} FROM cron_runs WHERE job = $1 "
+            f"SELECT {COLUMNS} FROM cron_runs WHERE job = $1 "
             "ORDER BY fired_at DESC, seq DESC LIMIT $2",
             (job, limit),
         )
-        return [_run(tuple(row)) for row in rows]
+        return [stored_run(row) for row in rows]
 
     async def interrupt_running(self, finished_at: datetime) -> int:
         """Mark interrupted the runs still `running` that no live replica can still be running

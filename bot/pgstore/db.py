@@ -17,8 +17,11 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
-from bot.errors import StoreClosedError, StoreOpenError
+from bot.errors import StoreOpenError
 from bot.pgstore.schema import migrate
+from bot.pgstore.sql import PgSql
+from bot.sql.conn import Sql
+from bot.sql.writes import ShieldedWrites
 
 log = structlog.get_logger(__name__)
 
@@ -49,8 +52,7 @@ class PgDatabase:
     def __init__(self, pool: Any, where: str) -> None:
         self.where = where
         self._pool = pool
-        self._running: set[asyncio.Task[Any]] = set()
-        self._closed = False
+        self._writes = ShieldedWrites(where)
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = POOL_SIZE) -> PgDatabase:
@@ -75,12 +77,7 @@ class PgDatabase:
 
     async def write(self, op: Write[T]) -> T:
         """Run `op(connection)` in one transaction; commit when it returns, roll back on raise."""
-        self._check_open()
-        task = asyncio.ensure_future(self._transaction(op))
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
-        task.add_done_callback(_log_unretrieved)
-        return await asyncio.shield(task)
+        return await self._writes.run(self._transaction(op))
 
     async def _transaction(self, op: Write[T]) -> T:
         for attempt in range(1, _RETRIES + 1):
@@ -94,45 +91,37 @@ class PgDatabase:
                 await asyncio.sleep(0.01 * attempt)
         raise AssertionError("unreachable")
 
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+        """`write`, with the connection as the shared store logic's `Sql`."""
+        return await self.write(lambda conn: op(PgSql(conn)))
+
+    def reads(self) -> Sql:
+        """The pool as the shared store logic's `Sql` (each read on any pooled connection)."""
+        self._writes.check_open()
+        return PgSql(self._pool)
+
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
-        self._check_open()
+        self._writes.check_open()
         return list(await self._pool.fetch(sql, *params))
 
     async def fetch_one(self, sql: str, params: Iterable[Any] = ()) -> Any:
-        self._check_open()
+        self._writes.check_open()
         return await self._pool.fetchrow(sql, *params)
 
     async def fetch_value(self, sql: str, params: Iterable[Any] = ()) -> Any:
-        self._check_open()
+        self._writes.check_open()
         return await self._pool.fetchval(sql, *params)
 
     async def session(self, op: Write[T]) -> T:
         """Run `op` on one connection of its own, outside any transaction (advisory locks)."""
-        self._check_open()
+        self._writes.check_open()
         async with self._pool.acquire() as conn:
             return await op(conn)
 
     async def aclose(self) -> None:
         """Let started writes finish, then close the pool. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
-        await self._pool.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"{self.where}: the store is closed. Fix: open it again with open_store()."
-            )
-
-
-def _log_unretrieved(task: asyncio.Task[Any]) -> None:
-    # A shielded write whose caller was cancelled has nobody to raise to; retrieve its exception
-    # so asyncio does not report it as never retrieved, and log it instead.
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("store_write_failed", error=type(task.exception()).__name__)
+        if await self._writes.close():
+            await self._pool.close()
 
 
 def _reason(exc: BaseException) -> str:

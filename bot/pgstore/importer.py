@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from bot.errors import TargetNotEmptyError
 from bot.pgstore.db import PgDatabase
-from bot.pgstore.memory import storable
+from bot.pgstore.fts import storable
 
 
 class Exported(Protocol):

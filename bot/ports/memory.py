@@ -97,7 +97,7 @@ class Departures(Protocol):
 
 class MemoryStore(Protocol):
     """Long-term memory (SPEC §6). Every implementation (SQLite, PostgreSQL) keeps this contract;
-    `bot.store.rules` holds the engine-neutral parts (relevance gate, hold-back, bounds)."""
+    `bot.sql.rules` holds the engine-neutral parts (relevance gate, hold-back, bounds)."""
 
     async def recall(
         self, query: str, scope: MemoryScope, holds: RequestHolds | None = None

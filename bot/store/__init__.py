@@ -15,24 +15,19 @@ from pathlib import Path
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import StoreOpenError
-from bot.store.attachments import SqliteAttachments
-from bot.store.buffer import SqliteChatBuffer
+from bot.sql.attachments import Attachments
+from bot.sql.buffer import ChatBuffer
+from bot.sql.history import History
+from bot.sql.inbox import Inbox, Outbox
+from bot.sql.memory import Memory
+from bot.sql.records import TurnRecords
+from bot.sql.usage import UsageLedger
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.store.db import Database
-from bot.store.history import ConversationInfo, SqliteHistory
-from bot.store.inbox import SqliteInbox, SqliteOutbox
-from bot.store.memory import SqliteMemory, StoredMemory
-from bot.store.records import RecordSummary, SqliteTurnRecords
-from bot.store.usage import SqliteUsage
+from bot.store.fts import FTS5
+from bot.store.usage import ensure_usage_tables
 
-__all__ = [
-    "ConversationInfo",
-    "RecordSummary",
-    "Store",
-    "StoredMemory",
-    "existing_database",
-    "open_store",
-]
+__all__ = ["Store", "existing_database", "open_store"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -40,14 +35,14 @@ class Store:
     """The open store; each attribute implements one port of `bot.ports` or `bot.inbox`."""
 
     db: Database
-    history: SqliteHistory
-    memory: SqliteMemory
-    records: SqliteTurnRecords
-    buffer: SqliteChatBuffer
-    inbox: SqliteInbox
-    outbox: SqliteOutbox
-    usage: SqliteUsage
-    attachments: SqliteAttachments
+    history: History
+    memory: Memory
+    records: TurnRecords
+    buffer: ChatBuffer
+    inbox: Inbox
+    outbox: Outbox
+    usage: UsageLedger
+    attachments: Attachments
 
     @property
     def leadership(self) -> None:
@@ -87,25 +82,24 @@ async def open_store(
     `clock` gives unix seconds; tests pass their own to age conversations and events.
     """
     db = await Database.open(settings.path)
-    usage = SqliteUsage(db, clock)
     try:
-        await usage.ensure_tables()
+        await ensure_usage_tables(db)
     except BaseException:
         await db.aclose()
         raise
-    history = SqliteHistory(db, settings, clock)
-    records = SqliteTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
-    buffer = SqliteChatBuffer(db, clock)
+    history = History(db, settings, clock)
+    records = TurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
+    buffer = ChatBuffer(db, clock)
     return Store(
         db=db,
         history=history,
-        memory=SqliteMemory(db, memory, clock),
+        memory=Memory(db, FTS5, memory, clock),
         records=records,
         buffer=buffer,
-        inbox=SqliteInbox(db, clock, buffer=buffer),
-        outbox=SqliteOutbox(db, history, records, clock),
-        usage=usage,
-        attachments=SqliteAttachments(db, attachments or AttachmentSettings(), clock),
+        inbox=Inbox(db, clock, buffer=buffer),
+        outbox=Outbox(db, history, records, clock),
+        usage=UsageLedger(db, clock),
+        attachments=Attachments(db, attachments or AttachmentSettings(), clock),
     )
 
 

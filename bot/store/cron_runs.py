@@ -10,17 +10,23 @@ each job, none older than `max_age_days`.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import aiosqlite
 
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus
+from bot.sql.cron_runs import (
+    COLUMNS,
+    DEFAULT_KEEP_PER_JOB,
+    DEFAULT_MAX_AGE_DAYS,
+    INTERRUPTED_ERROR,
+    run_row,
+    stored_run,
+    stored_time,
+)
 
-DEFAULT_KEEP_PER_JOB = 200
-DEFAULT_MAX_AGE_DAYS = 90.0
 BUSY_TIMEOUT_MS = 10_000
-INTERRUPTED_ERROR = "the process stopped before the run finished"
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS cron_runs (
@@ -46,10 +52,6 @@ _SCHEMA = (
         claimed_at REAL NOT NULL,
         PRIMARY KEY (job, slot)
     )""",
-)
-_COLUMNS = (
-    "run_id, job, trigger, attempt, scheduled_for, fired_at, finished_at, status, delivered, "
-    "parts, accepted, error"
 )
 
 
@@ -77,8 +79,8 @@ class SqliteCronRuns:
 
     async def save(self, run: CronRun) -> None:
         await self._conn.execute(
-            f"INSERT OR REPLACE INTO cron_runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            _row(run),
+            f"INSERT OR REPLACE INTO cron_runs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            run_row(run),
         )
         if run.status is not CronRunStatus.RUNNING:
             await self._prune(run.job, run.fired_at)
@@ -89,17 +91,17 @@ class SqliteCronRuns:
 
     async def last_slot(self, job: str) -> datetime | None:
         row = await self._one("SELECT MAX(scheduled_for) FROM cron_runs WHERE job = ?", (job,))
-        return _time(row[0]) if row else None
+        return stored_time(row[0]) if row else None
 
     async def recent(self, job: str, limit: int = 20) -> list[CronRun]:
         if not await self._has_table():
             return []
         async with self._conn.execute(
-            f"SELECT {_COLUMNS} FROM cron_runs WHERE job = ? ORDER BY fired_at DESC, rowid DESC "
+            f"SELECT {COLUMNS} FROM cron_runs WHERE job = ? ORDER BY fired_at DESC, rowid DESC "
             "LIMIT ?",
             (job, limit),
         ) as cursor:
-            return [_run(row) for row in await cursor.fetchall()]
+            return [stored_run(row) for row in await cursor.fetchall()]
 
     async def interrupt_running(self, finished_at: datetime) -> int:
         async with self._conn.execute(
@@ -179,45 +181,3 @@ def _uri(path: Path, read_only: bool) -> str:
         )
     # mode=rw never creates the file: only the store creates it, owner-only.
     return f"{path.resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
-
-
-def _row(run: CronRun) -> tuple[object, ...]:
-    return (
-        run.run_id,
-        run.job,
-        run.trigger.value,
-        run.attempt,
-        run.scheduled_for.timestamp() if run.scheduled_for else None,
-        run.fired_at.timestamp(),
-        run.finished_at.timestamp() if run.finished_at else None,
-        run.status.value,
-        int(run.delivered),
-        run.parts,
-        run.accepted,
-        run.error,
-    )
-
-
-def _run(row: sqlite3.Row | tuple[object, ...]) -> CronRun:
-    (run_id, job, trigger, attempt, scheduled, fired, finished, status, delivered, parts,
-     accepted, error) = tuple(row)  # fmt: skip
-    return CronRun(
-        run_id=str(run_id),
-        job=str(job),
-        trigger=CronTrigger(str(trigger)),
-        attempt=int(str(attempt)),
-        scheduled_for=_time(scheduled),
-        fired_at=_time(fired) or datetime.fromtimestamp(0, UTC),
-        finished_at=_time(finished),
-        status=CronRunStatus(str(status)),
-        delivered=bool(delivered),
-        parts=int(str(parts)),
-        accepted=int(str(accepted)),
-        error=None if error is None else str(error),
-    )
-
-
-def _time(value: object) -> datetime | None:
-    if value is None:
-        return None
-    return datetime.fromtimestamp(float(str(value)), UTC)

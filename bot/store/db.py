@@ -5,8 +5,8 @@ transaction (`Database.write`); other processes (the CLI next to `bot run`) wait
 timeout. Reads go through a second, query-only connection, which in WAL mode sees only committed
 transactions and never waits for the writer.
 
-A write once started is shielded from cancellation: it commits or rolls back as a whole, so a
-cancelled turn can never leave a half-written transaction or a held lock behind.
+A write once started is shielded from cancellation (`bot.sql.writes`): it commits or rolls back as
+a whole, so a cancelled turn can never leave a half-written transaction or a held lock behind.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
-from bot.errors import StoreClosedError, StoreOpenError
+from bot.errors import StoreOpenError
+from bot.sql.conn import Sql
+from bot.sql.writes import ShieldedWrites
 from bot.store.schema import migrate
+from bot.store.sql import SqliteSql
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +46,7 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._lock = asyncio.Lock()
-        self._running: set[asyncio.Task[Any]] = set()
-        self._closed = False
+        self._writes = ShieldedWrites(str(path))
 
     @classmethod
     async def open(cls, path: Path) -> Database:
@@ -62,14 +64,7 @@ class Database:
 
     async def write(self, op: Write[T]) -> T:
         """Run `op` in one write transaction; commit when it returns, roll back when it raises."""
-        if self._closed:
-            raise StoreClosedError(
-                f"{self.path}: the store is closed. Fix: open it again with open_store()."
-            )
-        task = asyncio.ensure_future(self._transaction(op))
-        self._running.add(task)
-        task.add_done_callback(_forget_task(self._running))
-        return await asyncio.shield(task)
+        return await self._writes.run(self._transaction(op))
 
     async def _transaction(self, op: Write[T]) -> T:
         async with self._lock:
@@ -85,19 +80,28 @@ class Database:
                 raise
             return result
 
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+        """`write`, with the connection as the shared store logic's `Sql`."""
+        return await self.write(lambda conn: op(SqliteSql(conn)))
+
+    def reads(self) -> Sql:
+        """The query-only connection as the shared store logic's `Sql`."""
+        self._writes.check_open()
+        return SqliteSql(self._reader)
+
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
-        self._check_open()
+        self._writes.check_open()
         async with self._reader.execute(sql, tuple(params)) as cursor:
             return list(await cursor.fetchall())
 
     async def fetch_one(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
-        self._check_open()
+        self._writes.check_open()
         async with self._reader.execute(sql, tuple(params)) as cursor:
             return await cursor.fetchone()
 
     async def stream(self, sql: str, size: int = 1000) -> AsyncIterator[list[sqlite3.Row]]:
         """The rows of one query (one consistent snapshot), `size` at a time."""
-        self._check_open()
+        self._writes.check_open()
         async with self._reader.execute(sql) as cursor:
             while rows := list(await cursor.fetchmany(size)):
                 yield rows
@@ -108,30 +112,9 @@ class Database:
 
     async def aclose(self) -> None:
         """Let started writes finish, then close both connections. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
-        await self._reader.close()
-        await self._writer.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"{self.path}: the store is closed. Fix: open it again with open_store()."
-            )
-
-
-def _forget_task(running: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
-    def done(task: asyncio.Task[Any]) -> None:
-        running.discard(task)
-        # A shielded write whose caller was cancelled has nobody to raise to; retrieve its
-        # exception so asyncio does not report it as never retrieved, and log it instead.
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("store_write_failed", error=type(task.exception()).__name__)
-
-    return done
+        if await self._writes.close():
+            await self._reader.close()
+            await self._writer.close()
 
 
 async def _connect(path: Path, *, query_only: bool) -> aiosqlite.Connection:

@@ -27,7 +27,7 @@ CONVERSATION_ID_MAX = 200
 # Slack conversation ids (C…, G…, D…) and user ids; Telegram numeric chat ids, optionally with a
 # forum topic id (`-1001234567890:7`), the forms the channels' `route_to` accepts.
 _DESTINATION_ID = {
-    "slack": re.compile(r"^[A-Z][A-Z0-9]{2,31}$"),
+    "slack": re.compile(r"^[A-Z][A-Z0-9]{1,31}$"),
     "telegram": re.compile(r"^-?[0-9]{1,20}(:[0-9]{1,10})?$"),
 }
 _DESTINATION_EXAMPLE = {"slack": "slack:C0123456789", "telegram": "telegram:-1001234567890"}

@@ -37,6 +37,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -58,6 +59,7 @@ from channels.slack.settings import SlackSettings
 log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
+_BOLT_LOG = logging.getLogger("channels.slack.bolt")
 INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
 
@@ -104,10 +106,12 @@ class SlackChannel:
             client=self._client,
             signing_secret=secrets.get("SLACK_SIGNING_SECRET") or "",
             name="bot.slack",
-            logger=logging.getLogger("channels.slack.bolt"),
+            logger=_BOLT_LOG,
             request_verification_enabled=settings.mode == "http",
             process_before_response=True,
+            raise_error_for_unhandled_request=True,
         )
+        self._app.error(_on_error)
         self._app.event("app_mention")(self._on_event)
         self._app.event("message")(self._on_event)
         self._app.event("member_left_channel")(self._on_left)
@@ -373,6 +377,18 @@ async def _nothing() -> None:
 
 async def _acknowledge() -> None:
     """An event type we do not handle: acknowledged (bolt would answer 404, and Slack retry)."""
+
+
+async def _on_error(error: Exception, body: dict[str, Any]) -> BoltResponse | None:
+    """Bolt's error hook. A request no listener matches (`app_rate_limited`, an interactive
+    payload, an event callback without an event) passed the signature check, so it is
+    acknowledged like an unhandled event type; any other failure is logged as bolt's own handler
+    logs it and keeps bolt's 500."""
+    if isinstance(error, BoltUnhandledRequestError):
+        log.debug("slack_request_unhandled", type=body.get("type") if body else None)
+        return BoltResponse(status=200, body="")
+    _BOLT_LOG.error("Failed to run listener function (error: %s)", error, exc_info=error)
+    return None
 
 
 def api_base(url: str) -> str:

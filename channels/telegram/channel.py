@@ -41,7 +41,7 @@ from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.leadership import Leadership
 from bot.ports.memory import Departure, Departures
-from bot.replies import CHAT_COMMANDS
+from bot.replies import MENU_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.files import TelegramFiles
 from channels.telegram.mapping import (
@@ -206,7 +206,7 @@ class TelegramChannel:
 
     async def _register_commands(self) -> None:
         """List the host's chat commands in Telegram's command menu; a refusal is only logged."""
-        commands = [BotCommand(name, description) for name, description in CHAT_COMMANDS]
+        commands = [BotCommand(name, description) for name, description in MENU_COMMANDS]
         try:
             await self._app.bot.set_my_commands(commands)
         except TelegramError as exc:

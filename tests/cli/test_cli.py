@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from bot.cli import COMMANDS, main
 from tests.cli.conftest import RunBot, run_command
-from tests.conftest import write_config
+from tests.conftest import subprocess_env, write_config
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -154,6 +156,87 @@ def test_doctor_names_every_token_an_enabled_channel_needs(bot: RunBot, tmp_path
     for name in ("ANTHROPIC_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TELEGRAM_BOT_TOKEN"):
         assert name in failed
     assert result.returncode == 1
+
+
+def test_doctor_fails_a_job_that_bot_run_would_refuse(bot: RunBot, tmp_path: Path) -> None:
+    # SPEC §9: doctor checks the config and prints what is wrong and how to fix it; a job whose
+    # schedule or destination `bot run` refuses must not pass as "ok".
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    with (tmp_path / "demo" / "bot.toml").open("a") as config:
+        config.write(
+            '\n[[cron.jobs]]\nname = "digest"\nschedule = "0 9 * * 1-5"\n'
+            'prompt = "Write the digest."\nnotify = "slack:C0123456789"\n'
+        )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789"}
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1, result.stdout
+    assert "cron.jobs[0]" in failed[0]
+    assert "[slack] enabled = true" in failed[0]  # the fix
+    assert result.returncode == 1
+    run = bot("run", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    assert run.returncode == 2
+    assert "cron.jobs[0]" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"BOT_SLACK__ENABLED": "true", "BOT_SLACK__MODE": "http"}, "slack.mode = 'http'"),
+        (
+            {"BOT_TELEGRAM__ENABLED": "true", "BOT_TELEGRAM__MODE": "webhook"},
+            "telegram.mode = 'webhook'",
+        ),
+    ],
+    ids=["slack-http", "telegram-webhook"],
+)
+def test_doctor_fails_an_intake_that_needs_the_http_port_when_it_is_off(
+    bot: RunBot, tmp_path: Path, env: dict[str, str], names: str
+) -> None:
+    # SPEC §9: doctor prints what is wrong and the fix; `bot run` refuses this config at start.
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    tokens = {
+        "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+        "SLACK_BOT_TOKEN": "xoxb-doctor",
+        "SLACK_SIGNING_SECRET": "signing-secret",
+        "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
+        "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
+    }
+    env = {**tokens, **env, "BOT_HTTP__ENABLED": "false"}
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1, result.stdout
+    assert names in failed[0]
+    assert "http.enabled = true" in failed[0]
+    assert result.returncode == 1
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(agent_dir: Path) -> None:
+    # `bot history show --list | head`: the reader closed the pipe; no traceback, no "critical".
+    # A process of its own (the warm server's forks keep their streams differently).
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: every write fails with EPIPE
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "--config",
+                str(agent_dir / "bot.toml"),
+                "cron",
+                "list",
+            ],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 141  # as a program killed by SIGPIPE would exit
 
 
 # --config after any command, at any depth, and in every --help ---------------------------------

@@ -15,9 +15,9 @@ from bot.cli.settings import load_config
 from bot.config import MemorySettings, StoreSettings
 from bot.errors import ConfigError, SchemaTooNewError, StoreOpenError
 from bot.pgstore import SCHEMA_VERSION, open_pg_store
-from bot.pgstore.memory import tsquery_text
+from bot.pgstore.fts import tsquery_text
 from bot.ports.memory import MemoryCapture, MemoryScope
-from bot.store.fts import query_terms
+from bot.sql.terms import query_terms
 from bot.stores import OpenStore
 from tests.engines import Engine
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.store.codec import bound_entry, decode_entry, encode_entry, shorten
+from bot.sql.codec import bound_entry, decode_entry, encode_entry, shorten
 from bot.stores import OpenStore
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.engines import Clock, Engine

@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.store.fts import (
-    CANDIDATE_BUDGET,
-    MAX_TERMS,
-    SMALL_CORPUS,
-    choose_terms,
-    match_expression,
-    query_terms,
-)
+from bot.sql.terms import CANDIDATE_BUDGET, MAX_TERMS, SMALL_CORPUS, choose_terms, query_terms
+from bot.store.fts import match_expression
 
 
 @pytest.fixture(scope="module")

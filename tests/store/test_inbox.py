@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.history import Chatter
 from bot.ports.records import TurnRecord
-from bot.store.request_codec import decode_request, encode_request
+from bot.sql.request_codec import decode_request, encode_request
 from bot.stores import OpenStore
 from bot.turns import (
     ConversationKind,

@@ -9,7 +9,7 @@ import pytest
 
 from bot.config import MemorySettings
 from bot.ports.memory import MemoryCapture, MemoryScope
-from bot.store.memory import memory_text
+from bot.sql.memory import memory_text
 from bot.stores import OpenStore
 from tests.engines import Clock, Engine
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, RequestHolds
-from bot.store.rules import bounded, in_fence, specific_terms, stem
+from bot.sql.rules import bounded, in_fence, specific_terms, stem
 from bot.stores import OpenStore
 from tests.store.recall_labels import CHATTER, MEMORIES, QUERIES
 

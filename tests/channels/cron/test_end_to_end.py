@@ -130,6 +130,21 @@ async def test_bot_cron_run_with_the_silent_token_posts_nothing_and_says_so(
     assert slack.posts == []
 
 
+async def test_bot_cron_run_works_with_the_config_bot_run_uses_for_slack_http_mode(
+    make_config: MakeConfig,
+    slack: FakeSlack,
+    claude: FakeAnthropic,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # SPEC §7 Cron: `bot cron run NAME` runs one now, whatever mode Slack's events come in by.
+    jobs = 'mode = "http"\n\n' + NEWS_JOB  # lands under [slack]
+    config = make_config(jobs, SLACK_SIGNING_SECRET="signing-secret-0123", BOT_HTTP__ENABLED="true")
+    claude.script("Posted by hand.")
+    assert await cron_cli._run_now(config, "news") == 0
+    assert printed(capsys) == "news: delivered (1 part)"
+    assert [(p["channel"], p["text"]) for p in slack.posts] == [(NEWS, "Posted by hand.")]
+
+
 async def test_a_delivery_failure_is_recorded_honestly(
     make_config: MakeConfig,
     slack: FakeSlack,

@@ -69,6 +69,14 @@ def test_malformed_destinations_are_refused(notify: str, says: str) -> None:
         planned_jobs(settings)
 
 
+@pytest.mark.parametrize("ident", ["C1", "G7", "D0DM", "C0123456789"])
+def test_slack_destinations_accept_any_channel_id(ident: str) -> None:
+    # SPEC §7: notify is `slack:<channel id>`. The check catches names (#general), not lengths:
+    # a short id (a local Slack stand-in's C1) is still an id.
+    (plan,) = planned_jobs(settings_with([job(notify=f"slack:{ident}")]))
+    assert plan.run.notify == Destination("slack", ident)
+
+
 def test_telegram_destinations_accept_chat_ids_and_forum_topics() -> None:
     settings = settings_with(
         [job("a", notify="telegram:-1001234567890"), job("b", notify="telegram:-1001234567890:7")],

@@ -199,6 +199,45 @@ async def test_event_types_without_a_handler_are_acknowledged(
     assert claude.requests == []
 
 
+# Bodies Slack sends that match no listener at all (no event type to route on): bolt answers them
+# 404 by default, which Slack retries (app_rate_limited goes to the Events URL, SPEC §7 Slack).
+UNROUTED = [
+    {
+        "token": "x",
+        "type": "app_rate_limited",
+        "team_id": TEAM,
+        "minute_rate_limited": 1,
+        "api_app_id": "A1",
+    },
+    {"type": "event_callback", "team_id": TEAM, "event_id": "Ev0NOEVENT"},
+    {
+        "type": "block_actions",
+        "team": {"id": TEAM},
+        "user": {"id": "U1"},
+        "actions": [{"action_id": "a1", "block_id": "b1", "type": "button", "value": "v"}],
+    },
+]
+
+
+@pytest.mark.parametrize("body", UNROUTED, ids=["app_rate_limited", "no_event", "block_actions"])
+async def test_requests_no_listener_matches_are_acknowledged_too(
+    body: dict[str, Any], slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    config = make_config('mode = "http"\n', BOT_HTTP__ENABLED="true", BOT_HTTP__PORT="0")
+    raw, headers = slack.signed(body, SIGNING_SECRET)
+    async with App(config) as app, aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{app.http_port}{EVENTS_PATH}"
+        async with session.post(url, data=raw, headers=headers) as response:
+            status = response.status
+        bad_headers = {**headers, "X-Slack-Signature": "v0=" + "0" * 64}
+        async with session.post(url, data=raw, headers=bad_headers) as response:
+            forged = response.status
+    async with App(make_config()) as app:
+        await slack.acked(await slack.push(body))
+    assert (status, forged) == (200, 401)  # acknowledged, but only when signed
+    assert claude.requests == []
+
+
 def reaction_added(slack: FakeSlack) -> dict[str, Any]:
     message = slack.say(GENERAL, ALICE, "nice")
     body = slack.event_body(GENERAL, message, "reaction_added")

@@ -113,7 +113,9 @@ async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
     await channel.stop()
     await channel.start(Sink())
     await channel.stop()
-    assert [c["command"] for c in tg.commands] == ["memory", "forget"]
+    # SPEC §7 Telegram: /help lists the commands, and they are registered with setMyCommands:
+    # every command the host answers itself, /help first.
+    assert [c["command"] for c in tg.commands] == ["help", "compact", "memory", "forget"]
 
 
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:

@@ -105,7 +105,7 @@ async def test_memory_and_forget_in_a_dm_and_a_group_never_reach_the_model(
         await tg.push(tg.message(dm, alice, "/memory"))
         replies = [sent.plain for sent in await tg.wait_sent(8)]
         bobs = await app.store.memory.own(f"telegram:{BOB_ID}", _group_scope(), 10)
-    assert tg.commands == [
+    assert tg.commands[-2:] == [
         {"command": "memory", "description": "What I remember you said here"},
         {"command": "forget", "description": "Forget what you said: /forget N, or /forget all"},
     ]

@@ -1,4 +1,4 @@
-"""Long-term memory (SPEC §6): attributed captures, FTS5 BM25 recall under the privacy scope.
+"""Long-term memory (SPEC §6): attributed captures, full-text recall under the privacy scope.
 
 Each successful exchange becomes one row whose text names its speaker (`User (Alice Chen
 (@alice)): ...` then `Assistant: ...`), with the surface it was heard in and the person who spoke.
@@ -13,8 +13,9 @@ Recall searches across conversations but only returns what the asking scope may 
   when `memory.wide_console_recall` is set.
 
 Recall never repeats the request: memories captured in this conversation's replayed history
-window are excluded in the query (by source conversation and time), then `bot.store.rules` holds
-back what the preceding-messages fence carries, gates for relevance and bounds the hits.
+window are excluded in the query (by source conversation and time), then `bot.sql.rules` holds
+back what the preceding-messages fence carries, gates for relevance and bounds the hits. Only the
+search itself is the engine's own (`FullText`: SQLite's FTS5 BM25, PostgreSQL's tsvector rank).
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiosqlite
 import structlog
 
 from bot.config import MemorySettings
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
-from bot.store import rules
-from bot.store.codec import shorten
-from bot.store.db import Database
-from bot.store.fts import choose_terms, match_expression, query_terms, words
+from bot.sql import rules
+from bot.sql.codec import shorten
+from bot.sql.conn import Row, Sql, SqlDatabase
+from bot.sql.terms import choose_terms, query_terms, words
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +47,24 @@ CANDIDATES_PER_HIT = 4
 # How often (in captures) the row bound is checked: counting on every capture would cost more
 # than the overshoot it prevents.
 RETENTION_EVERY = 100
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class FullText:
+    """How an engine finds memories by their words: the one part of memory that differs.
+
+    The search reads `FROM {source} WHERE {match}`, the memories as `m`; the engine's query
+    (`query(terms)`) is the one `?` of `source` and `match` together."""
+
+    query: Callable[[list[str]], str | None]  # OR-ing the words; None when there are none
+    source: str
+    match: str
+    score: str  # how well `m` matches: higher is better
+    storable: Callable[[str], str] = _as_is  # text as the engine can hold it
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +93,18 @@ def attributed(item: MemoryCapture) -> tuple[str, int, int]:
     return f"{who}: {said}\nAssistant: {answered}", start, start + len(said)
 
 
-class SqliteMemory:
+class Memory:
     """The MemoryStore port, plus operator search and forget."""
 
-    def __init__(self, db: Database, settings: MemorySettings, clock: Callable[[], float]):
+    def __init__(
+        self,
+        db: SqlDatabase,
+        search: FullText,
+        settings: MemorySettings,
+        clock: Callable[[], float],
+    ):
         self._db = db
+        self._fts = search
         self._settings = settings
         self._clock = clock
         self._window = settings.participation_window_hours * 3600
@@ -87,71 +112,77 @@ class SqliteMemory:
     async def capture(self, item: MemoryCapture) -> None:
         if not self._settings.enabled or not (item.user_text.strip() or item.answer.strip()):
             return
+        storable = self._fts.storable
         text, said_from, said_to = attributed(item)
+        text = storable(text)
         captured_at = item.at.timestamp() if item.at else self._clock()
+        person = None if item.person is None else storable(item.person)
+        surface = storable(item.surface)
 
-        async def capture(conn: aiosqlite.Connection) -> None:
-            inserted = await conn.execute(
+        async def capture(tx: Sql) -> None:
+            row_id = await tx.fetch_value(
                 """INSERT INTO memories (conversation_key, surface, person, text, captured_at,
                                          turn_id, said_from, said_to)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    item.conversation_key,
-                    item.surface,
-                    item.person,
-                    text,
-                    captured_at,
-                    item.turn_id,
-                    said_from,
-                    said_to,
-                ),
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                storable(item.conversation_key),
+                surface,
+                person,
+                text,
+                captured_at,
+                item.turn_id,
+                said_from,
+                said_to,
             )
-            cursor_id = inserted.lastrowid or 0
-            if item.person is not None:
-                await self._took_part(conn, item.person, item.surface, captured_at)
-            await conn.executemany(
+            if person is not None:
+                await self._took_part(tx, person, surface, captured_at)
+            # Sorted, so concurrent captures take the word rows' locks in one order.
+            await tx.execute_many(
                 """INSERT INTO term_docs (term, docs) VALUES (?, 1)
-                   ON CONFLICT (term) DO UPDATE SET docs = docs + 1""",
-                [(word,) for word in words(text)],
+                   ON CONFLICT (term) DO UPDATE SET docs = term_docs.docs + 1""",
+                [(word,) for word in sorted(words(text))],
             )
-            if cursor_id % RETENTION_EVERY == 0:
-                await _retain(conn, self._settings.max_entries)
+            if int(row_id) % RETENTION_EVERY == 0:
+                await _retain(tx, self._settings.max_entries)
 
-        await self._db.write(capture)
+        await self._db.transaction(capture)
 
-    async def _took_part(
-        self, conn: aiosqlite.Connection, person: str, surface: str, at: float
-    ) -> None:
+    async def _took_part(self, tx: Sql, person: str, surface: str, at: float) -> None:
         """Extend the person's latest span there when its window touches `at`, else open one."""
-        async with conn.execute(
+        await tx.lock(_participation(person, surface))
+        row = await tx.fetch_one(
             """SELECT id, since, until FROM participation WHERE person = ? AND surface = ?
                ORDER BY until DESC LIMIT 1""",
-            (person, surface),
-        ) as cursor:
-            row = await cursor.fetchone()
-        if (
-            row is not None
-            and row["since"] - 2 * self._window <= at <= row["until"] + 2 * self._window
-        ):
-            await conn.execute(
-                "UPDATE participation SET since = min(since, ?), until = max(until, ?)"
-                " WHERE id = ?",
-                (at, at, row["id"]),
+            person,
+            surface,
+        )
+        reach = 2 * self._window
+        if row is not None and row["since"] - reach <= at <= row["until"] + reach:
+            await tx.execute(
+                "UPDATE participation SET since = ?, until = ? WHERE id = ?",
+                min(row["since"], at),
+                max(row["until"], at),
+                row["id"],
             )
             return
-        await conn.execute(
+        await tx.execute(
             "INSERT INTO participation (person, surface, since, until) VALUES (?, ?, ?, ?)",
-            (person, surface, at, at),
+            person,
+            surface,
+            at,
+            at,
         )
 
     async def left(self, person: str, surface: str, at: datetime) -> None:
-        async def end(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
+        async def end(tx: Sql) -> None:
+            await tx.lock(_participation(person, surface))
+            await tx.execute(
                 "DELETE FROM participation WHERE person = ? AND surface = ? AND since <= ?",
-                (person, surface, at.timestamp()),
+                person,
+                surface,
+                at.timestamp(),
             )
 
-        await self._db.write(end)
+        await self._db.transaction(end)
         log.info("memory_participation_ended")
 
     async def recall(
@@ -164,18 +195,21 @@ class SqliteMemory:
             return []
         docs, corpus = await self._frequencies(terms)
         specific = rules.specific_terms(terms, docs, corpus)
-        expression = match_expression(choose_terms(specific, docs, corpus))
+        expression = self._fts.query(choose_terms(specific, docs, corpus))
         if expression is None:
             return []
         where, params = self._scope_filter(scope)
         held, held_params = _held_filter(holds)
-        rows = await self._db.fetch_all(
+        fts = self._fts
+        rows = await self._db.reads().fetch_all(
             f"""SELECT m.id, m.text, m.surface, m.captured_at, m.said_from, m.said_to,
-                       bm25(memories_fts) AS rank
-                FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-                WHERE memories_fts MATCH ? AND {where} AND {held}
-                ORDER BY rank LIMIT ?""",
-            (expression, *params, *held_params, settings.recall_hits * CANDIDATES_PER_HIT),
+                       {fts.score} AS score
+                FROM {fts.source} WHERE {fts.match} AND {where} AND {held}
+                ORDER BY score DESC, m.id DESC LIMIT ?""",
+            expression,
+            *params,
+            *held_params,
+            settings.recall_hits * CANDIDATES_PER_HIT,
         )
         return rules.select(
             [_hit(row) for row in rows],
@@ -188,17 +222,17 @@ class SqliteMemory:
 
     async def _frequencies(self, terms: list[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each term, and (about) how many memories there are."""
-        marks = ", ".join("?" * len(terms))
-        rows = await self._db.fetch_all(
-            f"SELECT term, docs FROM term_docs WHERE term IN ({marks})", terms
+        reads = self._db.reads()
+        rows = await reads.fetch_all(
+            f"SELECT term, docs FROM term_docs WHERE term IN ({_marks(terms)})", *terms
         )
         # The highest id counts forgotten rows too; close enough for choosing query words.
-        corpus = await self._db.fetch_one("SELECT coalesce(max(id), 0) FROM memories")
-        return {row["term"]: int(row["docs"]) for row in rows}, int(corpus[0]) if corpus else 0
+        corpus = await reads.fetch_value("SELECT coalesce(max(id), 0) FROM memories")
+        return {row["term"]: int(row["docs"]) for row in rows}, int(corpus or 0)
 
     def _scope_filter(self, scope: MemoryScope) -> tuple[str, tuple[Any, ...]]:
         if scope.surfaceless and self._settings.wide_console_recall:
-            return "1", ()
+            return "TRUE", ()
         if scope.private and scope.person is not None:
             return (
                 """(m.person = ? OR m.surface = ? OR EXISTS (
@@ -211,11 +245,13 @@ class SqliteMemory:
 
     async def own(self, person: str, scope: MemoryScope, limit: int) -> tuple[list[OwnMemory], int]:
         where, params = _own_filter(person, scope)
-        total = await self._db.fetch_one(f"SELECT count(*) FROM memories m WHERE {where}", params)
-        rows = await self._db.fetch_all(
+        reads = self._db.reads()
+        total = await reads.fetch_value(f"SELECT count(*) FROM memories m WHERE {where}", *params)
+        rows = await reads.fetch_all(
             f"""SELECT m.id, m.text, m.said_from, m.said_to, m.captured_at FROM memories m
                 WHERE {where} ORDER BY m.captured_at DESC, m.id DESC LIMIT ?""",
-            (*params, limit),
+            *params,
+            limit,
         )
         own = [
             OwnMemory(
@@ -225,7 +261,7 @@ class SqliteMemory:
             )
             for row in rows
         ]
-        return own, int(total[0]) if total else 0
+        return own, int(total or 0)
 
     async def forget_own(
         self, person: str, scope: MemoryScope, ids: Sequence[str] | None = None
@@ -235,28 +271,29 @@ class SqliteMemory:
             numbers = [_row_id(memory_id) for memory_id in ids]
             if not numbers:
                 return 0
-            where += f" AND m.id IN ({', '.join('?' * len(numbers))})"
+            where += f" AND m.id IN ({_marks(numbers)})"
             params = (*params, *numbers)
 
-        async def forget(conn: aiosqlite.Connection) -> int:
-            async with conn.execute(
-                f"DELETE FROM memories AS m WHERE {where} RETURNING text", params
-            ) as cursor:
-                gone = list(await cursor.fetchall())
-            await _uncount(conn, [row["text"] for row in gone])
+        async def forget(tx: Sql) -> int:
+            gone = await tx.fetch_all(
+                f"DELETE FROM memories AS m WHERE {where} RETURNING text", *params
+            )
+            await _uncount(tx, [row["text"] for row in gone])
             return len(gone)
 
-        return await self._db.write(forget)
+        return await self._db.transaction(forget)
 
     async def search(self, query: str, *, limit: int = 20) -> list[StoredMemory]:
         """Operator search across every scope, best first, ungated."""
-        expression = match_expression(query_terms(query))
+        fts = self._fts
+        expression = fts.query(query_terms(query))
         if expression is None:
             return []
-        rows = await self._db.fetch_all(
-            """SELECT m.* FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-               WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT ?""",
-            (expression, limit),
+        rows = await self._db.reads().fetch_all(
+            f"""SELECT m.* FROM {fts.source} WHERE {fts.match}
+                ORDER BY {fts.score} DESC, m.id DESC LIMIT ?""",
+            expression,
+            limit,
         )
         return [_stored(row) for row in rows]
 
@@ -264,50 +301,48 @@ class SqliteMemory:
         """Delete one memory (and its index entry); True when it existed."""
         row_id = _row_id(memory_id)
 
-        async def forget(conn: aiosqlite.Connection) -> bool:
-            async with conn.execute(
-                "DELETE FROM memories WHERE id = ? RETURNING text", (row_id,)
-            ) as cursor:
-                row = await cursor.fetchone()
-            if row is None:
+        async def forget(tx: Sql) -> bool:
+            text = await tx.fetch_value("DELETE FROM memories WHERE id = ? RETURNING text", row_id)
+            if text is None:
                 return False
-            await _uncount(conn, [row["text"]])
+            await _uncount(tx, [text])
             return True
 
-        return await self._db.write(forget)
+        return await self._db.transaction(forget)
 
     async def count(self) -> int:
-        row = await self._db.fetch_one("SELECT count(*) FROM memories")
-        return int(row[0]) if row else 0
+        return int(await self._db.reads().fetch_value("SELECT count(*) FROM memories") or 0)
 
 
-async def _retain(conn: aiosqlite.Connection, limit: int) -> None:
+async def _retain(tx: Sql, limit: int) -> None:
     """Drop the oldest memories past `limit`, keeping the word counts in step."""
-    async with conn.execute("SELECT count(*) FROM memories") as cursor:
-        row = await cursor.fetchone()
-    excess = (int(row[0]) if row else 0) - limit
+    excess = int(await tx.fetch_value("SELECT count(*) FROM memories") or 0) - limit
     if excess <= 0:
         return
-    async with conn.execute(
+    rows = await tx.fetch_all(
         """DELETE FROM memories WHERE id IN (SELECT id FROM memories ORDER BY id LIMIT ?)
            RETURNING text""",
-        (excess,),
-    ) as cursor:
-        await _uncount(conn, [row["text"] for row in await cursor.fetchall()])
+        excess,
+    )
+    await _uncount(tx, [row["text"] for row in rows])
     log.info("memory_pruned", removed=excess)
 
 
-async def _uncount(conn: aiosqlite.Connection, texts: Sequence[str]) -> None:
-    """Keep the word counts in step with deleted memories."""
-    gone = [(word,) for text in texts for word in words(text)]
-    await conn.executemany("UPDATE term_docs SET docs = docs - 1 WHERE term = ?", gone)
-    await conn.executemany("DELETE FROM term_docs WHERE term = ? AND docs <= 0", gone)
+async def _uncount(tx: Sql, texts: Sequence[str]) -> None:
+    """One fewer memory holds each word of each deleted text (in one order, as `capture`)."""
+    gone = sorted(word for text in texts for word in words(text))
+    await tx.execute_many(
+        "UPDATE term_docs SET docs = docs - 1 WHERE term = ?", [(w,) for w in gone]
+    )
+    await tx.execute_many(
+        "DELETE FROM term_docs WHERE term = ? AND docs <= 0", [(w,) for w in sorted(set(gone))]
+    )
 
 
 def _held_filter(holds: RequestHolds) -> tuple[str, tuple[Any, ...]]:
     """SQL leaving out memories of the replayed history window (source conversation and time)."""
     if holds.conversation_key is None or holds.history_since is None:
-        return "1", ()
+        return "TRUE", ()
     return (
         "NOT (m.conversation_key = ? AND m.captured_at >= ?)",
         (holds.conversation_key, holds.history_since.timestamp()),
@@ -321,7 +356,15 @@ def _own_filter(person: str, scope: MemoryScope) -> tuple[str, tuple[Any, ...]]:
     return "m.person = ? AND m.surface = ?", (person, scope.surface)
 
 
-def _said(row: Any) -> str:
+def _participation(person: str, surface: str) -> str:
+    return f"participation:{person}\n{surface}"
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _said(row: Row) -> str:
     text: str = row["text"]
     return text[row["said_from"] : row["said_to"]] if row["said_to"] else ""
 
@@ -336,18 +379,18 @@ def _row_id(memory_id: str) -> int:
         ) from None
 
 
-def _hit(row: Any) -> MemoryHit:
+def _hit(row: Row) -> MemoryHit:
     return MemoryHit(
         id=str(row["id"]),
         text=row["text"],
         surface=row["surface"],
-        score=-float(row["rank"]),
+        score=float(row["score"]),
         captured_at=datetime.fromtimestamp(row["captured_at"], UTC),
         said=_said(row),
     )
 
 
-def _stored(row: Any) -> StoredMemory:
+def _stored(row: Row) -> StoredMemory:
     return StoredMemory(
         id=str(row["id"]),
         conversation_key=row["conversation_key"],

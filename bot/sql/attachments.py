@@ -5,31 +5,33 @@ A conversation reads only what it shared itself (`load` and `find` join on its r
 content id learnt elsewhere opens nothing. Every replay touches what it read, so an attachment
 still in some conversation's history window stays; past `store_idle_days` without a replay, or
 past `store_max_bytes` (least recently used first), it goes, and history shows its marker alone.
+Pruning holds one lock (`Sql.lock`), so replicas storing at once prune one at a time and never
+drop what another has just stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import aiosqlite
 import structlog
 
 from bot.config import AttachmentSettings
 from bot.ports.attachments import StoredAttachment
-from bot.store.db import Database
+from bot.sql.conn import Sql, SqlDatabase
 
 log = structlog.get_logger(__name__)
 
 _DAY = 86_400.0
 _PRUNE_BATCH = 64
-_MAX_LOAD = 500  # ids per query, well inside SQLite's parameter limit
+_MAX_LOAD = 500  # ids per query, well inside either engine's parameter limit
+_PRUNE_LOCK = "attachments:prune"
 
 
-class SqliteAttachments:
-    """The AttachmentStore port on the shared database."""
+class Attachments:
+    """The AttachmentStore port on the store's database."""
 
     def __init__(
-        self, db: Database, settings: AttachmentSettings, clock: Callable[[], float]
+        self, db: SqlDatabase, settings: AttachmentSettings, clock: Callable[[], float]
     ) -> None:
         self._db = db
         self._settings = settings
@@ -38,30 +40,37 @@ class SqliteAttachments:
     async def put(self, key: str, content_id: str, media_type: str, data: bytes) -> None:
         now = self._clock()
 
-        async def put(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
+        async def put(tx: Sql) -> None:
+            await tx.execute(
                 """INSERT INTO attachments (id, media_type, data, bytes, stored_at, used_at)
                    VALUES (?, ?, ?, ?, ?, ?)
                    ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at""",
-                (content_id, media_type, data, len(data), now, now),
+                content_id,
+                media_type,
+                data,
+                len(data),
+                now,
+                now,
             )
-            await conn.execute(
-                "INSERT OR IGNORE INTO attachment_refs (key, id) VALUES (?, ?)", (key, content_id)
+            await tx.execute(
+                "INSERT INTO attachment_refs (key, id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                key,
+                content_id,
             )
-            await self._prune(conn, content_id, now)
+            await self._prune(tx, content_id, now)
 
-        await self._db.write(put)
+        await self._db.transaction(put)
 
     async def load(self, key: str, content_ids: Sequence[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(content_ids))[:_MAX_LOAD]
         if not wanted:
             return {}
-        marks = ",".join("?" * len(wanted))
-        rows = await self._db.fetch_all(
+        rows = await self._db.reads().fetch_all(
             f"""SELECT a.id, a.data FROM attachments a
                 JOIN attachment_refs r ON r.id = a.id AND r.key = ?
-                WHERE a.id IN ({marks})""",
-            (key, *wanted),
+                WHERE a.id IN ({_marks(wanted)})""",
+            key,
+            *wanted,
         )
         found = {str(row["id"]): bytes(row["data"]) for row in rows}
         if found:
@@ -71,11 +80,13 @@ class SqliteAttachments:
     async def find(self, key: str, prefix: str) -> StoredAttachment | None:
         if not prefix or len(prefix) > 64 or any(c not in "0123456789abcdef" for c in prefix):
             return None
-        rows = await self._db.fetch_all(
+        rows = await self._db.reads().fetch_all(
             """SELECT a.id, a.media_type, a.data FROM attachments a
                JOIN attachment_refs r ON r.id = a.id AND r.key = ?
                WHERE a.id >= ? AND a.id < ? LIMIT 2""",
-            (key, prefix, prefix + "g"),
+            key,
+            prefix,
+            prefix + "g",
         )
         if len(rows) != 1:
             return None
@@ -84,46 +95,46 @@ class SqliteAttachments:
 
     async def _touch(self, ids: list[str]) -> None:
         now = self._clock()
-        marks = ",".join("?" * len(ids))
 
-        async def touch(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
-                f"UPDATE attachments SET used_at = ? WHERE id IN ({marks})", (now, *ids)
+        async def touch(tx: Sql) -> None:
+            await tx.execute(
+                f"UPDATE attachments SET used_at = ? WHERE id IN ({_marks(ids)})", now, *ids
             )
 
         try:
-            await self._db.write(touch)
+            await self._db.transaction(touch)
         except Exception as exc:  # only ages them sooner; never fails a turn
             log.warning("attachments_touch_failed", error=type(exc).__name__)
 
-    async def _prune(self, conn: aiosqlite.Connection, keep: str, now: float) -> None:
+    async def _prune(self, tx: Sql, keep: str, now: float) -> None:
+        await tx.lock(_PRUNE_LOCK)
         cutoff = now - self._settings.store_idle_days * _DAY
-        async with conn.execute(
-            "DELETE FROM attachments WHERE used_at < ? AND id != ?", (cutoff, keep)
-        ) as cursor:
-            idle = cursor.rowcount
+        idle = await tx.execute(
+            "DELETE FROM attachments WHERE used_at < ? AND id != ?", cutoff, keep
+        )
         dropped = 0
-        while await _total(conn) > self._settings.store_max_bytes:
-            async with conn.execute(
-                "SELECT id FROM attachments WHERE id != ? ORDER BY used_at LIMIT ?",
-                (keep, _PRUNE_BATCH),
-            ) as cursor:
-                oldest = [row["id"] for row in await cursor.fetchall()]
+        total = await tx.total("attachment_bytes")
+        while total > self._settings.store_max_bytes:
+            oldest = await tx.fetch_all(
+                "SELECT id, bytes FROM attachments WHERE id != ? ORDER BY used_at LIMIT ?",
+                keep,
+                _PRUNE_BATCH,
+            )
             if not oldest:
                 break  # only the one just stored is left; it stays
-            for content_id in oldest:
-                await conn.execute("DELETE FROM attachments WHERE id = ?", (content_id,))
+            for row in oldest:
+                await tx.execute("DELETE FROM attachments WHERE id = ?", row["id"])
                 dropped += 1
-                if await _total(conn) <= self._settings.store_max_bytes:
+                total -= int(row["bytes"])
+                if total <= self._settings.store_max_bytes:
                     break
         if idle or dropped:
-            await conn.execute(
-                "DELETE FROM attachment_refs WHERE id NOT IN (SELECT id FROM attachments)"
+            await tx.execute(
+                "DELETE FROM attachment_refs WHERE NOT EXISTS "
+                "(SELECT 1 FROM attachments a WHERE a.id = attachment_refs.id)"
             )
             log.info("attachments_pruned", idle=idle, over_bytes=dropped)
 
 
-async def _total(conn: aiosqlite.Connection) -> int:
-    async with conn.execute("SELECT value FROM totals WHERE name = 'attachment_bytes'") as cursor:
-        row = await cursor.fetchone()
-    return int(row["value"]) if row else 0
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))

@@ -33,6 +33,9 @@ from bot.turns import (
 
 log = structlog.get_logger(__name__)
 
+# An outbox row's columns: part_id, turn_id, conversation_key, idx, route, text, platform_id.
+PartRow = tuple[str, str, str, int, str, str, str | None]
+
 
 def inbox_items(rows: Iterable[Any]) -> list[InboxItem]:
     """Inbox rows (`id`, `attempts`, `request`) as items; an unreadable one is logged and
@@ -75,9 +78,8 @@ def encode_request(request: TurnRequest) -> str:
     return json.dumps(_plain(request), ensure_ascii=False, separators=(",", ":"))
 
 
-def part_row(part: OutboxPart) -> tuple[str, str, str, int, str, str, str | None]:
-    """A part as the outbox table's columns: part_id, turn_id, conversation_key, idx, route,
-    text, platform_id (the reverse of `outbox_parts`)."""
+def part_row(part: OutboxPart) -> PartRow:
+    """A part as the outbox table's columns (the reverse of `outbox_parts`)."""
     return (
         part.part_id,
         part.turn_id,

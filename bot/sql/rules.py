@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from bot.ports.memory import MemoryHit
-from bot.store.codec import shorten
-from bot.store.fts import words
+from bot.sql.codec import shorten
+from bot.sql.terms import words
 
 MIN_SHARE_OF_BEST = 0.25
 MIN_HIT_BYTES = 256  # a last hit shortened below this says nothing; leave it out instead

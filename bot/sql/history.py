@@ -5,6 +5,10 @@ the conversation to its newest `history_messages` entries so that the window nev
 result or an assistant message, and records the conversation's size and activity. Only after it
 commits does a second transaction prune other conversations by the aggregate bounds (idle days,
 conversation count, total bytes), oldest-inactive first.
+
+A publish holds its conversation's lock (`Sql.lock`), so replicas sharing a database never
+interleave their publishes of one conversation, and pruning skips a conversation whose lock
+another replica holds (it is being published right now).
 """
 
 from __future__ import annotations
@@ -12,13 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import aiosqlite
 import structlog
 
 from bot.config import StoreSettings
 from bot.errors import UnreadableRecord
-from bot.store.codec import bound_entry, decode_entry, encode_entry
-from bot.store.db import Database
+from bot.sql.codec import bound_entry, decode_entry, encode_entry
+from bot.sql.conn import Sql, SqlDatabase
 from bot.turns import HistoryEntry, ToolResultBlock
 
 log = structlog.get_logger(__name__)
@@ -36,29 +39,31 @@ class ConversationInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class _Stored:
+class Staged:
+    """An entry bounded and encoded for the messages table (`History.stage`)."""
+
     seq: int | None  # None until written
     entry: HistoryEntry
     body: str
 
 
-class SqliteHistory:
-    """The HistoryStore port on the shared database."""
+class History:
+    """The HistoryStore port, plus `describe` for `bot history`."""
 
-    def __init__(self, db: Database, settings: StoreSettings, clock: Callable[[], float]):
+    def __init__(self, db: SqlDatabase, settings: StoreSettings, clock: Callable[[], float]):
         self._db = db
         self._settings = settings
         self._clock = clock
 
     async def load(self, key: str) -> list[HistoryEntry]:
-        rows = await self._db.fetch_all(
-            "SELECT seq, body FROM messages WHERE key = ? ORDER BY seq", (key,)
+        rows = await self._db.reads().fetch_all(
+            "SELECT body FROM messages WHERE key = ? ORDER BY seq", key
         )
         try:
             return [decode_entry(row["body"]) for row in rows]
         except UnreadableRecord as exc:
             # Start cold rather than crash or replay a damaged history; the next publish
-            # replaces it (see _publish).
+            # replaces it (see _read_window).
             log.warning("history_unreadable", conversation_key=key, reason=str(exc))
             return []
 
@@ -67,37 +72,40 @@ class SqliteHistory:
     ) -> None:
         fresh = self.stage(entries)
 
-        async def publish(conn: aiosqlite.Connection) -> None:
-            await self.write_staged(conn, key, fresh, replace)
+        async def publish(tx: Sql) -> None:
+            await self.write_staged(tx, key, fresh, replace)
 
-        await self._db.write(publish)
+        await self._db.transaction(publish)
         await self.prune_after(key)
 
-    def stage(self, entries: Sequence[HistoryEntry]) -> list[_Stored]:
-        """Bound and encode entries outside the write lock (see `write_staged`)."""
+    def stage(self, entries: Sequence[HistoryEntry]) -> list[Staged]:
+        """Bound and encode entries before the write transaction (see `write_staged`)."""
         limit = self._settings.message_max_bytes
-        return [_Stored(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)]
+        return [Staged(None, e, encode_entry(e)) for e in (bound_entry(e, limit) for e in entries)]
 
     async def prune_after(self, key: str) -> None:
         """The aggregate bounds, in a transaction of their own after a publish committed."""
         try:
-            await self._db.write(lambda conn: self._prune(conn, key))
+            await self._db.transaction(lambda tx: self._prune(tx, key))
         except Exception as exc:  # the publish stands; pruning runs again after the next one
             log.warning("history_prune_failed", error=type(exc).__name__, detail=str(exc))
 
     async def reset(self, key: str) -> bool:
-        async def reset(conn: aiosqlite.Connection) -> bool:
-            return await _delete_conversation(conn, key)
+        async def reset(tx: Sql) -> bool:
+            await tx.lock(_lock(key))
+            return await _delete_conversation(tx, key)
 
-        return await self._db.write(reset)
+        return await self._db.transaction(reset)
 
     async def conversations(self) -> list[str]:
-        rows = await self._db.fetch_all("SELECT key FROM conversations ORDER BY last_active DESC")
+        rows = await self._db.reads().fetch_all(
+            "SELECT key FROM conversations ORDER BY last_active DESC"
+        )
         return [row["key"] for row in rows]
 
     async def describe(self) -> list[ConversationInfo]:
         """Every conversation with its size and activity, most recently active first."""
-        rows = await self._db.fetch_all(
+        rows = await self._db.reads().fetch_all(
             """SELECT c.key, c.last_active, c.bytes,
                       (SELECT count(*) FROM messages m WHERE m.key = c.key) AS messages
                FROM conversations c ORDER BY c.last_active DESC"""
@@ -109,63 +117,55 @@ class SqliteHistory:
 
     # --- inside the write transaction -----------------------------------------------------------
 
-    async def write_staged(
-        self, conn: aiosqlite.Connection, key: str, fresh: list[_Stored], replace: bool
-    ) -> None:
+    async def write_staged(self, tx: Sql, key: str, fresh: list[Staged], replace: bool) -> None:
         """Append (or replace with) staged entries inside the caller's write transaction."""
-        existing = [] if replace else await _read_window(conn, key)
+        await tx.lock(_lock(key))
+        existing = [] if replace else await _read_window(tx, key)
         window = _trim(existing + fresh, self._settings.history_messages)
         kept_seqs = [item.seq for item in window if item.seq is not None]
         if kept_seqs:
-            await conn.execute(
-                "DELETE FROM messages WHERE key = ? AND seq < ?", (key, kept_seqs[0])
-            )
+            await tx.execute("DELETE FROM messages WHERE key = ? AND seq < ?", key, kept_seqs[0])
         else:
-            await conn.execute("DELETE FROM messages WHERE key = ?", (key,))
-        next_seq = await _next_seq(conn, key)
+            await tx.execute("DELETE FROM messages WHERE key = ?", key)
+        found = await tx.fetch_value("SELECT next_seq FROM conversations WHERE key = ?", key)
+        next_seq = int(found or 0)
         new_rows = [item for item in window if item.seq is None]
-        await conn.executemany(
+        await tx.execute_many(
             "INSERT INTO messages (key, seq, body) VALUES (?, ?, ?)",
             [(key, next_seq + i, item.body) for i, item in enumerate(new_rows)],
         )
         size = sum(len(item.body.encode("utf-8")) for item in window)
-        await conn.execute(
+        await tx.execute(
             """INSERT INTO conversations (key, last_active, bytes, next_seq) VALUES (?, ?, ?, ?)
                ON CONFLICT (key) DO UPDATE SET last_active = excluded.last_active,
                    bytes = excluded.bytes, next_seq = excluded.next_seq""",
-            (key, self._clock(), size, next_seq + len(new_rows)),
+            key,
+            self._clock(),
+            size,
+            next_seq + len(new_rows),
         )
 
-    async def _prune(self, conn: aiosqlite.Connection, keep: str) -> None:
+    async def _prune(self, tx: Sql, keep: str) -> None:
         settings = self._settings
-        idle_cutoff = self._clock() - settings.idle_days * _DAY
-        idle = await _oldest(conn, keep, "last_active < ?", (idle_cutoff,))
-        removed = {"idle": await _delete_all(conn, idle)}
-        count, total_bytes = await _totals(conn)
+        idle = await tx.fetch_all(
+            "SELECT key FROM conversations WHERE last_active < ? AND key != ? "
+            "ORDER BY last_active LIMIT ?",
+            self._clock() - settings.idle_days * _DAY,
+            keep,
+            _PRUNE_BATCH,
+        )
+        removed = {"idle": await _delete_all(tx, [row["key"] for row in idle])}
+        count = await tx.total("conversations")
         if count > settings.max_conversations:
-            surplus = await _oldest(conn, keep, "1", (), limit=count - settings.max_conversations)
-            removed["count"] = await _delete_all(conn, surplus)
-        removed["bytes"] = await self._prune_bytes(conn, keep, total_bytes)
+            surplus = await _oldest(tx, keep, count - settings.max_conversations)
+            removed["count"] = await _delete_all(tx, [key for key, _ in surplus])
+        total = await tx.total("history_bytes")
+        removed["bytes"] = await _prune_bytes(tx, keep, total, settings.max_bytes)
         if any(removed.values()):
             log.info("history_pruned", **removed)
 
-    async def _prune_bytes(self, conn: aiosqlite.Connection, keep: str, total: int) -> int:
-        removed = 0
-        while total > self._settings.max_bytes:
-            rows = await _oldest_with_size(conn, keep)
-            if not rows:
-                break  # only the conversation just published is left; it is never pruned
-            for row_key, row_bytes in rows:
-                if total <= self._settings.max_bytes:
-                    break
-                await _delete_conversation(conn, row_key)
-                total -= row_bytes
-                removed += 1
-            total = (await _totals(conn))[1]
-        return removed
 
-
-def _trim(items: list[_Stored], limit: int) -> list[_Stored]:
+def _trim(items: list[Staged], limit: int) -> list[Staged]:
     """At most `limit` items, opened on a clean start (see `_opens_window`).
 
     Over the limit, the window drops to its newest half at once instead of shedding one turn's
@@ -189,61 +189,55 @@ def _opens_window(entry: HistoryEntry) -> bool:
     return entry.role == "user" and not any(isinstance(b, ToolResultBlock) for b in entry.blocks)
 
 
-async def _read_window(conn: aiosqlite.Connection, key: str) -> list[_Stored]:
-    async with conn.execute(
-        "SELECT seq, body FROM messages WHERE key = ? ORDER BY seq", (key,)
-    ) as cursor:
-        rows = list(await cursor.fetchall())
+async def _read_window(tx: Sql, key: str) -> list[Staged]:
+    rows = await tx.fetch_all("SELECT seq, body FROM messages WHERE key = ? ORDER BY seq", key)
     try:
-        return [_Stored(row["seq"], decode_entry(row["body"]), row["body"]) for row in rows]
+        return [Staged(row["seq"], decode_entry(row["body"]), row["body"]) for row in rows]
     except UnreadableRecord as exc:
         log.warning("history_unreadable_replaced", conversation_key=key, reason=str(exc))
         return []
 
 
-async def _next_seq(conn: aiosqlite.Connection, key: str) -> int:
-    async with conn.execute("SELECT next_seq FROM conversations WHERE key = ?", (key,)) as cursor:
-        row = await cursor.fetchone()
-    return int(row["next_seq"]) if row else 0
+async def _prune_bytes(tx: Sql, keep: str, total: int, max_bytes: int) -> int:
+    """Delete oldest-inactive conversations until the total fits; how many went."""
+    removed = 0
+    while total > max_bytes:
+        gone = 0
+        for key, size in await _oldest(tx, keep, _PRUNE_BATCH):
+            if total <= max_bytes:
+                break
+            if await _delete_all(tx, [key]):
+                gone += 1
+                total -= size
+        removed += gone
+        if not gone:
+            break  # only the conversation just published (or ones being published) is left
+        total = await tx.total("history_bytes")
+    return removed
 
 
-async def _totals(conn: aiosqlite.Connection) -> tuple[int, int]:
-    async with conn.execute("SELECT name, value FROM totals") as cursor:
-        values = {row["name"]: int(row["value"]) for row in await cursor.fetchall()}
-    return values.get("conversations", 0), values.get("history_bytes", 0)
-
-
-async def _oldest(
-    conn: aiosqlite.Connection,
-    keep: str,
-    condition: str,
-    params: tuple[float, ...],
-    *,
-    limit: int = _PRUNE_BATCH,
-) -> list[str]:
-    async with conn.execute(
-        f"SELECT key FROM conversations WHERE {condition} AND key != ? "
-        "ORDER BY last_active LIMIT ?",
-        (*params, keep, limit),
-    ) as cursor:
-        return [row["key"] for row in await cursor.fetchall()]
-
-
-async def _oldest_with_size(conn: aiosqlite.Connection, keep: str) -> list[tuple[str, int]]:
-    async with conn.execute(
+async def _oldest(tx: Sql, keep: str, limit: int) -> list[tuple[str, int]]:
+    rows = await tx.fetch_all(
         "SELECT key, bytes FROM conversations WHERE key != ? ORDER BY last_active LIMIT ?",
-        (keep, _PRUNE_BATCH),
-    ) as cursor:
-        return [(row["key"], int(row["bytes"])) for row in await cursor.fetchall()]
+        keep,
+        limit,
+    )
+    return [(row["key"], int(row["bytes"])) for row in rows]
 
 
-async def _delete_all(conn: aiosqlite.Connection, keys: list[str]) -> int:
+async def _delete_all(tx: Sql, keys: list[str]) -> int:
+    """Delete the conversations no other writer is publishing right now; how many went."""
+    removed = 0
     for key in keys:
-        await _delete_conversation(conn, key)
-    return len(keys)
+        if await tx.try_lock(_lock(key)) and await _delete_conversation(tx, key):
+            removed += 1
+    return removed
 
 
-async def _delete_conversation(conn: aiosqlite.Connection, key: str) -> bool:
-    await conn.execute("DELETE FROM messages WHERE key = ?", (key,))
-    async with conn.execute("DELETE FROM conversations WHERE key = ?", (key,)) as cursor:
-        return cursor.rowcount > 0
+async def _delete_conversation(tx: Sql, key: str) -> bool:
+    await tx.execute("DELETE FROM messages WHERE key = ?", key)
+    return await tx.execute("DELETE FROM conversations WHERE key = ?", key) > 0
+
+
+def _lock(key: str) -> str:
+    return f"history:{key}"

@@ -4,10 +4,11 @@ Each chat keeps its newest `keep` messages (the channel's own bound, given on ea
 turn reads them with `peek` (a read, so it works while the store cannot write) and the inbox
 empties them up to the newest it read in the same transaction that stores the turn
 (`Inbox.accept(consumes=...)`), so a message is handed to exactly one turn and never lost when
-that turn could not be stored; `take` reads and empties at once. Messages older than
-`max_age_days` are dropped when anything is appended, so chats that went quiet do not keep their
-chatter forever. A message that starts no turn is appended by the inbox, in the transaction that
-records its event's dedupe mark (`Inbox.note(chatter=...)`, through `append_in`).
+that turn could not be stored; `take` reads and empties at once (one DELETE ... RETURNING, so a
+message goes to one turn on one replica). Messages older than `max_age_days` are dropped when
+anything is appended, so chats that went quiet do not keep their chatter forever. A message that
+starts no turn is appended by the inbox, in the transaction that records its event's dedupe mark
+(`Inbox.note(chatter=...)`, through `append_in`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 
-import aiosqlite
 import structlog
 
 from bot.ports.history import Buffered, Chatter
-from bot.store.codec import shorten
-from bot.store.db import Database
+from bot.sql.codec import shorten
+from bot.sql.conn import Sql, SqlDatabase
 from bot.turns import PrecedingMessage
 
 log = structlog.get_logger(__name__)
@@ -33,12 +33,12 @@ MESSAGE_MAX_BYTES = 4 * 1024
 NAME_MAX_BYTES = 512
 
 
-class SqliteChatBuffer:
-    """The ChatBuffer port on the shared database."""
+class ChatBuffer:
+    """The ChatBuffer port on the store's database."""
 
     def __init__(
         self,
-        db: Database,
+        db: SqlDatabase,
         clock: Callable[[], float],
         *,
         max_age_days: float = DEFAULT_MAX_AGE_DAYS,
@@ -50,50 +50,46 @@ class SqliteChatBuffer:
     async def append(self, key: str, message: PrecedingMessage, *, keep: int) -> None:
         chatter = Chatter(key, message, keep)
 
-        async def append(conn: aiosqlite.Connection) -> None:
-            await self.append_in(conn, chatter)
+        async def append(tx: Sql) -> None:
+            await self.append_in(tx, chatter)
 
-        await self._db.write(append)
+        await self._db.transaction(append)
 
-    async def append_in(self, conn: aiosqlite.Connection, chatter: Chatter) -> None:
-        """`append`, as part of a write transaction that `conn` is in."""
+    async def append_in(self, tx: Sql, chatter: Chatter) -> None:
+        """`append`, as part of a write transaction that `tx` is in."""
         key, now = chatter.key, self._clock()
-        await conn.execute(
+        await tx.execute(
             "INSERT INTO chat_buffer (key, added_at, body) VALUES (?, ?, ?)",
-            (key, now, _encode(chatter.message)),
+            key,
+            now,
+            encode_message(chatter.message),
         )
-        await conn.execute(
+        await tx.execute(
             """DELETE FROM chat_buffer WHERE key = ? AND id <= (SELECT id FROM chat_buffer
                    WHERE key = ? ORDER BY id DESC LIMIT 1 OFFSET ?)""",
-            (key, key, chatter.keep),
+            key,
+            key,
+            chatter.keep,
         )
-        await conn.execute("DELETE FROM chat_buffer WHERE added_at < ?", (now - self._max_age,))
+        await tx.execute("DELETE FROM chat_buffer WHERE added_at < ?", now - self._max_age)
 
     async def peek(self, key: str) -> Buffered:
-        rows = await self._db.fetch_all(
-            "SELECT id, body FROM chat_buffer WHERE key = ? ORDER BY id", (key,)
+        rows = await self._db.reads().fetch_all(
+            "SELECT id, body FROM chat_buffer WHERE key = ? ORDER BY id", key
         )
         return buffered(key, [(int(row["id"]), str(row["body"])) for row in rows])
 
     async def take(self, key: str) -> list[PrecedingMessage]:
-        async def take(conn: aiosqlite.Connection) -> list[str]:
-            async with conn.execute(
-                "SELECT body FROM chat_buffer WHERE key = ? ORDER BY id", (key,)
-            ) as cursor:
-                bodies = [row["body"] for row in await cursor.fetchall()]
-            await conn.execute("DELETE FROM chat_buffer WHERE key = ?", (key,))
-            return bodies
+        async def take(tx: Sql) -> list[tuple[int, str]]:
+            rows = await tx.fetch_all(
+                "DELETE FROM chat_buffer WHERE key = ? RETURNING id, body", key
+            )
+            return sorted((int(row["id"]), str(row["body"])) for row in rows)
 
-        messages = []
-        for body in await self._db.write(take):
-            try:
-                messages.append(_decode(body))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("chat_buffer_row_unreadable", buffer_key=key, error=type(exc).__name__)
-        return messages
+        return list(buffered(key, await self._db.transaction(take)).messages)
 
 
-def _encode(message: PrecedingMessage) -> str:
+def encode_message(message: PrecedingMessage) -> str:
     return json.dumps(
         {
             "at": message.at.isoformat(),
@@ -105,16 +101,15 @@ def _encode(message: PrecedingMessage) -> str:
     )
 
 
-def _decode(body: str) -> PrecedingMessage:
+def decode_message(body: str) -> PrecedingMessage:
     raw = json.loads(body)
     handle = raw.get("handle")
-    message = PrecedingMessage(
+    return PrecedingMessage(
         at=datetime.fromisoformat(raw["at"]),
         name=str(raw["name"]),
         text=str(raw["text"]),
         handle=str(handle) if handle is not None else None,
     )
-    return message
 
 
 def buffered(key: str, rows: list[tuple[int, str]]) -> Buffered:
@@ -122,7 +117,7 @@ def buffered(key: str, rows: list[tuple[int, str]]) -> Buffered:
     messages = []
     for _, body in rows:
         try:
-            messages.append(_decode(body))
+            messages.append(decode_message(body))
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("chat_buffer_row_unreadable", buffer_key=key, error=type(exc).__name__)
     return Buffered(tuple(messages), rows[-1][0] if rows else None)

@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiosqlite
-
 from bot.logs import redact_value
 from bot.ports.records import TurnRecord
 from bot.prompt.attachments import strip_media
-from bot.store.db import Database
+from bot.sql.conn import Sql, SqlDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +67,10 @@ def _plain(value: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps(dict(value), ensure_ascii=False, default=str))
 
 
-class SqliteTurnRecords:
+class TurnRecords:
     """The TurnRecords port, plus `show` and `recent` for `bot turns`."""
 
-    def __init__(self, db: Database, keep: int, max_bytes: int):
+    def __init__(self, db: SqlDatabase, keep: int, max_bytes: int):
         self._db = db
         self._keep = keep
         self._max_bytes = max_bytes
@@ -82,50 +80,48 @@ class SqliteTurnRecords:
             return
         body = self.stage(record)
 
-        async def save(conn: aiosqlite.Connection) -> None:
-            await self.write_staged(conn, record, body)
+        async def save(tx: Sql) -> None:
+            await self.write_staged(tx, record, body)
 
-        await self._db.write(save)
+        await self._db.transaction(save)
 
     def stage(self, record: TurnRecord) -> str:
-        """The record's redacted document, built outside the write lock."""
+        """The record's redacted document, built before the write transaction."""
         return json.dumps(record_document(record), ensure_ascii=False)
 
-    async def write_staged(self, conn: aiosqlite.Connection, record: TurnRecord, body: str) -> None:
+    async def write_staged(self, tx: Sql, record: TurnRecord, body: str) -> None:
         """Save a staged record inside the caller's write transaction."""
         if self._keep == 0:
             return
-        # Delete, then insert (not INSERT OR REPLACE, whose implicit delete fires no
-        # trigger): the byte total stays exact even when a turn is recorded twice.
-        await conn.execute("DELETE FROM turn_records WHERE turn_id = ?", (record.turn_id,))
-        await conn.execute(
+        # Delete, then insert (not an upsert, whose implicit delete on SQLite fires no trigger):
+        # the byte total stays exact even when a turn is recorded twice.
+        await tx.execute("DELETE FROM turn_records WHERE turn_id = ?", record.turn_id)
+        await tx.execute(
             """INSERT INTO turn_records
                    (turn_id, conversation_key, started_at, outcome, body, bytes)
                VALUES (?, ?, ?, ?, ?, ?)""",
-            (
-                record.turn_id,
-                record.conversation_key,
-                record.started_at.timestamp(),
-                record.outcome,
-                body,
-                len(body.encode("utf-8")),
-            ),
+            record.turn_id,
+            record.conversation_key,
+            record.started_at.timestamp(),
+            record.outcome,
+            body,
+            len(body.encode("utf-8")),
         )
-        await conn.execute(
+        await tx.execute(
             """DELETE FROM turn_records WHERE seq < (
                    SELECT seq FROM turn_records ORDER BY seq DESC LIMIT 1 OFFSET ?)""",
-            (self._keep - 1,),
+            self._keep - 1,
         )
-        await _shed_bytes(conn, self._max_bytes)
+        await _shed_bytes(tx, self._max_bytes)
 
     async def show(self, turn_id: str) -> dict[str, Any] | None:
         """The whole stored record (redacted), or None."""
-        row = await self._db.fetch_one(
-            "SELECT body FROM turn_records WHERE turn_id = ?", (turn_id,)
+        body = await self._db.reads().fetch_value(
+            "SELECT body FROM turn_records WHERE turn_id = ?", turn_id
         )
-        if row is None:
+        if body is None:
             return None
-        document: dict[str, Any] = json.loads(row["body"])
+        document: dict[str, Any] = json.loads(body)
         return document
 
     async def recent(
@@ -135,13 +131,14 @@ class SqliteTurnRecords:
         where, params = (
             ("WHERE conversation_key = ?", (conversation,)) if conversation else ("", ())
         )
-        rows = await self._db.fetch_all(
-            f"SELECT body FROM turn_records {where} ORDER BY seq DESC LIMIT ?", (*params, limit)
+        rows = await self._db.reads().fetch_all(
+            f"SELECT body FROM turn_records {where} ORDER BY seq DESC LIMIT ?", *params, limit
         )
-        return [_summary(json.loads(row["body"])) for row in rows]
+        return [summary(json.loads(row["body"])) for row in rows]
 
 
-def _summary(document: Mapping[str, Any]) -> RecordSummary:
+def summary(document: Mapping[str, Any]) -> RecordSummary:
+    """A stored record's line in `bot turns list`."""
     usage = document.get("usage") or {}
     started = datetime.fromisoformat(document["started_at"])
     return RecordSummary(
@@ -155,26 +152,16 @@ def _summary(document: Mapping[str, Any]) -> RecordSummary:
     )
 
 
-async def _shed_bytes(conn: aiosqlite.Connection, max_bytes: int) -> None:
+async def _shed_bytes(tx: Sql, max_bytes: int) -> None:
     """Drop the oldest records until their total fits `max_bytes`; the newest always stays."""
-    while (total := await _record_bytes(conn)) > max_bytes:
-        async with conn.execute(
-            """SELECT seq, bytes FROM turn_records
-               WHERE seq < (SELECT max(seq) FROM turn_records) ORDER BY seq LIMIT 64"""
-        ) as cursor:
-            oldest = list(await cursor.fetchall())
-        if not oldest:
-            return
-        last = oldest[-1]["seq"]
-        for row in oldest:
-            total -= row["bytes"]
-            if total <= max_bytes:
-                last = row["seq"]
-                break
-        await conn.execute("DELETE FROM turn_records WHERE seq <= ?", (last,))
-
-
-async def _record_bytes(conn: aiosqlite.Connection) -> int:
-    async with conn.execute("SELECT value FROM totals WHERE name = 'record_bytes'") as cursor:
-        row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+    if await tx.total("record_bytes") <= max_bytes:
+        return
+    # The newest records whose running total (newest first) fits stay, and always the newest.
+    await tx.execute(
+        """DELETE FROM turn_records WHERE seq < (
+               SELECT coalesce(min(seq), (SELECT max(seq) FROM turn_records)) FROM (
+                   SELECT seq, sum(bytes) OVER (ORDER BY seq DESC) AS running
+                   FROM turn_records) newest
+               WHERE running <= ?)""",
+        max_bytes,
+    )
