@@ -171,10 +171,8 @@ class TelegramDeliverer:
                 await self._edit(target.chat_id, message_id, part.text)
         except _Gone:
             return await self.post(replace(part, platform_id=None), first)
-        except (RetryAfter, TimedOut, NetworkError):
-            raise  # passing trouble: the part stays in the outbox
         except TelegramError as exc:
-            raise PartFailed(f"{type(exc).__name__}: {exc.message}") from None
+            raise _passing_or_failed(exc) from None
         return part.platform_id
 
     async def _edit(self, chat_id: int, message_id: int, text: str) -> None:
@@ -233,10 +231,8 @@ class TelegramDeliverer:
         reply_to = target.reply_to if part.index == 0 else None
         try:
             _, message_id = await self._send(replace(target, reply_to=reply_to), part.text)
-        except (RetryAfter, TimedOut, NetworkError):
-            raise  # passing trouble: the part stays in the outbox
         except TelegramError as exc:
-            raise PartFailed(f"{type(exc).__name__}: {exc.message}") from None
+            raise _passing_or_failed(exc) from None
         return str(message_id)
 
     async def find(self, part: OutboxPart, first: str | None) -> str | None:
@@ -333,3 +329,13 @@ class TelegramDeliverer:
 
 class _Gone(DeliveryError):
     """The message to finish was removed meanwhile (by a person): it is sent anew."""
+
+
+def _passing_or_failed(exc: TelegramError) -> Exception:
+    """Passing trouble (flood control, a timeout, a dropped connection) leaves the part in the
+    outbox; anything else the Bot API answered, a 400 included (PTB's BadRequest is a
+    NetworkError), fails it with Telegram's reason: sending it again would change nothing."""
+    passing = isinstance(exc, RetryAfter | TimedOut) or (
+        isinstance(exc, NetworkError) and not isinstance(exc, BadRequest)
+    )
+    return exc if passing else PartFailed(f"{type(exc).__name__}: {exc.message}")

@@ -22,7 +22,7 @@ from typing import Literal, TypeVar
 
 from telegram import Bot, ReplyParameters
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.errors import StreamBusy, StreamRefused
@@ -140,9 +140,11 @@ class TelegramLive:
                     parse_mode=ParseMode.HTML,
                 )
             )
-        except (TimedOut, NetworkError, StreamBusy):
-            raise
         except TelegramError as exc:
+            # PTB's BadRequest is a NetworkError, but a 400 is the Bot API's answer, not a passing
+            # failure: where drafts are not allowed it says so (TEXTDRAFT_PEER_INVALID).
+            if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
+                raise  # a timeout or a dropped connection: the next update tries again
             raise StreamRefused(f"sendMessageDraft refused: {exc.message}. {FIX}") from None
 
 

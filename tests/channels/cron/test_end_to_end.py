@@ -206,6 +206,34 @@ async def test_bot_cron_run_posts_into_a_telegram_group_top_level(
     assert tg.pending_updates == [waiting]
 
 
+async def test_a_telegram_refusal_is_recorded_with_its_reason_and_not_posted_again(
+    agent_dir: Path, claude: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SPEC §7 Cron: the run record says delivered or not, and why; a part Telegram refuses with a
+    # 400 (the bot is not in that chat) is refused for good, not left to be posted at each start.
+    async with FakeTelegram() as tg:
+        write_config(
+            agent_dir,
+            f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
+            + NEWS_JOB.replace(f"slack:{NEWS}", f"telegram:{TEAM_CHAT}"),  # a chat it is not in
+        )
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": claude.base_url,
+            "TELEGRAM_BOT_TOKEN": tg.token,
+        }
+        config = load_config(agent_dir / "bot.toml", env=env)
+        claude.script("Nobody will read this.")
+        assert await cron_cli._run_now(config, "news") == 1
+        out = printed(capsys)
+        async with App(config, runs=Runs(http=False, scheduler=False)) as app:
+            await app.host.idle()  # a start posts what the outbox still holds
+        sends = [call for call in tg.calls if call.method == "sendMessage"]
+    assert out.startswith("news: not delivered: 0 of 1 parts accepted (")
+    assert "chat not found" in out.lower()
+    assert len(sends) == 1, "a refused part is not posted again at the next start"
+
+
 SHARED_JOBS = f"""
 [[cron.jobs]]
 name = "morning"

@@ -80,10 +80,15 @@ async def test_a_group_answer_streams_as_one_edited_message_replying_to_the_ment
     assert used.count("sendMessage") == len(parts)
 
 
+@pytest.mark.parametrize("refusal", ["404", "400"])
 async def test_refused_drafts_fall_back_to_a_normal_send_with_one_warning(
-    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig, refusal: str
 ) -> None:
-    tg.drafts_enabled = False
+    if refusal == "404":  # a Bot API without the method
+        tg.drafts_enabled = False
+    else:  # what Telegram answers where this bot or chat may not have drafts
+        description = "Bad Request: TEXTDRAFT_PEER_INVALID"
+        tg.fail("sendMessageDraft", status=400, description=description, times=100)
     alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
     claude.script("First **answer**.", "Second answer.")
     claude.pace, claude.words_per_delta = 0.002, 1
