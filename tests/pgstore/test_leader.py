@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from bot.pgstore.leader import PgLeadership
 from bot.pgstore.owners import duty
 from tests.engines import Engine
-from tests.waiting import until
+from tests.waiting import GUARD, until
 
 pytestmark = pytest.mark.postgres_only
 
@@ -48,20 +48,29 @@ async def cut(url: str, name: str) -> None:
 
 @contextlib.asynccontextmanager
 async def taken_over(url: str, name: str) -> AsyncIterator[None]:
-    """End the session that holds `name` and hold it on a session of the test's own (queued
-    for the lock before the holder's session ends, so nobody can take it in between) until the
-    block ends."""
-    conn = await asyncpg.connect(url)
+    """Hold `name` on a session of the test's own until the block ends: queued for the lock first,
+    then the holder's session is ended, so the lock passes straight to the test (nobody can take
+    it in between)."""
+    taker, ender = await asyncpg.connect(url), await asyncpg.connect(url)
+    taking = asyncio.create_task(
+        taker.execute("SELECT pg_advisory_lock(hashtextextended('leader:' || $1, 0))", name)
+    )
     try:
-        await conn.execute(  # one statement: terminate, then wait in the lock's queue
-            f"""SELECT pg_terminate_backend(pid),
-                       pg_advisory_lock(hashtextextended('leader:' || $1, 0))
-                FROM ({_HOLDER}) AS holder""",
-            name,
-        )
+        async with asyncio.timeout(GUARD):
+            pid = taker.get_server_pid()
+            while not await ender.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted", pid
+            ):
+                await asyncio.sleep(0.01)
+            assert await ender.fetchval(
+                f"SELECT pg_terminate_backend(pid) FROM ({_HOLDER}) AS holder", name
+            )
+            await taking
         yield
     finally:
-        await conn.close()
+        taking.cancel()
+        for conn in (taker, ender):
+            conn.terminate()
 
 
 def events(logs: list[dict[str, object]]) -> list[object]:
