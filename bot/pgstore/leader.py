@@ -5,11 +5,18 @@ releases it when that session ends, so a replica that is killed hands the duty o
 server notices its connection is gone (at once for a closed socket; within about half a minute for
 a machine that vanished, by the TCP keepalives set here). A waiting replica tries again every
 `retry` seconds.
+
+A live holder can lose a duty too: a database restart or a dropped connection ends its session.
+Each held duty's connection is checked every `retry` seconds; a lost one is reported (`holds` turns
+false, `leadership_lost` is logged) and taken again as soon as nobody else holds it. Without this a
+replica whose heartbeat (`bot.pgstore.owners`) was cut would be taken for dead forever while it
+runs, and replicas would take each other's conversations back and forth after every restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import asyncpg
@@ -28,14 +35,42 @@ _TRY = "SELECT pg_try_advisory_lock(hashtextextended('leader:' || $1, 0))"
 
 
 class PgLeadership:
-    """Duties held by this process, each on its own connection."""
+    """Duties held by this process, each on its own connection, each kept by a watcher."""
 
     def __init__(self, url: str, *, retry: float = 2.0) -> None:
         self._url = url
         self._retry = retry
         self._held: dict[str, Any] = {}
+        self._keepers: dict[str, asyncio.Task[None]] = {}
+        self._regained: dict[str, asyncio.Event] = {}
 
     async def acquire(self, duty: str) -> None:
+        if duty in self._keepers:  # held, or lost and being taken again: wait for that
+            await self._regained[duty].wait()
+            return
+        self._held[duty] = await self._take(duty)
+        self._regained[duty] = asyncio.Event()
+        self._regained[duty].set()
+        self._keepers[duty] = asyncio.create_task(self._keep(duty), name=f"leadership-{duty}")
+
+    def holds(self, duty: str) -> bool:
+        return duty in self._held
+
+    async def release(self, duty: str) -> None:
+        keeper = self._keepers.pop(duty, None)
+        if keeper is not None:
+            keeper.cancel()
+            # A probe or a take cut off mid-query can end in asyncpg's own errors; the duty's
+            # session is ended below whatever the keeper was doing.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await keeper
+        self._regained.pop(duty, None)
+        conn = self._held.pop(duty, None)
+        if conn is not None:
+            await _end(conn)  # ending the session releases its advisory locks
+
+    async def _take(self, duty: str) -> Any:
+        """A connection whose session holds `duty`, once nobody else holds it."""
         conn: Any = None
         try:
             while True:
@@ -45,18 +80,49 @@ class PgLeadership:
                             self._url, timeout=CONNECT_TIMEOUT, server_settings=_KEEPALIVES
                         )
                     if await conn.fetchval(_TRY, duty):
-                        self._held[duty] = conn
-                        conn = None
-                        return
+                        taken, conn = conn, None
+                        return taken
                 except CONNECT_ERRORS as exc:
                     log.warning("leadership_check_failed", duty=duty, error=type(exc).__name__)
-                    conn = None
+                    if conn is not None:
+                        await _end(conn)
+                        conn = None
                 await asyncio.sleep(self._retry)
         finally:
             if conn is not None:
-                await conn.close()
+                await _end(conn)
 
-    async def release(self, duty: str) -> None:
-        conn = self._held.pop(duty, None)
-        if conn is not None:
-            await conn.close()  # ending the session releases its advisory locks
+    async def _keep(self, duty: str) -> None:
+        """Check the duty's session every `retry` seconds; take the duty again when it ended."""
+        while True:
+            await asyncio.sleep(self._retry)
+            conn = self._held[duty]
+            if await _alive(conn):
+                continue
+            del self._held[duty]
+            self._regained[duty].clear()
+            log.warning("leadership_lost", duty=duty)
+            await _end(conn)
+            self._held[duty] = await self._take(duty)
+            self._regained[duty].set()
+            log.info("leadership_regained", duty=duty)
+
+
+async def _alive(conn: Any) -> bool:
+    """Whether the session behind `conn` still answers (and so still holds its locks)."""
+    if conn.is_closed():
+        return False
+    try:
+        await asyncio.wait_for(conn.fetchval("SELECT 1"), CONNECT_TIMEOUT)
+    except CONNECT_ERRORS:
+        return False
+    return True
+
+
+async def _end(conn: Any) -> None:
+    """End a duty's session: politely when it answers, else by dropping the connection (a
+    connection cut off mid-query, or one whose server is gone, cannot close politely)."""
+    try:
+        await asyncio.wait_for(conn.close(), CONNECT_TIMEOUT)
+    except (*CONNECT_ERRORS, asyncpg.exceptions.InternalClientError):
+        conn.terminate()

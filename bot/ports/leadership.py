@@ -12,4 +12,8 @@ class Leadership(Protocol):
     async def acquire(self, duty: str) -> None:
         """Wait until this process holds `duty` (another replica's death hands it over)."""
 
+    def holds(self, duty: str) -> bool:
+        """Whether this process holds `duty` now (a lost connection loses it; it is taken
+        again as soon as nobody else holds it)."""
+
     async def release(self, duty: str) -> None: ...

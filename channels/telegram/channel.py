@@ -213,13 +213,16 @@ class TelegramChannel:
             log.warning("telegram_commands_not_registered", error=exc.message)
 
     async def _poll_when_elected(self) -> None:
-        """Poll; with replicas, first wait to be the one that polls (standing by is healthy)."""
-        if self._leader is not None:
-            log.info("telegram_polling_standby")
-            await self._leader.acquire(POLLING_DUTY)
-            log.info("telegram_polling_elected")
-            await self._app.bot.delete_webhook()
-        await self._poll()
+        """Poll; with replicas, only while this one holds the polling duty (standing by is
+        healthy). A holder whose database connection was cut stands by until it holds it again."""
+        while True:
+            if self._leader is not None:
+                log.info("telegram_polling_standby")
+                await self._leader.acquire(POLLING_DUTY)
+                log.info("telegram_polling_elected")
+                await self._app.bot.delete_webhook()
+            if not await self._poll():
+                return
 
     async def stop(self) -> None:
         """Stop polling (confirming what was stored), then the Application."""
@@ -229,6 +232,9 @@ class TelegramChannel:
         if self._app.running:
             await self._app.stop()
         await self._app.shutdown()
+        # After a failed initialize (a refused token) the Application shuts nothing down; the
+        # bot's own HTTP clients were opened for getMe all the same.
+        await self._app.bot.shutdown()
         await self.files.aclose()
 
     async def _stop_polling(self) -> None:
@@ -246,10 +252,14 @@ class TelegramChannel:
 
     # --- intake ---------------------------------------------------------------------------------
 
-    async def _poll(self) -> None:
-        """getUpdates in a loop; the offset moves past an update only once it is stored."""
+    async def _poll(self) -> bool:
+        """getUpdates in a loop; the offset moves past an update only once it is stored. Returns
+        True when the polling duty was lost, False when the host stopped taking updates."""
         backoff = POLL_BACKOFF
         while True:
+            if self._leader is not None and not self._leader.holds(POLLING_DUTY):
+                log.warning("telegram_polling_duty_lost")
+                return True
             try:
                 updates = await self._app.bot.get_updates(
                     offset=self._offset,
@@ -265,7 +275,7 @@ class TelegramChannel:
             taken = await self._take_all(updates)
             if taken is None:
                 log.info("telegram_polling_stopped", reason="the host is shutting down")
-                return
+                return False
             if taken:
                 backoff = POLL_BACKOFF
             else:

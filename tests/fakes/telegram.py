@@ -255,6 +255,12 @@ class FakeTelegram:
             await self._runner.cleanup()
 
     @property
+    def open_connections(self) -> int:
+        """How many client connections the fake holds open now."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
+
+    @property
     def base_url(self) -> str:
         """What goes in telegram.api_url: PTB appends `<token>/<method>`."""
         return f"http://127.0.0.1:{self._port}/bot"
@@ -549,6 +555,8 @@ class FakeTelegram:
                 self._changed.notify_all()
             await held.wait()
         self.calls.append(Call(method, params))
+        async with self._changed:  # a call arriving is news too: the client acted on the last one
+            self._changed.notify_all()
         try:
             failure = self._take_failure(method)
             if failure is not None:

@@ -4,8 +4,7 @@ fake Bot API) as the way in: the cap on model calls running at once across conve
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from bot.replies import TOO_FAST
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.waiting import until
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -26,12 +26,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 async def tg() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram() as server:
         yield server
-
-
-async def until(condition: Callable[[], object]) -> None:
-    async with asyncio.timeout(15):  # a hang becomes a failure; nothing is measured with it
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 def configure(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic, host: str) -> Config:

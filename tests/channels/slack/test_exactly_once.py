@@ -10,9 +10,7 @@ on conditions; the only clocks turn a hang into a failure.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -31,12 +29,7 @@ from tests.channels.slack.conftest import ALICE, DM, GENERAL, SIGNING_SECRET, Ma
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.store.full_disk import fill, make_room
-
-
-async def until(condition: Callable[[], object]) -> None:
-    async with asyncio.timeout(15):  # a hang becomes a failure; nothing is measured with it
-        while not condition():
-            await asyncio.sleep(0.01)
+from tests.waiting import until
 
 
 def slack_channel(app: App) -> SlackChannel:

@@ -19,6 +19,7 @@ from channels.telegram.channel import TelegramChannel, check_token
 from channels.telegram.settings import TelegramSettings
 from tests.fakes.telegram import FakeTelegram
 from tests.sinks import RecordingSink as Sink
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -184,3 +185,4 @@ async def test_a_refused_token_fails_start_without_quoting_it(
     assert wrong not in str(caught.value)
     assert caught.value.__suppress_context__
     assert not channel.connected
+    await until(lambda: tg.open_connections == 0)  # the failed start closed its HTTP clients

@@ -9,9 +9,6 @@ failure.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 import pytest
 from structlog.testing import capture_logs
 
@@ -20,17 +17,12 @@ from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.store.full_disk import fill, make_room
+from tests.waiting import until
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 ALICE_ID = 987_654_321_987
 GROUP_ID = -1_002_233_445_566
-
-
-async def until(condition: Callable[[], object]) -> None:
-    async with asyncio.timeout(15):  # a hang becomes a failure; nothing is measured with it
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 def polled(tg: FakeTelegram) -> list[dict[str, object]]:

@@ -4,15 +4,18 @@ advisory lock) polls, the others stand by, and one of them takes over when the h
 from __future__ import annotations
 
 import asyncio
+import uuid
 
-import asyncpg
 import pytest
+from structlog.testing import capture_logs
 
 from bot.pgstore.leader import PgLeadership
-from channels.telegram.channel import TelegramChannel
+from channels.telegram.channel import POLLING_DUTY, TelegramChannel
 from tests.channels.telegram.test_channel import Sink, secrets, settings
 from tests.engines import Engine
 from tests.fakes.telegram import FakeTelegram
+from tests.pgstore.test_leader import cut, taken_over
+from tests.waiting import until
 
 pytestmark = pytest.mark.postgres_only
 
@@ -49,23 +52,53 @@ async def test_one_replica_polls_and_another_takes_over(tg: FakeTelegram, engine
 
 
 async def test_a_dead_holders_duty_passes_to_a_waiting_replica(engine: Engine) -> None:
-    holder, waiter = (PgLeadership(str(engine.location), retry=0.05) for _ in range(2))
-    await holder.acquire("duty")
-    waiting = asyncio.create_task(waiter.acquire("duty"))
+    url, duty = str(engine.location), f"duty-{uuid.uuid4().hex}"
+    # The holder checks its session only once a minute: within this test it is as good as dead.
+    holder, waiter = PgLeadership(url, retry=60), PgLeadership(url, retry=0.05)
+    await holder.acquire(duty)
+    waiting = asyncio.create_task(waiter.acquire(duty))
     await asyncio.sleep(0.3)
     assert not waiting.done()
 
-    # What the server sees when a replica is SIGKILLed: its session ends.
-    conn = await asyncpg.connect(str(engine.location))
-    try:
-        await conn.execute(
-            """SELECT pg_terminate_backend(pid) FROM pg_locks
-               WHERE locktype = 'advisory' AND granted AND pid != pg_backend_pid()
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
-        )
-    finally:
-        await conn.close()
-
+    await cut(url, duty)  # what the server sees when a replica is SIGKILLed: its session ends
     await asyncio.wait_for(waiting, timeout=10)
-    await waiter.release("duty")
-    await holder.release("duty")
+    await waiter.release(duty)
+    await holder.release(duty)
+
+
+async def test_a_holder_cut_from_the_database_stops_polling_and_stands_by(
+    tg: FakeTelegram, engine: Engine
+) -> None:
+    """A database restart ends the holder's session: it stops polling (no getUpdates while it does
+    not hold the duty), and whichever replica is elected next polls, alone."""
+    url = str(engine.location)
+    stores = [await engine.open(), await engine.open()]
+    leaders = [PgLeadership(url, retry=0.05) for _ in stores]
+    channels = [
+        TelegramChannel(settings(tg), secrets(tg), buffer=s.buffer, leader=leader)
+        for s, leader in zip(stores, leaders, strict=True)
+    ]
+    sinks = [Sink(), Sink()]
+    alice = tg.user("Alice")
+    chat = tg.private_chat(alice)
+    try:
+        with capture_logs() as logs:
+            await channels[0].start(sinks[0])
+            await tg.push(tg.message(chat, alice, "one"))
+            await tg.wait_for(lambda: len(sinks[0].requests) == 1)
+            await channels[1].start(sinks[1])
+            async with taken_over(url, POLLING_DUTY):
+                await until(lambda: "telegram_polling_duty_lost" in [e["event"] for e in logs])
+                polls = len(tg.calls)
+                await tg.push(tg.message(chat, alice, "two"))
+                await asyncio.sleep(0.2)  # four checks of the duty: nobody polls meanwhile
+                assert len(tg.calls) == polls
+            await tg.wait_for(lambda: len(sinks[0].requests) + len(sinks[1].requests) == 2)
+        (elected,) = [n for n, leader in enumerate(leaders) if leader.holds(POLLING_DUTY)]
+    finally:
+        for channel in channels:
+            await channel.stop()
+        for store in stores:
+            await store.aclose()
+    assert [r.text for r in sinks[0].requests + sinks[1].requests] == ["one", "two"]
+    assert sinks[elected].requests[-1].text == "two"

@@ -1,0 +1,125 @@
+"""Leadership among replicas (`bot.pgstore.leader`) when a holder's own database session ends
+while the holder lives on (a database restart, a cut connection): it knows it lost the duty, and
+takes it again as soon as nobody else holds it, so a live replica is never taken for gone for long
+and two replicas never act as holders at once for longer than one check."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from structlog.testing import capture_logs
+
+from bot.pgstore.leader import PgLeadership
+from bot.pgstore.owners import duty
+from tests.engines import Engine
+from tests.waiting import until
+
+pytestmark = pytest.mark.postgres_only
+
+_HOLDER = """SELECT pid FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('leader:' || $1, 0)"""
+
+
+async def holder_pid(url: str, name: str) -> int | None:
+    conn = await asyncpg.connect(url)
+    try:
+        pid = await conn.fetchval(_HOLDER, name)
+    finally:
+        await conn.close()
+    return int(pid) if pid is not None else None
+
+
+async def cut(url: str, name: str) -> None:
+    """End the database session that holds `name`, as a database restart would."""
+    conn = await asyncpg.connect(url)
+    try:
+        assert await conn.fetchval(
+            f"SELECT pg_terminate_backend(pid) FROM ({_HOLDER}) AS holder", name
+        )
+    finally:
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def taken_over(url: str, name: str) -> AsyncIterator[None]:
+    """End the session that holds `name` and hold it on a session of the test's own (queued
+    for the lock before the holder's session ends, so nobody can take it in between) until the
+    block ends."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(  # one statement: terminate, then wait in the lock's queue
+            f"""SELECT pg_terminate_backend(pid),
+                       pg_advisory_lock(hashtextextended('leader:' || $1, 0))
+                FROM ({_HOLDER}) AS holder""",
+            name,
+        )
+        yield
+    finally:
+        await conn.close()
+
+
+def events(logs: list[dict[str, object]]) -> list[object]:
+    return [line["event"] for line in logs if str(line["event"]).startswith("leadership_")]
+
+
+async def test_a_holder_whose_session_ended_takes_its_duty_again(engine: Engine) -> None:
+    url, name = str(engine.location), f"duty-{uuid.uuid4().hex}"
+    holder = PgLeadership(url, retry=0.05)
+    await holder.acquire(name)
+    try:
+        with capture_logs() as logs:
+            async with taken_over(url, name):
+                await until(lambda: not holder.holds(name))
+                assert events(logs) == ["leadership_lost"]
+            await asyncio.wait_for(holder.acquire(name), 10)  # free again: taken back
+        assert events(logs) == ["leadership_lost", "leadership_regained"]
+        assert holder.holds(name)
+        assert await holder_pid(url, name) is not None
+    finally:
+        await holder.release(name)
+    assert not holder.holds(name)
+    assert await holder_pid(url, name) is None
+
+
+async def test_a_lost_duty_goes_to_exactly_one_replica(engine: Engine) -> None:
+    url, name = str(engine.location), f"duty-{uuid.uuid4().hex}"
+    leaders = [PgLeadership(url, retry=0.05) for _ in range(3)]
+    await leaders[0].acquire(name)
+    waiting = [asyncio.create_task(leader.acquire(name)) for leader in leaders[1:]]
+    try:
+        async with taken_over(url, name):
+            await until(lambda: not leaders[0].holds(name))
+            assert not any(leader.holds(name) for leader in leaders)
+        await until(lambda: sum(leader.holds(name) for leader in leaders) == 1)
+        (first,) = [leader for leader in leaders if leader.holds(name)]
+        await first.release(name)
+        await until(lambda: sum(leader.holds(name) for leader in leaders) == 1)
+        assert not first.holds(name)
+    finally:
+        for task in waiting:
+            task.cancel()
+        for leader in leaders:
+            await leader.release(name)
+
+
+async def test_a_store_whose_heartbeat_was_cut_is_live_again(engine: Engine) -> None:
+    """The heartbeat (`bot.pgstore.owners`) is a duty like any other: other replicas see this
+    one live again within a check (PgStore checks every two seconds)."""
+    url, store = str(engine.location), await engine.open()
+    try:
+        heartbeat = duty(store.owner)  # type: ignore[attr-defined]
+        first = await holder_pid(url, heartbeat)
+        await cut(url, heartbeat)
+        async with asyncio.timeout(15):
+            while await holder_pid(url, heartbeat) in (None, first):
+                await asyncio.sleep(0.05)
+        assert store.leadership is not None
+        assert store.leadership.holds(heartbeat)
+    finally:
+        await store.aclose()
