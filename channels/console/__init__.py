@@ -46,40 +46,49 @@ class ConsoleDeliverer:
         self._streamed: set[str] = set()
         self._progress = progress  # a terminal: show a sign while nothing has arrived yet
         self._sign_shown = False
+        self.gone = False  # whoever read the output closed it (`bot chat | head -1`)
 
     async def stream(self, route: ReplyRoute, delta: str) -> None:
         self._erase_sign()
         self._streamed.add(str(route.values.get("turn_id")))
-        self._out.write(delta)
-        self._out.flush()
+        self.write(delta)
 
     async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
         self._erase_sign()
         turn_id = str(route.values.get("turn_id"))
         if turn_id in self._streamed:
             self._streamed.discard(turn_id)
-            self._out.write("\n")
+            self.write("\n")
         else:
-            self._out.write(text + "\n")
-        self._out.flush()
+            self.write(text + "\n")
+        if self.gone:
+            return DeliveryReport(parts=1, accepted=0, error="nobody reads the output any more")
         return DeliveryReport(parts=1, accepted=1)
 
     @asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
         if self._progress:
-            self._out.write(replies.CONSOLE_THINKING)
-            self._out.flush()
+            self.write(replies.CONSOLE_THINKING)
             self._sign_shown = True
         try:
             yield
         finally:
             self._erase_sign()
 
+    def write(self, text: str) -> None:
+        """Write and flush; a closed output marks the deliverer gone instead of raising."""
+        if self.gone:
+            return
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except BrokenPipeError:
+            self.gone = True
+
     def _erase_sign(self) -> None:
         if self._sign_shown:
             self._sign_shown = False
-            self._out.write(_ERASE_LINE)
-            self._out.flush()
+            self.write(_ERASE_LINE)
 
     def route_to(self, destination: str) -> ReplyRoute:
         return ReplyRoute(PLATFORM, {"turn_id": destination})
@@ -158,8 +167,8 @@ class ConsoleChannel:
             finally:
                 self._turn = None
             self._explain(result)
-            if self.interrupted:
-                break
+            if self.interrupted or self.deliverer.gone:
+                break  # nobody reads the answers: the rest of the input is not worth a model call
 
     async def stop(self) -> None:
         self._leaving.set()
@@ -183,8 +192,7 @@ class ConsoleChannel:
 
     def _say(self, note: str) -> None:
         self.deliverer._erase_sign()
-        self._out.write("\n" + note + "\n")
-        self._out.flush()
+        self.deliverer.write("\n" + note + "\n")
 
     async def _next(self, lines: asyncio.Queue[str | None]) -> str | None:
         """The next line, or None at end of input or when leaving (whichever comes first)."""
@@ -228,4 +236,4 @@ class ConsoleChannel:
         if result.outcome in {Outcome.BUSY, Outcome.RATE_LIMITED}:
             return  # the host already answered politely
         if result.outcome == Outcome.CLOSED:
-            self._out.write("(the host is shutting down)\n")
+            self.deliverer.write("(the host is shutting down)\n")

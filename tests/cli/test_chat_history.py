@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 
 from tests.conftest import subprocess_env
@@ -55,3 +57,29 @@ async def test_piped_chat_then_history_show_after_a_restart(
     assert [entry["role"] for entry in entries] == ["user", "assistant"] * 3
     texts = [entry["blocks"][0]["text"] for entry in entries]
     assert texts == ["first", "one", "second", "two", "third", "three"]
+
+
+async def test_a_piped_chat_whose_reader_went_away_stops_asking_the_model(agent_dir: Path) -> None:
+    # `bot chat < questions.txt | head -1`: once nobody reads the answers, the rest of the input
+    # is not sent to the model (cost is a resource too, SPEC §11), and nothing crashes.
+    # A process of its own: the warm server's forks keep their streams differently.
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: every write fails with EPIPE
+    async with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-ant-chat-0123456789", "ANTHROPIC_BASE_URL": fake.base_url}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot.cli", "--config", str(agent_dir / "bot.toml"),
+                "chat", "--conversation", "gone",
+                env={**subprocess_env(), **env},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=write,
+                stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+        finally:
+            os.close(write)
+        _, err = await asyncio.wait_for(process.communicate(b"one\ntwo\nthree\n"), 60)
+        asked = len(fake.requests)
+    assert asked == 1, "only the turn that found the reader gone"
+    assert "Traceback" not in err.decode()
+    assert process.returncode == 0  # it stopped early, as asked: nothing went wrong
