@@ -21,10 +21,11 @@ from typing import Any
 
 from bot.inbox import Adopted
 from bot.pgstore.db import PgDatabase
+from bot.pgstore.locks import key
 from bot.pgstore.owners import is_live
 from bot.sql.request_codec import inbox_items, outbox_parts
 
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('conversation:' || $1, 0))"
+_LOCK = "SELECT pg_advisory_xact_lock(" + key("'conversation:' || $1") + ")"
 _OWNERS = """SELECT owner FROM inbox WHERE conversation_key = $1 AND state = 'pending'
                AND owner NOT IN ('', $2)
              UNION

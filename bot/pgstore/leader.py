@@ -23,6 +23,7 @@ import asyncpg
 import structlog
 
 from bot.pgstore.db import CONNECT_ERRORS, CONNECT_TIMEOUT
+from bot.pgstore.locks import key
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +32,7 @@ _KEEPALIVES = {
     "tcp_keepalives_interval": "5",
     "tcp_keepalives_count": "3",
 }
-_TRY = "SELECT pg_try_advisory_lock(hashtextextended('leader:' || $1, 0))"
+_TRY = "SELECT pg_try_advisory_lock(" + key("'leader:' || $1") + ")"
 
 
 class PgLeadership:

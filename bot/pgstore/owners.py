@@ -20,6 +20,7 @@ import secrets
 from bot.errors import ClaimLost
 from bot.inbox import InboxState
 from bot.pgstore.leader import PgLeadership
+from bot.pgstore.locks import key
 from bot.sql.conn import Sql
 from bot.sql.inbox import Owners
 from bot.sql.request_codec import PartRow
@@ -40,7 +41,7 @@ def duty(owner: str) -> str:
 
 def is_live(column: str) -> str:
     """SQL true when the owner in `column` holds its heartbeat (PgLeadership's key for `duty`)."""
-    return f"hashtextextended('leader:owner:' || {column}, 0) IN ({_HELD_KEYS})"
+    return key("'leader:owner:' || " + column) + f" IN ({_HELD_KEYS})"
 
 
 async def hold(leadership: PgLeadership, owner: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from bot.pgstore.locks import key
 from bot.sql.conn import Row
 
 _TOTALS = {
@@ -16,9 +17,9 @@ _TOTALS = {
     "record_bytes": "SELECT coalesce(sum(bytes), 0) FROM turn_records",
     "attachment_bytes": "SELECT coalesce(sum(bytes), 0) FROM attachments",
 }
-# A lock's name hashed to the bigint key the advisory lock functions take.
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"
+# A lock's name, qualified by the schema and hashed to the bigint key (`bot.pgstore.locks`).
+_LOCK = f"SELECT pg_advisory_xact_lock({key('$1')})"
+_TRY_LOCK = f"SELECT pg_try_advisory_xact_lock({key('$1')})"
 
 
 @lru_cache(maxsize=512)

@@ -15,15 +15,17 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.pgstore.leader import PgLeadership
+from bot.pgstore.locks import key
 from bot.pgstore.owners import duty
 from tests.engines import Engine
+from tests.postgres import PgServer
 from tests.waiting import GUARD, until
 
 pytestmark = pytest.mark.postgres_only
 
 _HOLDER = """SELECT pid FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND objsubid = 1
-      AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('leader:' || $1, 0)"""
+      AND ((classid::bigint << 32) | objid::bigint) = """ + key("'leader:' || $1")
 
 
 async def holder_pid(url: str, name: str) -> int | None:
@@ -53,7 +55,7 @@ async def taken_over(url: str, name: str) -> AsyncIterator[None]:
     it in between)."""
     taker, ender = await asyncpg.connect(url), await asyncpg.connect(url)
     taking = asyncio.create_task(
-        taker.execute("SELECT pg_advisory_lock(hashtextextended('leader:' || $1, 0))", name)
+        taker.execute("SELECT pg_advisory_lock(" + key("'leader:' || $1") + ")", name)
     )
     try:
         async with asyncio.timeout(GUARD):
@@ -132,3 +134,19 @@ async def test_a_store_whose_heartbeat_was_cut_is_live_again(engine: Engine) -> 
         assert store.leadership.holds(heartbeat)
     finally:
         await store.aclose()
+
+
+async def test_stores_in_two_schemas_of_one_database_hold_their_duties_each(
+    pg_server: PgServer,
+) -> None:
+    """Two bots on one database, each in a schema of its own: each holds its own polling duty
+    and heartbeat (advisory locks are one namespace per database)."""
+    first, second = await pg_server.new_schema(), await pg_server.new_schema()
+    bots = [PgLeadership(first, retry=0.05), PgLeadership(second, retry=0.05)]
+    try:
+        for bot in bots:
+            await asyncio.wait_for(bot.acquire("telegram-polling"), 5)
+        assert all(bot.holds("telegram-polling") for bot in bots)
+    finally:
+        for bot in bots:
+            await bot.release("telegram-polling")
