@@ -57,6 +57,7 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     if checks[-1].ok:
         checks.append(_window(config))
     checks.append(_http_port(config))
+    checks.extend(_telegram_webhook(config))
     checks.append(_jobs(config))
     checks.append(await _database(config))
     checks.extend(_tokens(config))
@@ -125,6 +126,22 @@ def _http_port(config: Config) -> Check:
         )
         return Check("http port", False, detail)
     return Check("http port", True, "off (nothing enabled needs it)")
+
+
+def _telegram_webhook(config: Config) -> list[Check]:
+    """In webhook mode, who tells Telegram where to post: the host (webhook_url) or the operator."""
+    telegram = config.settings.telegram
+    if not (telegram.enabled and telegram.mode == "webhook"):
+        return []
+    if telegram.webhook_url:
+        return [Check("telegram webhook", True, f"{telegram.webhook_url} (set at start-up)")]
+    detail = (
+        "webhook_url is not set, so the host does not call setWebhook: Telegram posts only if "
+        f"it was told elsewhere (a public URL ending in {telegram.webhook_path}, with "
+        "TELEGRAM_WEBHOOK_SECRET as secret_token). Fix: set telegram.webhook_url to have the host "
+        "register it."
+    )
+    return [Check("telegram webhook", True, detail)]
 
 
 def _jobs(config: Config) -> Check:

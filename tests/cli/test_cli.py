@@ -211,6 +211,29 @@ def test_doctor_fails_an_intake_that_needs_the_http_port_when_it_is_off(
     assert result.returncode == 1
 
 
+def test_doctor_says_who_registers_the_telegram_webhook(bot: RunBot, tmp_path: Path) -> None:
+    # Webhook mode without webhook_url is allowed (the operator may call setWebhook), but the
+    # host then never registers it: doctor says so, and how to have the host do it.
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+        "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
+        "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
+        "BOT_TELEGRAM__ENABLED": "true",
+        "BOT_TELEGRAM__MODE": "webhook",
+    }
+    args = ("doctor", "--offline", "--config", "demo/bot.toml")
+    unset = bot(*args, cwd=tmp_path, env=env).stdout
+    [line] = [line for line in unset.splitlines() if "telegram webhook" in line]
+    assert "does not call setWebhook" in line
+    assert "/telegram/webhook" in line
+    assert "Fix: set telegram.webhook_url" in line
+    env["BOT_TELEGRAM__WEBHOOK_URL"] = "https://bot.example.com/telegram/webhook"
+    shown = bot(*args, cwd=tmp_path, env=env).stdout
+    [line] = [line for line in shown.splitlines() if "telegram webhook" in line]
+    assert "https://bot.example.com/telegram/webhook (set at start-up)" in line
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(agent_dir: Path) -> None:
     # `bot history show --list | head`: the reader closed the pipe; no traceback, no "critical".
     # A process of its own (the warm server's forks keep their streams differently).
