@@ -16,7 +16,6 @@ runs, and replicas would take each other's conversations back and forth after ev
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import asyncpg
@@ -61,10 +60,11 @@ class PgLeadership:
         keeper = self._keepers.pop(duty, None)
         if keeper is not None:
             keeper.cancel()
-            # A probe or a take cut off mid-query can end in asyncpg's own errors; the duty's
-            # session is ended below whatever the keeper was doing.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await keeper
+            await asyncio.wait([keeper])  # (a cancelled caller still raises here)
+            if not keeper.cancelled():
+                # A probe or a take cut off mid-query can end in asyncpg's own errors; the
+                # duty's session is ended below whatever the keeper was doing.
+                keeper.exception()
         self._regained.pop(duty, None)
         conn = self._held.pop(duty, None)
         if conn is not None:
@@ -97,14 +97,19 @@ class PgLeadership:
         """Check the duty's session every `retry` seconds; take the duty again when it ended."""
         while True:
             await asyncio.sleep(self._retry)
-            conn = self._held[duty]
-            if await _alive(conn):
+            conn = self._held.get(duty)
+            if conn is not None:
+                if await _alive(conn):
+                    continue
+                del self._held[duty]
+                self._regained[duty].clear()
+                log.warning("leadership_lost", duty=duty)
+                await _end(conn)
+            try:
+                self._held[duty] = await self._take(duty)
+            except Exception as exc:  # whatever went wrong, the next round tries again
+                log.warning("leadership_check_failed", duty=duty, error=type(exc).__name__)
                 continue
-            del self._held[duty]
-            self._regained[duty].clear()
-            log.warning("leadership_lost", duty=duty)
-            await _end(conn)
-            self._held[duty] = await self._take(duty)
             self._regained[duty].set()
             log.info("leadership_regained", duty=duty)
 
