@@ -88,7 +88,15 @@ async def test_a_holder_cut_from_the_database_stops_polling_and_stands_by(
             await tg.wait_for(lambda: len(sinks[0].requests) == 1)
             await channels[1].start(sinks[1])
             async with taken_over(url, POLLING_DUTY):
-                await until(lambda: "telegram_polling_duty_lost" in [e["event"] for e in logs])
+                await until(
+                    lambda: "telegram_polling_duty_lost" in [e["event"] for e in logs],
+                    within=60,  # a check of the duty, then the poll in flight ends (a guard)
+                    state=lambda: (
+                        [e["event"] for e in logs],
+                        [leader.holds(POLLING_DUTY) for leader in leaders],
+                        [call.method for call in tg.calls[-5:]],
+                    ),
+                )
                 polls = len(tg.calls)
                 await tg.push(tg.message(chat, alice, "two"))
                 await asyncio.sleep(0.2)  # four checks of the duty: nobody polls meanwhile
