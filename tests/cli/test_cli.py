@@ -179,6 +179,16 @@ def test_doctor_fails_a_job_that_bot_run_would_refuse(bot: RunBot, tmp_path: Pat
     assert "cron.jobs[0]" in run.stderr
 
 
+# Every credential `bot doctor --offline` may ask for, well formed (offline: never checked).
+DOCTOR_TOKENS = {
+    "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+    "SLACK_BOT_TOKEN": "xoxb-doctor",
+    "SLACK_SIGNING_SECRET": "signing-secret",
+    "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
+    "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
+}
+
+
 @pytest.mark.parametrize(
     ("env", "names"),
     [
@@ -195,14 +205,7 @@ def test_doctor_fails_an_intake_that_needs_the_http_port_when_it_is_off(
 ) -> None:
     # SPEC §9: doctor prints what is wrong and the fix; `bot run` refuses this config at start.
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
-    tokens = {
-        "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
-        "SLACK_BOT_TOKEN": "xoxb-doctor",
-        "SLACK_SIGNING_SECRET": "signing-secret",
-        "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
-        "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
-    }
-    env = {**tokens, **env, "BOT_HTTP__ENABLED": "false"}
+    env = {**DOCTOR_TOKENS, **env, "BOT_HTTP__ENABLED": "false"}
     result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path, env=env)
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) == 1, result.stdout
@@ -215,13 +218,7 @@ def test_doctor_says_who_registers_the_telegram_webhook(bot: RunBot, tmp_path: P
     # Webhook mode without webhook_url is allowed (the operator may call setWebhook), but the
     # host then never registers it: doctor says so, and how to have the host do it.
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
-    env = {
-        "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
-        "TELEGRAM_BOT_TOKEN": "123456:AAE-doctor-token",
-        "TELEGRAM_WEBHOOK_SECRET": "webhook-secret",
-        "BOT_TELEGRAM__ENABLED": "true",
-        "BOT_TELEGRAM__MODE": "webhook",
-    }
+    env = {**DOCTOR_TOKENS, "BOT_TELEGRAM__ENABLED": "true", "BOT_TELEGRAM__MODE": "webhook"}
     args = ("doctor", "--offline", "--config", "demo/bot.toml")
     unset = bot(*args, cwd=tmp_path, env=env).stdout
     [line] = [line for line in unset.splitlines() if "telegram webhook" in line]

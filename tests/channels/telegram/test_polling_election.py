@@ -4,7 +4,10 @@ advisory lock) polls, the others stand by, and one of them takes over when the h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 from structlog.testing import capture_logs
@@ -20,17 +23,37 @@ from tests.waiting import until
 pytestmark = pytest.mark.postgres_only
 
 
-async def test_one_replica_polls_and_another_takes_over(tg: FakeTelegram, engine: Engine) -> None:
+@dataclass
+class Replicas:
+    """Two replicas' Telegram channels on one database, each with its leadership and its sink."""
+
+    leaders: list[PgLeadership]
+    channels: list[TelegramChannel]
+    sinks: list[Sink]
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(tg: FakeTelegram, engine: Engine) -> AsyncIterator[Replicas]:
     stores = [await engine.open(), await engine.open()]
     leaders = [PgLeadership(str(engine.location), retry=0.05) for _ in stores]
     channels = [
         TelegramChannel(settings(tg), secrets(tg), buffer=s.buffer, leader=leader)
         for s, leader in zip(stores, leaders, strict=True)
     ]
-    sinks = [Sink(), Sink()]
+    try:
+        yield Replicas(leaders, channels, [Sink(), Sink()])
+    finally:
+        for channel in channels:
+            await channel.stop()
+        for store in stores:
+            await store.aclose()
+
+
+async def test_one_replica_polls_and_another_takes_over(tg: FakeTelegram, engine: Engine) -> None:
     alice = tg.user("Alice")
     chat = tg.private_chat(alice)
-    try:
+    async with two_replicas(tg, engine) as replicas:
+        channels, sinks = replicas.channels, replicas.sinks
         await channels[0].start(sinks[0])
         await tg.push(tg.message(chat, alice, "one"))
         await tg.wait_for(lambda: len(sinks[0].requests) == 1)
@@ -43,11 +66,6 @@ async def test_one_replica_polls_and_another_takes_over(tg: FakeTelegram, engine
         await channels[0].stop()  # the holder goes: the other replica is elected
         await tg.push(tg.message(chat, alice, "three"))
         await tg.wait_for(lambda: len(sinks[1].requests) == 1)
-    finally:
-        for channel in channels:
-            await channel.stop()
-        for store in stores:
-            await store.aclose()
     assert [r.text for r in sinks[0].requests + sinks[1].requests] == ["one", "two", "three"]
 
 
@@ -72,16 +90,10 @@ async def test_a_holder_cut_from_the_database_stops_polling_and_stands_by(
     """A database restart ends the holder's session: it stops polling (no getUpdates while it does
     not hold the duty), and whichever replica is elected next polls, alone."""
     url = str(engine.location)
-    stores = [await engine.open(), await engine.open()]
-    leaders = [PgLeadership(url, retry=0.05) for _ in stores]
-    channels = [
-        TelegramChannel(settings(tg), secrets(tg), buffer=s.buffer, leader=leader)
-        for s, leader in zip(stores, leaders, strict=True)
-    ]
-    sinks = [Sink(), Sink()]
     alice = tg.user("Alice")
     chat = tg.private_chat(alice)
-    try:
+    async with two_replicas(tg, engine) as replicas:
+        leaders, channels, sinks = replicas.leaders, replicas.channels, replicas.sinks
         with capture_logs() as logs:
             await channels[0].start(sinks[0])
             await tg.push(tg.message(chat, alice, "one"))
@@ -103,10 +115,5 @@ async def test_a_holder_cut_from_the_database_stops_polling_and_stands_by(
                 assert len(tg.calls) == polls
             await tg.wait_for(lambda: len(sinks[0].requests) + len(sinks[1].requests) == 2)
         (elected,) = [n for n, leader in enumerate(leaders) if leader.holds(POLLING_DUTY)]
-    finally:
-        for channel in channels:
-            await channel.stop()
-        for store in stores:
-            await store.aclose()
     assert [r.text for r in sinks[0].requests + sinks[1].requests] == ["one", "two"]
     assert sinks[elected].requests[-1].text == "two"
