@@ -17,7 +17,7 @@ import structlog
 
 from bot.config import AttachmentSettings
 from bot.ports.attachments import StoredAttachment
-from bot.sql.conn import Sql, SqlDatabase
+from bot.sql.conn import Sql, SqlDatabase, marks
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ class Attachments:
         rows = await self._db.reads().fetch_all(
             f"""SELECT a.id, a.data FROM attachments a
                 JOIN attachment_refs r ON r.id = a.id AND r.key = ?
-                WHERE a.id IN ({_marks(wanted)})""",
+                WHERE a.id IN ({marks(wanted)})""",
             key,
             *wanted,
         )
@@ -98,7 +98,7 @@ class Attachments:
 
         async def touch(tx: Sql) -> None:
             await tx.execute(
-                f"UPDATE attachments SET used_at = ? WHERE id IN ({_marks(ids)})", now, *ids
+                f"UPDATE attachments SET used_at = ? WHERE id IN ({marks(ids)})", now, *ids
             )
 
         try:
@@ -134,7 +134,3 @@ class Attachments:
                 "(SELECT 1 FROM attachments a WHERE a.id = attachment_refs.id)"
             )
             log.info("attachments_pruned", idle=idle, over_bytes=dropped)
-
-
-def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" * len(values))

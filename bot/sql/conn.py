@@ -59,3 +59,8 @@ class SqlDatabase(Protocol):
     async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
         """Run `op` in one write transaction: it commits when `op` returns, rolls back when it
         raises, and once started it finishes even when the caller is cancelled."""
+
+
+def marks(values: Sequence[object]) -> str:
+    """As many `?` placeholders as `values`, comma-separated (for `IN (...)`)."""
+    return ", ".join("?" * len(values))

@@ -31,7 +31,7 @@ from bot.config import MemorySettings
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
 from bot.sql import rules
 from bot.sql.codec import shorten
-from bot.sql.conn import Row, Sql, SqlDatabase
+from bot.sql.conn import Row, Sql, SqlDatabase, marks
 from bot.sql.terms import choose_terms, query_terms, words
 
 log = structlog.get_logger(__name__)
@@ -224,7 +224,7 @@ class Memory:
         """How many memories hold each term, and (about) how many memories there are."""
         reads = self._db.reads()
         rows = await reads.fetch_all(
-            f"SELECT term, docs FROM term_docs WHERE term IN ({_marks(terms)})", *terms
+            f"SELECT term, docs FROM term_docs WHERE term IN ({marks(terms)})", *terms
         )
         # The highest id counts forgotten rows too; close enough for choosing query words.
         corpus = await reads.fetch_value("SELECT coalesce(max(id), 0) FROM memories")
@@ -271,7 +271,7 @@ class Memory:
             numbers = [_row_id(memory_id) for memory_id in ids]
             if not numbers:
                 return 0
-            where += f" AND m.id IN ({_marks(numbers)})"
+            where += f" AND m.id IN ({marks(numbers)})"
             params = (*params, *numbers)
 
         async def forget(tx: Sql) -> int:
@@ -358,10 +358,6 @@ def _own_filter(person: str, scope: MemoryScope) -> tuple[str, tuple[Any, ...]]:
 
 def _participation(person: str, surface: str) -> str:
     return f"participation:{person}\n{surface}"
-
-
-def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" * len(values))
 
 
 def _said(row: Row) -> str:
