@@ -34,41 +34,49 @@ _KEEPALIVES = {
 _TRY = "SELECT pg_try_advisory_lock(" + key("'leader:' || $1") + ")"
 
 
+class _Duty:
+    """A duty this process holds, or lost and is taking back: the connection whose session holds
+    it (None while lost), and the keeper watching that session."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn: Any = conn
+        self.regained = asyncio.Event()  # set while `conn` holds the duty
+        self.regained.set()
+        self.keeper: asyncio.Task[None] | None = None
+
+
 class PgLeadership:
     """Duties held by this process, each on its own connection, each kept by a watcher."""
 
     def __init__(self, url: str, *, retry: float = 2.0) -> None:
         self._url = url
         self._retry = retry
-        self._held: dict[str, Any] = {}
-        self._keepers: dict[str, asyncio.Task[None]] = {}
-        self._regained: dict[str, asyncio.Event] = {}
+        self._duties: dict[str, _Duty] = {}
 
     async def acquire(self, duty: str) -> None:
-        if duty in self._keepers:  # held, or lost and being taken again: wait for that
-            await self._regained[duty].wait()
+        if (kept := self._duties.get(duty)) is not None:  # held, or lost and being taken again
+            await kept.regained.wait()
             return
-        self._held[duty] = await self._take(duty)
-        self._regained[duty] = asyncio.Event()
-        self._regained[duty].set()
-        self._keepers[duty] = asyncio.create_task(self._keep(duty), name=f"leadership-{duty}")
+        kept = self._duties[duty] = _Duty(await self._take(duty))
+        kept.keeper = asyncio.create_task(self._keep(kept, duty), name=f"leadership-{duty}")
 
     def holds(self, duty: str) -> bool:
-        return duty in self._held
+        kept = self._duties.get(duty)
+        return kept is not None and kept.conn is not None
 
     async def release(self, duty: str) -> None:
-        keeper = self._keepers.pop(duty, None)
-        if keeper is not None:
-            keeper.cancel()
-            await asyncio.wait([keeper])  # (a cancelled caller still raises here)
-            if not keeper.cancelled():
+        kept = self._duties.pop(duty, None)
+        if kept is None:
+            return
+        if kept.keeper is not None:
+            kept.keeper.cancel()
+            await asyncio.wait([kept.keeper])  # (a cancelled caller still raises here)
+            if not kept.keeper.cancelled():
                 # A probe or a take cut off mid-query can end in asyncpg's own errors; the
                 # duty's session is ended below whatever the keeper was doing.
-                keeper.exception()
-        self._regained.pop(duty, None)
-        conn = self._held.pop(duty, None)
-        if conn is not None:
-            await _end(conn)  # ending the session releases its advisory locks
+                kept.keeper.exception()
+        if kept.conn is not None:
+            await _end(kept.conn)  # ending the session releases its advisory locks
 
     async def _take(self, duty: str) -> Any:
         """A connection whose session holds `duty`, once nobody else holds it."""
@@ -93,24 +101,23 @@ class PgLeadership:
             if conn is not None:
                 await _end(conn)
 
-    async def _keep(self, duty: str) -> None:
+    async def _keep(self, kept: _Duty, duty: str) -> None:
         """Check the duty's session every `retry` seconds; take the duty again when it ended."""
         while True:
             await asyncio.sleep(self._retry)
-            conn = self._held.get(duty)
-            if conn is not None:
-                if await _alive(conn):
+            if kept.conn is not None:
+                if await _alive(kept.conn):
                     continue
-                del self._held[duty]
-                self._regained[duty].clear()
+                lost, kept.conn = kept.conn, None
+                kept.regained.clear()
                 log.warning("leadership_lost", duty=duty)
-                await _end(conn)
+                await _end(lost)
             try:
-                self._held[duty] = await self._take(duty)
+                kept.conn = await self._take(duty)
             except Exception as exc:  # whatever went wrong, the next round tries again
                 log.warning("leadership_check_failed", duty=duty, error=type(exc).__name__)
                 continue
-            self._regained[duty].set()
+            kept.regained.set()
             log.info("leadership_regained", duty=duty)
 
 
