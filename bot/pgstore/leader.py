@@ -70,8 +70,10 @@ class PgLeadership:
             return
         if kept.keeper is not None:
             kept.keeper.cancel()
-            await asyncio.wait([kept.keeper])  # (a cancelled caller still raises here)
-            if not kept.keeper.cancelled():
+            # Bounded, so that stopping never hangs on a probe the driver is slow to give up
+            # (a cancelled caller still raises here).
+            await asyncio.wait([kept.keeper], timeout=CONNECT_TIMEOUT)
+            if kept.keeper.done() and not kept.keeper.cancelled():
                 # A probe or a take cut off mid-query can end in asyncpg's own errors; the
                 # duty's session is ended below whatever the keeper was doing.
                 kept.keeper.exception()

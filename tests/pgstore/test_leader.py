@@ -29,7 +29,7 @@ _HOLDER = """SELECT pid FROM pg_locks
 
 
 async def holder_pid(url: str, name: str) -> int | None:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, timeout=10)
     try:
         pid = await conn.fetchval(_HOLDER, name)
     finally:
@@ -39,7 +39,7 @@ async def holder_pid(url: str, name: str) -> int | None:
 
 async def cut(url: str, name: str) -> None:
     """End the database session that holds `name`, as a database restart would."""
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, timeout=10)
     try:
         assert await conn.fetchval(
             f"SELECT pg_terminate_backend(pid) FROM ({_HOLDER}) AS holder", name
@@ -53,7 +53,7 @@ async def taken_over(url: str, name: str) -> AsyncIterator[None]:
     """Hold `name` on a session of the test's own until the block ends: queued for the lock first,
     then the holder's session is ended, so the lock passes straight to the test (nobody can take
     it in between)."""
-    taker, ender = await asyncpg.connect(url), await asyncpg.connect(url)
+    taker, ender = await asyncpg.connect(url, timeout=10), await asyncpg.connect(url, timeout=10)
     taking = asyncio.create_task(
         taker.execute("SELECT pg_advisory_lock(" + key("'leader:' || $1") + ")", name)
     )
@@ -82,7 +82,7 @@ def events(logs: list[dict[str, object]]) -> list[object]:
 async def test_a_holder_whose_session_ended_takes_its_duty_again(engine: Engine) -> None:
     url, name = str(engine.location), f"duty-{uuid.uuid4().hex}"
     holder = PgLeadership(url, retry=0.05)
-    await holder.acquire(name)
+    await asyncio.wait_for(holder.acquire(name), 10)
     try:
         with capture_logs() as logs:
             async with taken_over(url, name):
@@ -101,7 +101,7 @@ async def test_a_holder_whose_session_ended_takes_its_duty_again(engine: Engine)
 async def test_a_lost_duty_goes_to_exactly_one_replica(engine: Engine) -> None:
     url, name = str(engine.location), f"duty-{uuid.uuid4().hex}"
     leaders = [PgLeadership(url, retry=0.05) for _ in range(3)]
-    await leaders[0].acquire(name)
+    await asyncio.wait_for(leaders[0].acquire(name), 10)
     waiting = [asyncio.create_task(leader.acquire(name)) for leader in leaders[1:]]
     try:
         async with taken_over(url, name):
