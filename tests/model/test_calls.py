@@ -90,13 +90,17 @@ async def test_server_errors_and_dropped_connections_are_retried(
 async def test_a_stalled_call_times_out_and_is_retried(
     make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
 ) -> None:
-    runtime = make_runtime(timeout=0.2)
-    fake.stall(1.0)
+    runtime = make_runtime(timeout=0.5)
+    fake.stall(5.0)
     try:
         outcome = await runtime.run(plan("hi"))
     finally:
         await runtime.aclose()
-    assert outcome.attempts == 2
+    # The stalled call timed out and a retry answered. On a loaded machine a retry may time out
+    # too (0.5 s is short), which is the same behaviour again: more attempts, same answer.
+    assert outcome.attempts >= 2
+    assert outcome.text == "Answer to: hi"
+    assert len(fake.requests) == outcome.attempts
 
 
 async def test_bad_request_is_not_retried(runtime: AnthropicRuntime, fake: FakeAnthropic) -> None:
