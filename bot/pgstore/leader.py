@@ -129,9 +129,19 @@ async def _alive(conn: Any) -> bool:
         return False
     try:
         await asyncio.wait_for(conn.fetchval("SELECT 1"), CONNECT_TIMEOUT)
-    except CONNECT_ERRORS:
+    except asyncio.CancelledError:
+        if _stopping():
+            raise
+        return False  # the driver gave the probe up itself: the connection was lost under it
+    except (*CONNECT_ERRORS, asyncpg.exceptions.InternalClientError):
         return False
     return True
+
+
+def _stopping() -> bool:
+    """Whether this task itself is being cancelled (not a cancellation from inside the driver)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _end(conn: Any) -> None:
