@@ -34,7 +34,8 @@ BotError
 │   └── StreamBusy           a streaming call was rate-limited: try again after `retry_after`
 ├── FileError                a file a person shared was not read
 │   ├── FileRefused          not downloaded (too large, refused, failed): `reason` says which
-│   └── FileUnreadable       downloaded, but the model cannot be given it; the message says why
+│   ├── FileUnreadable       downloaded, but the model cannot be given it; the message says why
+│   └── AudioRefused         a voice note or audio file was not transcribed: `reason` says why
 └── ToolError                a tool call failed in a way the model should be told about
 
 Errors that a validator raises (templates, rules, schedules, bad input, unreadable records) are
@@ -252,6 +253,17 @@ class FileRefused(FileError):
 class FileUnreadable(FileError, ValueError):
     """The file cannot be given to the model (damaged, too large to decode, an unknown type);
     the message is a short reason for the person and the model."""
+
+
+class AudioRefused(FileError):
+    """A voice note or audio file was not transcribed. `reason` is "too_long", "unreadable" (not
+    audio, or damaged), "failed" (the model could not be loaded or run) or "timeout"; `seconds`
+    is the audio's length where it is known. The message is for the log only."""
+
+    def __init__(self, reason: str, detail: str, seconds: float | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.seconds = seconds
 
 
 # --- tools --------------------------------------------------------------------------------------

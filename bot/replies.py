@@ -189,6 +189,20 @@ def too_many_files(limit: int) -> str:
     return f"I read at most {limit} files from one message"
 
 
+# Voice notes and audio files (transcribed on this machine): why one was not.
+VOICE_UNREADABLE = "it could not be played as audio (damaged, or not a sound recording)"
+VOICE_FAILED = "transcription failed on my side; please send it again later"
+VOICE_TIMED_OUT = "transcribing it took too long; a shorter recording will work better"
+VOICE_SILENT = "I heard no speech in it"
+
+
+def voice_too_long(length: str | None, limit: str) -> str:
+    """`length` and `limit` as players show them (`20:00`, `5:00`); `length` None when unknown."""
+    if length is not None:
+        return f"it is {length} long, and I transcribe recordings of up to {limit}"
+    return f"it is longer than the {limit} I transcribe"
+
+
 def attachment_problem(name: str, reason: str) -> str:
     """One line for the person about one file that was not read."""
     return f"I couldn't read “{name}”: {reason}."

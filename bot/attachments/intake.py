@@ -5,9 +5,11 @@ The host calls `take` once per turn, before assembling. Each file is fetched thr
 `FileSource` of the route's platform (the channel owns the URL or file id; the core only says
 "attachment N"), refused early when its declared size is over the cap, read off the event loop
 (decoding a photo takes tens of milliseconds), and stored under the sha256 of what the model
-gets. Voice and audio are never downloaded: nothing here can transcribe them, so their marker
-says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
-marker and told to the person in one line.
+gets. Voice notes and audio files go to the `Transcriber` when there is one (the `voice` extra,
+`voice.enabled`): their transcript is stored and replayed like a text file's text, never the
+audio. Without one they are never downloaded, and their marker says they were not transcribed.
+Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its marker and
+told to the person in one line.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import structlog
 from bot import replies
 from bot.attachments.read import Ready, read_file
 from bot.config import AttachmentSettings
-from bot.errors import FileRefused, FileUnreadable
+from bot.errors import AudioRefused, FileRefused, FileUnreadable
 from bot.ports.attachments import AttachmentStore, FileSource
-from bot.prompt.attachments import size_text
+from bot.ports.voice import Transcriber
+from bot.prompt.attachments import clock_text, size_text
 from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -39,11 +42,14 @@ class AttachmentIntake:
         store: AttachmentStore,
         settings: AttachmentSettings,
         sources: Mapping[str, FileSource],
+        transcriber: Transcriber | None = None,
     ) -> None:
-        """`sources`: each platform's downloader, by platform name."""
+        """`sources`: each platform's downloader, by platform name; `transcriber`: voice
+        notes' (None: they keep their "not transcribed" marker)."""
         self._store = store
         self._settings = settings
         self._sources = dict(sources)
+        self._transcriber = transcriber
 
     async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
         """This turn's attachment blocks, the bytes to replay, and the person's problem lines."""
@@ -80,6 +86,8 @@ class AttachmentIntake:
         block = AttachmentBlock(
             index + 1, item.name, _declared_kind(item), item.media_type, item.size
         )
+        if block.kind == "audio" and self._transcriber is not None:
+            return await self._voice(request, index, item, block, contents)
         if block.kind == "audio":
             seconds = {"seconds": item.seconds} if item.seconds is not None else {}
             return _with(block, detail=seconds)
@@ -114,7 +122,57 @@ class AttachmentIntake:
             ready.detail,
         )
 
-    def _precheck(self, request: TurnRequest, index: int, item: Attachment) -> str | None:
+    async def _voice(
+        self,
+        request: TurnRequest,
+        index: int,
+        item: Attachment,
+        block: AttachmentBlock,
+        contents: dict[str, bytes],
+    ) -> AttachmentBlock:
+        """A voice note or audio file, transcribed: its block points at the stored transcript."""
+        assert self._transcriber is not None
+        limit = self._transcriber.max_seconds
+        declared = {"seconds": item.seconds} if item.seconds is not None else {}
+        problem = self._precheck(request, index, item, audio=True)
+        if problem is None and item.seconds is not None and item.seconds > limit:
+            problem = replies.voice_too_long(clock_text(item.seconds), clock_text(limit))
+        if problem is not None:
+            return _with(block, problem=problem, detail=declared)
+        try:
+            data = await self._fetch(request, index)
+        except FileRefused as exc:
+            log.info("voice_not_fetched", index=index + 1, reason=exc.reason, detail=str(exc))
+            too_large = replies.file_too_large(size_text(self._settings.max_bytes))
+            problem = too_large if exc.reason == "too_large" else None
+            problem = problem or _FETCH_PROBLEMS.get(exc.reason, replies.DOWNLOAD_FAILED)
+            return _with(block, problem=problem, detail=declared)
+        try:
+            transcript = await self._transcriber.transcribe(data)
+        except AudioRefused as exc:
+            log.info("voice_not_transcribed", index=index + 1, reason=exc.reason, detail=str(exc))
+            seconds = round(exc.seconds) if exc.seconds is not None else item.seconds
+            detail = {"seconds": seconds} if seconds is not None else {}
+            return _with(block, size=len(data), problem=_voice_problem(exc, limit), detail=detail)
+        seconds = round(transcript.seconds)
+        if not transcript.text.strip():
+            log.info("voice_silent", index=index + 1, seconds=seconds)
+            return _with(
+                block, size=len(data), problem=replies.VOICE_SILENT, detail={"seconds": seconds}
+            )
+        text = transcript.text.strip()
+        ready = Ready("voice", "text/plain", text.encode("utf-8"), {})
+        content_id = await self._keep(request.conversation_key, ready)
+        contents[content_id] = ready.data
+        log.info("voice_transcribed", index=index + 1, seconds=seconds, chars=len(text))
+        detail = {"seconds": seconds, "chars": len(text)}
+        return AttachmentBlock(
+            block.index, item.name, "voice", "text/plain", len(data), content_id, detail
+        )
+
+    def _precheck(
+        self, request: TurnRequest, index: int, item: Attachment, *, audio: bool = False
+    ) -> str | None:
         settings = self._settings
         if not settings.enabled:
             return replies.ATTACHMENTS_OFF
@@ -122,7 +180,7 @@ class AttachmentIntake:
             return replies.too_many_files(settings.max_per_message)
         if item.size > settings.max_bytes:
             return replies.file_too_large(size_text(settings.max_bytes))
-        if item.media_type.lower().startswith("video/"):
+        if not audio and item.media_type.lower().startswith("video/"):
             return replies.unsupported_type(item.media_type)
         if request.route is None or request.route.platform not in self._sources:
             return replies.NOT_FETCHABLE
@@ -150,6 +208,17 @@ class AttachmentIntake:
 def _declared_kind(item: Attachment) -> str:
     media = item.media_type.lower()
     return "audio" if media.startswith("audio/") or item.seconds is not None else "file"
+
+
+def _voice_problem(exc: AudioRefused, limit: int) -> str:
+    if exc.reason == "too_long":
+        length = clock_text(exc.seconds) if exc.seconds is not None else None
+        return replies.voice_too_long(length, clock_text(limit))
+    if exc.reason == "unreadable":
+        return replies.VOICE_UNREADABLE
+    if exc.reason == "timeout":
+        return replies.VOICE_TIMED_OUT
+    return replies.VOICE_FAILED
 
 
 def _with(

@@ -41,6 +41,7 @@ from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.stores import OpenStore
 from bot.tools import Toolbox
+from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
     from channels.cron.plan import JobPlan
@@ -331,7 +332,10 @@ class App:
         if attachment_store is None:
             return None
         sources = {c.name: c.files for c in self.channels if c.files is not None}
-        return AttachmentIntake(attachment_store, self.config.settings.attachments, sources)
+        transcriber = build_transcriber(self.config.settings.voice)
+        return AttachmentIntake(
+            attachment_store, self.config.settings.attachments, sources, transcriber
+        )
 
     async def _start_channels(self, host: Host) -> None:
         for channel in self.channels:

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from bot import config
 from bot.config import CoreSettings
+from bot.voice.settings import VoiceSettings
 from channels.cron.settings import CronSettings, WebhookSettings
 from channels.slack import settings as slack
 from channels.slack.settings import SlackSettings
@@ -23,11 +24,12 @@ class Settings(CoreSettings):
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
-        *("cron", "host", "logging", "prompt", "budget"),
+        *("voice", "cron", "host", "logging", "prompt", "budget"),
     )
 
     slack: SlackSettings = SlackSettings()
     telegram: TelegramSettings = TelegramSettings()
+    voice: VoiceSettings = VoiceSettings()
     cron: CronSettings = CronSettings()
     webhooks: list[WebhookSettings] = Field(default_factory=list)
 

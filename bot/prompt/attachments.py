@@ -2,7 +2,9 @@
 and the media-free copy of a request body that turn records keep.
 
 A marker names the file where the person put it, `[attachment 1: report.pdf, PDF, 12 pages,
-240 KB]`; the name is untrusted text, made one line, bounded and neutralized. The content follows
+240 KB]`, or a transcribed voice note, `[voice note 1: 0:07, transcribed]`; the name is untrusted
+text, made one line, bounded and neutralized. A transcript is kept and rendered like a text
+file's text (the audio never is). The content follows
 the person's text in the same user message: an image block, a document block, or the file's text
 inside an `<attachment>` fence (neutralized, the first `INLINE_MAX_CHARS` characters). Content is
 rendered from the stored bytes, which never change, so a replayed turn is byte-stable and the
@@ -47,6 +49,13 @@ def size_text(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB"
 
 
+def clock_text(seconds: float) -> str:
+    """`0:07`, `12:30`, `1:02:03`: a recording's length as players show it."""
+    minutes, secs = divmod(max(round(seconds), 0), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def safe_name(name: str) -> str:
     """A file name as the model may read it: one line, bounded, neutralized."""
     return neutralize(one_line(scrub(name), NAME_MAX_CHARS)) or "unnamed"
@@ -54,6 +63,8 @@ def safe_name(name: str) -> str:
 
 def marker(block: AttachmentBlock) -> str:
     """`[attachment 1: report.pdf, PDF, 12 pages, 240 KB]`, or why the file was not read."""
+    if block.kind == "voice" or (block.kind == "audio" and block.problem is not None):
+        return voice_marker(block)
     facts = [safe_name(block.name), *_facts(block), size_text(block.size)]
     if block.problem is not None:
         # Host-written, but it may quote a declared media type: made safe like the name.
@@ -64,6 +75,28 @@ def marker(block: AttachmentBlock) -> str:
             f'read_attachment tool, id "{short_id(block)}"'
         )
     return f"[attachment {block.index}: {', '.join(facts)}]"
+
+
+# The name a channel gives a voice note that has none of its own: not repeated in the marker.
+_UNNAMED_VOICE = "voice note"
+
+
+def voice_marker(block: AttachmentBlock) -> str:
+    """`[voice note 1: 0:07, transcribed]` (a named audio file keeps its name), or why it was not
+    transcribed: `[voice note 2: 20:00, not transcribed: it is 20:00 long, ...]`."""
+    facts = [] if block.name.strip().lower() == _UNNAMED_VOICE else [safe_name(block.name)]
+    if "seconds" in block.detail:
+        facts.append(clock_text(block.detail["seconds"]))
+    if block.problem is not None:
+        facts.append(f"not transcribed: {neutralize(one_line(scrub(block.problem), 300))}")
+    else:
+        facts.append("transcribed")
+        if block.detail.get("chars", 0) > INLINE_MAX_CHARS:
+            facts.append(
+                f"the first {INLINE_MAX_CHARS:,} characters are shown; read the rest with the "
+                f'read_attachment tool, id "{short_id(block)}"'
+            )
+    return f"[voice note {block.index}: {', '.join(facts)}]"
 
 
 def _facts(block: AttachmentBlock) -> list[str]:
@@ -116,7 +149,7 @@ def _content(block: AttachmentBlock, data: bytes) -> dict[str, Any] | None:
         return {"type": "image", "source": source}
     if block.kind == "pdf":
         return {"type": "document", "source": _base64_source("application/pdf", data)}
-    if block.kind == "text":
+    if block.kind in ("text", "voice"):  # a voice note's transcript is untrusted text too
         text = data.decode("utf-8", errors="replace")
         shown = text[:INLINE_MAX_CHARS]
         cut = len(text) - len(shown)
@@ -144,7 +177,7 @@ def attachment_tokens(block: AttachmentBlock) -> int:
         return math.ceil(pixels / IMAGE_PIXELS_PER_TOKEN)
     if block.kind == "pdf":
         return detail.get("pages", 1) * PDF_TOKENS_PER_PAGE
-    if block.kind == "text":
+    if block.kind in ("text", "voice"):
         # About four characters a token for prose and code; the inline part only.
         return math.ceil(min(detail.get("chars", 0), INLINE_MAX_CHARS) / 4) + 16
     return 0

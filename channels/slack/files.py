@@ -35,7 +35,18 @@ def attachment(file: Mapping[str, Any]) -> Attachment:
         name=str(name),
         media_type=str(media),
         size=size if isinstance(size, int) and size >= 0 else 0,
+        seconds=_audio_seconds(file, str(media)),
     )
+
+
+def _audio_seconds(file: Mapping[str, Any], media: str) -> int | None:
+    """An audio clip's or audio file's length (Slack's `duration_ms`), which also marks a clip
+    recorded in Slack (`slack_audio`) as audio whatever container type it declares."""
+    audio = media.lower().startswith("audio/") or file.get("subtype") == "slack_audio"
+    millis = file.get("duration_ms")
+    if audio and isinstance(millis, int) and not isinstance(millis, bool) and millis >= 0:
+        return round(millis / 1000)
+    return None
 
 
 def file_url(file: Mapping[str, Any]) -> str | None:

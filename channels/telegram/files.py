@@ -57,7 +57,9 @@ def _file(kind: str, item: Mapping[str, Any]) -> Attachment:
     media = item.get("mime_type") or _DEFAULT_TYPES.get(kind, "application/octet-stream")
     name = item.get("file_name") or item.get("title") or _DEFAULT_NAMES.get(kind, kind)
     duration = item.get("duration")
-    seconds = int(duration) if kind in ("voice", "audio") and isinstance(duration, int) else None
+    # A length marks what the host may transcribe: voice notes, audio and round video notes.
+    spoken = kind in ("voice", "audio", "video_note")
+    seconds = int(duration) if spoken and isinstance(duration, int) else None
     return Attachment(str(name), str(media), _size(item), seconds)
 
 
