@@ -78,7 +78,8 @@ async def test_voice_and_oversized_files_get_markers_and_one_line_answers(
     alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
     chat = tg.private_chat(alice)
     claude.script("Heard nothing.", "Too big.")
-    async with App(make_config()) as app:
+    # Transcription off (tests/channels/telegram/test_voice.py has it on): today's marker.
+    async with App(make_config("\n[voice]\nenabled = false\n")) as app:
         await tg.push(tg.media_message(chat, alice, "", voice=tg.voice(b"OggS" * 100, 14)))
         await tg.wait_sent(1)
         big = tg.document(files.big_file(30 * MB), "dump.bin", "application/octet-stream")
