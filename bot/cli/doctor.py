@@ -62,6 +62,7 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     checks.append(await _database(config))
     checks.extend(_tokens(config))
     checks.extend(_streaming(config))
+    checks.append(await _voice(config))
     if not offline:
         for name, probe in _services(config):
             checks.append(await _probe(name, probe))
@@ -233,6 +234,36 @@ def _streaming(config: Config) -> list[Check]:
 
         checks.append(Check("telegram-stream", True, TELEGRAM_MODES[settings.telegram.stream]))
     return checks
+
+
+async def _voice(config: Config) -> Check:
+    """Which model transcribes voice notes, and whether it loads (hashed first, loaded from its
+    folder: nothing is fetched, so this runs offline too)."""
+    from bot.voice.model import INSTALL, MANIFEST, extra_installed, locate
+    from bot.voice.whisper import WhisperEngine
+
+    voice = config.settings.voice
+    if not voice.enabled:
+        return Check("voice", True, "off (voice.enabled = false): voice notes get a marker")
+    if not extra_installed():
+        detail = (
+            "not installed: voice notes get a marker saying they were not transcribed. "
+            f"Fix: {INSTALL} to transcribe them on this machine."
+        )
+        return Check("voice", True, detail)
+    try:
+        files = locate(voice.model)
+        await asyncio.to_thread(WhisperEngine, files, workers=1, language=voice.language)
+    except ConfigError as exc:
+        return Check("voice", False, str(exc))
+    except Exception as exc:  # CTranslate2 refused the files
+        detail = (
+            f"{voice.model}: the model does not load ({type(exc).__name__}: {exc}). Fix: point "
+            "voice.model at a CTranslate2 Whisper model folder, or set it to 'bundled'."
+        )
+        return Check("voice", False, detail)
+    checked = "its files match their sha256" if files.verified else f"not verified: no {MANIFEST}"
+    return Check("voice", True, f"{files.name} loads ({checked}); up to {voice.max_seconds} s")
 
 
 Probe = Callable[[], Awaitable[str]]
