@@ -240,7 +240,6 @@ async def _voice(config: Config) -> Check:
     """Which model transcribes voice notes, and whether it loads (hashed first, loaded from its
     folder: nothing is fetched, so this runs offline too)."""
     from bot.voice.model import INSTALL, MANIFEST, extra_installed, locate
-    from bot.voice.whisper import WhisperEngine
 
     voice = config.settings.voice
     if not voice.enabled:
@@ -251,6 +250,8 @@ async def _voice(config: Config) -> Check:
             f"Fix: {INSTALL} to transcribe them on this machine."
         )
         return Check("voice", True, detail)
+    from bot.voice.whisper import WhisperEngine  # the extra is there: faster-whisper imports
+
     try:
         files = locate(voice.model)
         await asyncio.to_thread(WhisperEngine, files, workers=1, language=voice.language)

@@ -54,7 +54,11 @@ class WhisperEngine:
             audio,
             language=self._language if self.multilingual else "en",
             vad_filter=True,  # silence is skipped, not turned into invented words
-            condition_on_previous_text=False,
+            condition_on_previous_text=False,  # so one misheard window cannot start a loop
+            # Whisper's check for repetition loops also throws away speech that repeats itself
+            # (a list, a chant, a clip said twice) and retries it at five more temperatures:
+            # six times the work for a worse answer. Off; the two settings above keep loops rare.
+            compression_ratio_threshold=None,
             without_timestamps=True,
         )
         said = []

@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 import benchmarks
+from tests.voice.clips import require_voice
 
 # module -> (tiny arguments, a piece of the output that proves it ran to the end)
 TINY: dict[str, tuple[list[str], str]] = {
@@ -33,8 +34,10 @@ TINY: dict[str, tuple[list[str], str]] = {
     "replicas": (["--chats", "2", "--rounds", "1", "--warmup", "1"], "sqlite, 1"),
     "stream": (["--answers", "1", "--chars", "300", "--seconds", "0.2"], "telegram private"),
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
+    "voice": (["--seconds", "2", "--runs", "1", "--warmup", "0"], "real-time factor p50"),
 }
 HELPERS = {"overhead"}  # shared code, not a benchmark of its own
+NEEDS_VOICE = {"voice"}  # transcribes: needs the voice extra (CI installs it)
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +55,8 @@ def test_every_benchmark_has_a_smoke_run() -> None:
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_benchmark_runs_at_a_tiny_size(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     arguments, proof = TINY[name]
+    if name in NEEDS_VOICE:
+        require_voice()
     module = importlib.import_module(f"benchmarks.{name}")
     main: Callable[[Sequence[str]], None] = module.main
     main(arguments)

@@ -6,6 +6,7 @@ each get their one-line answer while the rest of the message is answered."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -67,7 +68,10 @@ async def test_a_dm_voice_note_is_answered_from_what_was_said(
     assert voice["file_id"] not in serialized
     assert voice["file_unique_id"] not in serialized
     assert TOKEN not in serialized
-    assert "OggS" not in serialized and "audio/ogg" not in serialized
+    # No audio in any form: not its bytes as base64 (an Ogg file starts "OggS"), not its type.
+    assert base64.b64encode(clip("tomatoes.ogg")[:48]).decode() not in serialized
+    assert "T2dnUw" not in serialized
+    assert "audio/ogg" not in serialized
     assert second.text == "You asked about the plants."
     # Memory keeps what the person's message says (nothing: no caption), not the transcript.
     assert captured
