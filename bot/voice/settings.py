@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from bot.config import Section
 from bot.errors import ConfigError
@@ -22,11 +22,23 @@ class VoiceSettings(Section):
     # absolute path or one relative to where `bot` runs; a SHA256SUMS file in it is checked.
     model: str = BUNDLED
     # The spoken language as a code ("en", "de"); empty lets a multilingual model detect it.
-    language: Annotated[str, Field(pattern=r"^([a-z]{2,3})?$")] = ""
+    language: str = ""
     # Longer audio is not transcribed; the person is told in one line.
     max_seconds: Annotated[int, Field(ge=1, le=3600)] = 300
     # One transcription may take this long before it is given up (the person is told).
     timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 120.0
+
+    @field_validator("language")
+    @classmethod
+    def _language_code(cls, value: str) -> str:
+        if value and not (
+            value.isascii() and value.isalpha() and value.islower() and 2 <= len(value) <= 3
+        ):
+            raise ValueError(
+                "not a language code: write one Whisper knows, such as 'en' or 'de', or leave it "
+                "empty to let a multilingual model detect the language"
+            )
+        return value
 
     def check(self) -> None:
         if not self.enabled or self.model == BUNDLED:

@@ -80,3 +80,35 @@ def lying_webm(seconds: int, claimed_ms: float) -> bytes:
     assert at > 0
     data[at + 3 : at + 11] = struct.pack(">d", claimed_ms)
     return bytes(data)
+
+
+def video_note(name: str = "budget.m4a") -> bytes:
+    """A round Telegram video note: MP4 with a small grey MPEG-4 video track and the clip's
+    speech as its AAC audio track (the audio packets copied as they are)."""
+    import av
+    import numpy as np
+
+    out = io.BytesIO()
+    with (
+        av.open(io.BytesIO(clip(name))) as source,
+        av.open(out, "w", format="mp4") as container,
+    ):
+        heard = source.streams.audio[0]
+        video = container.add_stream("mpeg4", rate=10)
+        video.width = video.height = 64
+        video.pix_fmt = "yuv420p"
+        audio = container.add_stream_from_template(heard)
+        grey = np.full((64, 64, 3), 128, dtype=np.uint8)
+        seconds = float(heard.duration * heard.time_base) if heard.duration else 3.0
+        for index in range(int(seconds * 10)):
+            frame = av.VideoFrame.from_ndarray(grey, format="rgb24")
+            frame.pts = index
+            for packet in video.encode(frame):
+                container.mux(packet)
+        for packet in video.encode(None):
+            container.mux(packet)
+        for packet in source.demux(heard):
+            if packet.dts is not None:
+                packet.stream = audio
+                container.mux(packet)
+    return out.getvalue()

@@ -129,3 +129,11 @@ def test_a_model_setting_that_is_not_a_folder_fails_the_config_check(tmp_path: P
         settings.check()
     VoiceSettings(model=str(tmp_path / "nowhere"), enabled=False).check()  # off: not checked
     VoiceSettings().check()  # bundled: found at start-up, not here
+
+
+@pytest.mark.parametrize("code", ["english", "EN", "e", "e1", "en-US"])
+def test_a_language_that_is_not_a_code_is_refused_with_the_fix(code: str) -> None:
+    with pytest.raises(ValueError, match=r"not a language code: write one Whisper knows"):
+        VoiceSettings(language=code)
+    assert VoiceSettings(language="de").language == "de"
+    assert VoiceSettings(language="haw").language == "haw"

@@ -16,7 +16,7 @@ from bot.cli.compose import App
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import TOKEN, FakeTelegram
-from tests.voice.clips import clip, require_voice, tone_wav
+from tests.voice.clips import clip, require_voice, tone_wav, video_note
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning"),
@@ -76,6 +76,25 @@ async def test_a_dm_voice_note_is_answered_from_what_was_said(
     # Memory keeps what the person's message says (nothing: no caption), not the transcript.
     assert captured
     assert heard == []
+
+
+async def test_a_round_video_note_is_transcribed_from_its_sound(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    recorded = tg.add_file(video_note(), "video_notes/file_0.mp4")
+    note = {**recorded, "duration": 3, "length": 240}
+    claude.script("Friday afternoon, noted.")
+    async with App(make_config()) as app:
+        await tg.push(tg.media_message(tg.private_chat(alice), alice, "", video_note=note))
+        [answer] = await tg.wait_sent(1)
+        await app.host.idle()
+    [request] = claude.requests
+    text, transcript = _content(request)
+    assert "[voice note 1: video note, 0:03, transcribed]" in text["text"]
+    assert "friday" in transcript["text"].lower()
+    assert answer.text == "Friday afternoon, noted."
+    assert tg.downloads == ["video_notes/file_0.mp4"]
 
 
 async def test_a_voice_note_alone_in_a_group_is_not_a_mention(
