@@ -1,0 +1,205 @@
+"""Slack's agent messaging (`messaging = "agent"`): a session per thread shown processing while a
+turn works and active after it, titled from its first message; the Messages tab's prompts; and
+Slack's stop button cancelling a slow answer. The whole App with slack-bolt on Socket Mode
+against the fake Slack, the model the fake Anthropic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from bot.cli.compose import App
+from bot.turns import Outcome
+from channels.slack.events import Skip
+from channels.slack.sessions import Stop, read_stop
+from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
+from tests.channels.slack.test_scenarios import send, settle
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import TEAM, FakeSlack
+from tests.waiting import until
+
+AGENT = 'messaging = "agent"\n'
+PROMPTS = '\nassistant_prompts = [{ title = "Plan", message = "Plan my day." }]\n'
+
+
+async def test_a_dm_thread_shows_processing_then_active_and_is_titled(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.script("Start with the hardest task.", "Then lunch.")
+    async with App(make_config(AGENT)) as app:
+        first = slack.dm(DM, ALICE, "Plan my\nday, <!channel>?")
+        await send(slack, app, first)
+        thread = first["event"]["ts"]
+        await slack.wait_for(lambda: len(slack.session_log) == 2)
+        await send(slack, app, slack.dm(DM, ALICE, "and then?", thread_ts=thread))
+        await slack.wait_for(lambda: len(slack.session_log) == 4)
+        keys = await app.store.history.conversations()
+    assert slack.session_log == [(DM, thread, "processing"), (DM, thread, "active")] * 2
+    # The top-level message opened a thread: answered there, one conversation per thread.
+    assert [(p["thread_ts"], p["text"]) for p in slack.posts] == [
+        (thread, "Start with the hardest task."),
+        (thread, "Then lunch."),
+    ]
+    assert keys == [f"slack:{TEAM}:{DM}:{thread}"]
+    # Titled once, from the first message: one line, bounded, no Slack markup.
+    assert slack.sessions[(DM, thread)]["title"] == "Plan my day, @channel?"
+    assert [c.method for c in slack.calls].count("agents.sessions.rename") == 1
+    assert slack.reactions == []  # the session's status is the progress sign
+    # Processing before the answer shows, active only once it was posted.
+    statuses = [c.at for c in slack.calls if c.method == "agents.sessions.setStatus"]
+    assert statuses[0] < slack.posts[0]["at"] < statuses[1]
+
+
+async def test_a_channel_mention_is_a_session_too(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.script("Shipped.")
+    async with App(make_config(AGENT)) as app:
+        body = slack.mention(GENERAL, ALICE, "ship it")
+        await send(slack, app, body)
+        await slack.wait_for(lambda: len(slack.session_log) == 2)
+    ts = body["event"]["ts"]
+    assert slack.session_log == [(GENERAL, ts, "processing"), (GENERAL, ts, "active")]
+    assert slack.posts[0]["thread_ts"] == ts
+
+
+async def test_opening_the_messages_tab_offers_the_prompts_without_a_model_call(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    async with App(make_config(AGENT + PROMPTS)) as app:
+        await send(slack, app, slack.home_opened(DM, ALICE, tab="home"))
+        await send(slack, app, slack.home_opened(DM, ALICE))
+        await slack.wait_for(lambda: slack.suggested)
+    assert slack.suggested == {
+        (DM, ""): {
+            "title": "How can I help?",
+            "prompts": [{"title": "Plan", "message": "Plan my day."}],
+        }
+    }
+    assert claude.requests == []
+    assert slack.posts == []
+
+
+async def test_the_assistant_pane_stays_the_default_for_a_config_without_the_key(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    async with App(make_config()) as app:
+        await send(slack, app, slack.dm(DM, ALICE, "hello"))
+    assert slack.session_log == []
+    assert slack.posts[0]["thread_ts"] is None  # a DM's top level, as before
+
+
+async def test_the_stop_button_cancels_a_slow_answer_and_keeps_the_continuity_note(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.hang_midstream("First, list the tasks. Then")
+    claude.script("Sure: the tasks are A and B.")
+    async with App(make_config(AGENT + "stream_interval = 0.0\n")) as app:
+        first = slack.dm(DM, ALICE, "plan my week")
+        thread = first["event"]["ts"]
+        await slack.acked(await slack.push(first))
+        await slack.wait_for(lambda: any("First, list" in p["text"] for p in slack.posts))
+        assert slack.sessions[(DM, thread)]["status"] == "processing"
+
+        await settle(slack, app, await slack.push(slack.stop_button(DM, thread, ALICE)))
+        await until(lambda: claude.abandoned, state=lambda: slack.session_log)
+        await slack.wait_for(lambda: slack.sessions[(DM, thread)]["status"] == "active")
+        history = await app.store.history.load(f"slack:{TEAM}:{DM}:{thread}")
+        [record] = await app.store.records.recent(f"slack:{TEAM}:{DM}:{thread}", limit=1)
+
+        # The conversation goes on, knowing the last answer was stopped.
+        await send(slack, app, slack.dm(DM, ALICE, "just the tasks", thread_ts=thread))
+    [stopped, answer] = slack.posts
+    assert stopped["text"].startswith("First, list the tasks. Then")
+    assert stopped["text"].endswith("(Stopped. Ask again whenever you like.)")
+    assert "the tasks are" not in stopped["text"]  # nothing more of the stopped answer
+    assert answer["text"] == "Sure: the tasks are A and B."
+    assert [entry.role for entry in history] == ["user", "assistant"]
+    assert "did not complete (the person stopped it)" in history[1].text
+    assert "First, list the tasks" in history[1].text
+    assert record.outcome == Outcome.CANCELLED
+    assert "did not complete" in str(claude.requests[-1]["messages"])
+    assert slack.session_log[-2:] == [(DM, thread, "processing"), (DM, thread, "active")]
+
+
+async def test_a_stop_with_nothing_running_or_from_outside_the_allowlist_changes_nothing(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.script("done")
+    async with App(make_config(AGENT + f'allowed_user_ids = ["{ALICE}"]\n')) as app:
+        first = slack.dm(DM, ALICE, "hello")
+        await send(slack, app, first)
+        with capture_logs() as logs:
+            await send(slack, app, slack.stop_button(DM, first["event"]["ts"], ALICE))
+            await send(slack, app, slack.stop_button(DM, first["event"]["ts"], BOB))
+    assert [p["text"] for p in slack.posts] == ["done"]
+    assert [e["stopped"] for e in logs if e["event"] == "slack_session_stop"] == [False]
+    assert any(e["event"] == "slack_event_not_allowed" for e in logs)
+
+
+async def test_without_the_stop_subscription_one_warning_names_the_fix(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    slack.stop_subscribed = False
+    async with App(make_config(AGENT)) as app:
+        with capture_logs() as logs:
+            await send(slack, app, slack.dm(DM, ALICE, "one"))
+            await send(slack, app, slack.dm(DM, ALICE, "two"))
+            await slack.wait_for(lambda: len(slack.session_log) == 4)
+    warnings = [e for e in logs if e["event"] == "slack_stop_button_missing"]
+    assert len(warnings) == 1
+    assert "agent_session_stopped" in warnings[0]["fix"]
+
+
+async def test_an_app_not_declared_an_agent_still_answers_with_the_reaction(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    slack.assistant_view = False
+    async with App(make_config(AGENT)) as app:
+        body = slack.dm(DM, ALICE, "hello")
+        await send(slack, app, body)
+        await slack.wait_for(lambda: len(slack.reactions) == 2)
+    assert slack.posts[0]["thread_ts"] == body["event"]["ts"]
+    assert [r[0] for r in slack.reactions] == ["add", "remove"]
+
+
+# --- the stop event, pure -----------------------------------------------------------------------
+
+
+def test_a_stop_event_names_its_session() -> None:
+    body = {
+        "team_id": TEAM,
+        "event_id": "Ev1",
+        "event": {
+            "type": "agent_session_stopped",
+            "channel": "C0123ABC456",
+            "thread_ts": "1782234671.392669",
+            "user": "U123ABC456",
+            "streaming_message_ts": ["1782234987.693923"],
+        },
+    }
+    assert read_stop(body) == Stop("Ev1", TEAM, "C0123ABC456", "1782234671.392669", "U123ABC456")
+
+
+_VALUE = (
+    st.none() | st.integers() | st.text(max_size=12) | st.lists(st.text(max_size=4), max_size=2)
+)
+_EVENT = st.fixed_dictionaries(
+    {"type": st.sampled_from(["agent_session_stopped", "message"]) | _VALUE},
+    optional={"channel": _VALUE, "thread_ts": _VALUE, "user": _VALUE, "team": _VALUE},
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {}, optional={"team_id": _VALUE, "event_id": _VALUE, "event": _EVENT | _VALUE}
+    )
+)
+def test_any_stop_body_is_read_or_skipped_never_raises(body: dict[str, Any]) -> None:
+    read = read_stop(body)
+    assert isinstance(read, Stop | Skip)
+    if isinstance(read, Stop):
+        assert read.team and read.channel and read.thread_ts
