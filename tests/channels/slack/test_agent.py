@@ -202,4 +202,6 @@ def test_any_stop_body_is_read_or_skipped_never_raises(body: dict[str, Any]) -> 
     read = read_stop(body)
     assert isinstance(read, Stop | Skip)
     if isinstance(read, Stop):
-        assert read.team and read.channel and read.thread_ts
+        assert read.team
+        assert read.channel
+        assert read.thread_ts
