@@ -171,8 +171,13 @@ COMMAND_HELP: Sequence[tuple[str, str]] = (
     ("compact", "summarize the older part of this conversation to make room"),
 )
 # Every command the host answers itself, as /help lists them and a platform's command menu
-# (Telegram's setMyCommands) offers them.
+# (Telegram's setMyCommands) offers them in private chats.
 MENU_COMMANDS: Sequence[tuple[str, str]] = (*COMMAND_HELP, *CHAT_COMMANDS)
+# The menu in group chats: /usage is answered only in private, and /compact changes the whole
+# group's conversation, so neither is offered there (both still work when typed).
+GROUP_MENU_COMMANDS: Sequence[tuple[str, str]] = tuple(
+    (name, what) for name, what in MENU_COMMANDS if name not in ("usage", "compact")
+)
 
 
 def greeting(identity: str) -> str:
