@@ -466,8 +466,9 @@ class Host:
 
     @contextlib.contextmanager
     def _stoppable(self, request: TurnRequest) -> Iterator[None]:
-        """While the model call runs, `cancel` may stop it (not before: nothing to abandon yet;
-        not after: the answer is being published and delivered whole)."""
+        """While the model call runs (or waits for its slot), `cancel` may stop it; not before
+        (the turn is still being prepared) nor after (its answer is being published and
+        delivered whole)."""
         task = asyncio.current_task()
         assert task is not None
         key = request.conversation_key
@@ -565,13 +566,13 @@ class Host:
         heard: _Heard | None = None,
     ) -> TurnResult:
         try:
-            async with self._model_calls:
-                try:
-                    with self._stoppable(request):
+            with self._stoppable(request):  # also while it waits for a model call slot
+                async with self._model_calls:
+                    try:
                         outcome = await self._model.run(plan)
-                finally:  # what the stream showed is finished by delivery, after publication
-                    if stream is not None:
-                        await stream.close()
+                    finally:  # what the stream showed is finished by delivery, after publication
+                        if stream is not None:
+                            await stream.close()
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}

@@ -44,7 +44,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.config import Secrets
-from bot.errors import ConfigError
+from bot.errors import ConfigError, IntakeUnavailable
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.memory import Departures
 from bot.turns import Speaker, TurnRequest
@@ -302,6 +302,13 @@ class SlackChannel:
             return
         sink = self._sink
         if sink is None:
+            return
+        try:  # a redelivered stop must not stop the thread's next turn
+            first = await sink.note(source=INBOX_SOURCE, marks=[f"stop:{stop.event_id}"])
+        except IntakeUnavailable:  # cannot remember it: stopping once more is the lesser harm
+            first = True
+        if not first:
+            log.info("slack_session_stop_duplicate", event_id=stop.event_id)
             return
         key = events.session_key(stop.team, stop.channel, stop.thread_ts)
         stopped = await sink.cancel(key)

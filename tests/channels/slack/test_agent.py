@@ -16,7 +16,7 @@ from bot.turns import Outcome
 from channels.slack.events import Skip
 from channels.slack.sessions import Stop, read_stop
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
-from tests.channels.slack.test_scenarios import send, settle
+from tests.channels.slack.test_scenarios import send, settle, slack_channel
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
 from tests.waiting import until
@@ -104,14 +104,26 @@ async def test_the_stop_button_cancels_a_slow_answer_and_keeps_the_continuity_no
         await slack.wait_for(lambda: any("First, list" in p["text"] for p in slack.posts))
         assert slack.sessions[(DM, thread)]["status"] == "processing"
 
-        await settle(slack, app, await slack.push(slack.stop_button(DM, thread, ALICE)))
+        stop = slack.stop_button(DM, thread, ALICE)
+        await settle(slack, app, await slack.push(stop))
         await until(lambda: claude.abandoned, state=lambda: slack.session_log)
         await slack.wait_for(lambda: slack.sessions[(DM, thread)]["status"] == "active")
         history = await app.store.history.load(f"slack:{TEAM}:{DM}:{thread}")
         [record] = await app.store.records.recent(f"slack:{TEAM}:{DM}:{thread}", limit=1)
 
-        # The conversation goes on, knowing the last answer was stopped.
-        await send(slack, app, slack.dm(DM, ALICE, "just the tasks", thread_ts=thread))
+        # The conversation goes on, knowing the last answer was stopped; Slack delivering the
+        # stop again while that answer is written changes nothing.
+        claude.hold()
+        await slack.acked(await slack.push(slack.dm(DM, ALICE, "just the tasks", thread_ts=thread)))
+        await until(lambda: len(claude.requests) == 2)
+        with capture_logs() as logs:  # its listener runs before the ack
+            await slack.acked(await slack.push(stop, retry_attempt=1))
+        claude.release()
+        await slack_channel(app).drain()
+        await app.host.idle()
+    assert [e["event"] for e in logs if e["event"].startswith("slack_session_stop")] == [
+        "slack_session_stop_duplicate"
+    ]
     [stopped, answer] = slack.posts
     assert stopped["text"].startswith("First, list the tasks. Then")
     assert stopped["text"].endswith("(Stopped. Ask again whenever you like.)")
