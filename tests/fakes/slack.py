@@ -79,6 +79,7 @@ Slash commands (the `commands` scope):
     await slack.push_command(payload)  # a Socket Mode `slash_commands` envelope
     raw, headers = slack.signed_form(payload, secret)   # HTTP mode: a signed form POST
     slack.responses    # what was POSTed to response URLs: (command id, JSON body)
+    slack.responses_expired = True     # response URLs answer 404 expired_url
     slack.ephemeral    # accepted chat.postEphemeral calls: {channel, user, text}
 """
 
@@ -196,6 +197,7 @@ class FakeSlack:
     stop_subscribed: bool = True
     responses: list[tuple[str, Any]] = field(default_factory=list)
     ephemeral: list[dict[str, Any]] = field(default_factory=list)
+    responses_expired: bool = False
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -506,6 +508,8 @@ class FakeSlack:
         return raw.encode(), headers
 
     async def _response_url(self, request: web.Request) -> web.Response:
+        if self.responses_expired:  # Slack's answer to a response URL used too late
+            return web.Response(status=404, text="expired_url")
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):

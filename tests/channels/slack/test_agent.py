@@ -5,6 +5,8 @@ against the fake Slack, the model the fake Anthropic."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given
@@ -13,6 +15,7 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.turns import Outcome
+from channels.slack import events
 from channels.slack.events import Skip
 from channels.slack.sessions import Stop, read_stop
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
@@ -217,3 +220,26 @@ def test_any_stop_body_is_read_or_skipped_never_raises(body: dict[str, Any]) -> 
         assert read.team
         assert read.channel
         assert read.thread_ts
+
+
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+BOT = events.BotIdentity("UBOT", "BBOT")
+
+
+@given(st.text(max_size=300))
+def test_a_session_title_is_route_side_one_bounded_line(text: str) -> None:
+    event = {"type": "message", "channel": DM, "channel_type": "im", "user": ALICE}
+    body = {"team_id": TEAM, "event_id": "Ev1", "event": {**event, "text": text, "ts": "1.000100"}}
+    message = events.read_event(body, BOT)
+    assert not isinstance(message, Skip)
+    request = events.pending_request(
+        replace(message, session=True), BOT, received_at=NOW, turn_id="t"
+    )
+    titled = events.with_title(request, events.thread_title(request.text))
+    assert titled.text == request.text  # the model reads the message, never the title
+    assert titled.route is not None
+    title = titled.route.values.get(events.TITLE)
+    if title is not None:
+        assert 0 < len(title) <= events.TITLE_MAX_CHARS
+        assert title == " ".join(title.split())
+        assert all(ch.isprintable() for ch in title)

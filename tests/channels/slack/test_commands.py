@@ -148,6 +148,18 @@ async def test_a_response_url_outside_slack_is_never_called(
     assert slack.ephemeral == [{"channel": DM, "user": ALICE, "text": answer}]
 
 
+async def test_an_expired_response_url_falls_back_to_an_ephemeral_message(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    slack.responses_expired = True
+    async with App(make_config(hooks(slack))) as app:
+        answer = await command(
+            slack, app, slack.slash_command("/forget", "x", channel=GENERAL, user=ALICE)
+        )
+    assert answer == "Say /forget N (a number from /memory) or /forget all."
+    assert slack.ephemeral == [{"channel": GENERAL, "user": ALICE, "text": answer}]
+
+
 async def test_someone_outside_the_allowlist_gets_no_answer(
     slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
 ) -> None:
