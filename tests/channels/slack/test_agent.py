@@ -243,3 +243,20 @@ def test_a_session_title_is_route_side_one_bounded_line(text: str) -> None:
         assert 0 < len(title) <= events.TITLE_MAX_CHARS
         assert title == " ".join(title.split())
         assert all(ch.isprintable() for ch in title)
+
+
+async def test_the_messages_tab_of_someone_outside_the_allowlist_and_a_bad_stop_do_nothing(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    config = make_config(AGENT + PROMPTS + f'allowed_user_ids = ["{ALICE}"]\n')
+    async with App(config) as app:
+        with capture_logs() as logs:
+            await send(slack, app, slack.home_opened(DM, BOB))
+            bad = slack.stop_button(DM, "1.0", ALICE)
+            del bad["event"]["thread_ts"]
+            await send(slack, app, bad)
+    assert slack.suggested == {}
+    assert [e.get("reason") for e in logs if e["event"] == "slack_event_not_allowed"] == [
+        "messages tab"
+    ]
+    assert any("agent_session_stopped without" in str(e.get("reason")) for e in logs)
