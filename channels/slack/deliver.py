@@ -86,6 +86,7 @@ class SlackDeliverer:
         self._status = status
         self._assistant = assistant if assistant is not None else AssistantPane(client)
         self._sessions = sessions
+        self._sessions_turn: dict[tuple[str, str], asyncio.Event] = {}  # each session's latest
         self._sleep = sleep
         self._signs: set[asyncio.Task[None]] = set()
         self._shown: dict[tuple[str, str], asyncio.Event] = {}  # progress signs to take down
@@ -318,7 +319,10 @@ class SlackDeliverer:
         if session is None:  # a session stays "processing" (its stop button) while text streams
             self._shown[(channel, ts)] = done  # a stream that shows text sets it early
         title = route.values.get("title")
-        show = self._show_session(channel, session, title, done) if session else None
+        show = None
+        if session:
+            self._sessions_turn[(channel, session)] = done  # this turn is the session's latest
+            show = self._show_session(channel, session, title, done)
         task = asyncio.create_task(self._show_working(channel, ts, status_in, done, show))
         self._signs.add(task)
         task.add_done_callback(self._signs.discard)
@@ -333,13 +337,20 @@ class SlackDeliverer:
         self, channel: str, thread: str, title: object, done: asyncio.Event
     ) -> bool:
         """The agent session `processing` (titled, when its first message gave a title) until
-        `done`, then `active`; False when Slack refused the session (the reaction is shown)."""
-        sessions = self._sessions
+        `done`, then `active` unless the session's next turn began meanwhile (a late `active`
+        would hide its stop button); False when Slack refused the session (the reaction is
+        shown)."""
+        key, sessions = (channel, thread), self._sessions
         if sessions is None or not await sessions.status(channel, thread, "processing"):
+            if self._sessions_turn.get(key) is done:
+                del self._sessions_turn[key]
             return False
         if isinstance(title, str) and title:
             await sessions.rename(channel, thread, title)
         await done.wait()
+        if self._sessions_turn.get(key) is not done:
+            return True  # the session's next turn has begun: it stays processing
+        del self._sessions_turn[key]
         await sessions.status(channel, thread, "active")
         return True
 

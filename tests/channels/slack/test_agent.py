@@ -260,3 +260,24 @@ async def test_the_messages_tab_of_someone_outside_the_allowlist_and_a_bad_stop_
         "messages tab"
     ]
     assert any("agent_session_stopped without" in str(e.get("reason")) for e in logs)
+
+
+async def test_a_late_active_of_the_last_turn_never_hides_the_next_turns_stop_button(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    claude.script("one", "two")
+    slack.hold("agents.sessions.setStatus")  # the first turn's "processing" is slow to land
+    async with App(make_config(AGENT)) as app:
+        first = slack.dm(DM, ALICE, "first")
+        thread = first["event"]["ts"]
+        await slack.acked(await slack.push(first))
+        second = slack.dm(DM, ALICE, "second", thread_ts=thread)
+        await slack.acked(await slack.push(second))
+        # Both turns answered while the session calls wait: the second has begun.
+        await slack.wait_for(lambda: slack.held.count("agents.sessions.setStatus") == 2)
+        await until(lambda: len(slack.posts) == 2)
+        slack.release("agents.sessions.setStatus")
+        await app.host.idle()
+        await slack.wait_for(lambda: slack.session_log[-1:] == [(DM, thread, "active")])
+    statuses = [status for _, _, status in slack.session_log]
+    assert statuses == ["processing", "processing", "active"]
