@@ -265,6 +265,9 @@ class Host:
         if running is None:
             return False
         turn_id, task = running
+        if turn_id in self._stopped:
+            return True  # already stopping (a second press): cancelling twice would look like
+            # shutdown to `_turn`
         self._stopped.add(turn_id)
         task.cancel()
         log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key)

@@ -371,6 +371,7 @@ async def test_a_stopped_turn_ends_alone_and_the_queued_turn_runs_after_its_acco
         await until(lambda: "Counting" in out.getvalue())
         queued = asyncio.create_task(app.host.run(channel.request("go on")))
         assert await app.host.cancel(channel.conversation)
+        assert await app.host.cancel(channel.conversation)  # a second press changes nothing
         stopped, after = await asyncio.gather(running, queued)
         history = await app.store.history.load(channel.conversation)
         await until(lambda: fake.abandoned)  # the stopped call's connection was closed
