@@ -150,6 +150,16 @@ class _Check:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PersonalUsage:
+    """One person's usage today against their own daily limits (None: no limit)."""
+
+    spent: Spent
+    token_limit: int | None
+    usd_limit: float | None
+    resets_at: datetime
+
+
 class Budgets:
     """Checks a turn against every budget that applies, and charges what a turn used."""
 
@@ -213,6 +223,20 @@ class Budgets:
             spent = await self._ledger.spent(since, surface=on_surface, person=of_person)
             checks.append(_Check(scope, key, spent, token_limit, usd_limit))
         return checks
+
+    async def personal(self, person: str, now: datetime) -> PersonalUsage:
+        """What `person` has used today, their own daily limits and when the day resets (the
+        `/usage` command's answer)."""
+        start, reset = self.day(now)
+        spent = await self._ledger.spent(start, person=person)
+        limits = self._settings
+        exempt = person in self._operators
+        return PersonalUsage(
+            spent,
+            None if exempt else limits.person_daily_tokens,
+            None if exempt else limits.person_daily_usd,
+            reset,
+        )
 
     async def charge(self, request: TurnRequest, record: TurnRecord) -> None:
         """Count what a finished turn used (nothing when it used nothing)."""

@@ -24,7 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -75,6 +83,7 @@ from bot.turns import (
     HistoryEntry,
     Outcome,
     ReplyRoute,
+    SurfaceKind,
     TextBlock,
     TurnRequest,
 )
@@ -91,6 +100,7 @@ SHARE_SWEEP_LIMIT = 100  # conversations adopted per sweep at most
 # waiting this long first and twice as long each time, up to the cap; its lane waits meanwhile.
 PUBLISH_RETRY_FIRST = 0.1
 PUBLISH_RETRY_MAX = 30.0
+STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
 
 
 @runtime_checkable
@@ -180,6 +190,9 @@ class Host:
         self._sweep_seconds = sweep_seconds
         self._sweeper: asyncio.Task[None] | None = None
         self._adopting: dict[str, tuple[asyncio.Lock, int]] = {}
+        # The task running each conversation's current turn, and the turns a person stopped.
+        self._running: dict[str, tuple[str, asyncio.Task[Any]]] = {}
+        self._stopped: set[str] = set()
         self.observers: list[Callable[[TurnRecord], None]] = []
 
     @property
@@ -241,6 +254,45 @@ class Host:
         if future is None:
             return TurnResult(request.turn_id, Outcome(admission.value))
         return await future
+
+    async def cancel(self, conversation_key: str) -> bool:
+        """A person stopped the conversation's running turn (Slack's stop button, a second Ctrl-C
+        in `bot chat`): its model call is abandoned, nothing more of its answer is shown, the
+        turn ends with a short note where its answer was, and the conversation keeps its
+        continuity account (the same path a turn cancelled at shutdown takes when it will not run
+        again). False when no turn of that conversation is running here."""
+        running = self._running.get(conversation_key)
+        if running is None:
+            return False
+        turn_id, task = running
+        if turn_id in self._stopped:
+            return True  # already stopping (a second press): cancelling twice would look like
+            # shutdown to `_turn`
+        self._stopped.add(turn_id)
+        task.cancel()
+        log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key)
+        return True
+
+    async def command(self, request: TurnRequest) -> str:
+        """A host command sent beside the conversation rather than into it (Slack's slash
+        commands): `/memory`, `/forget N|all` or `/usage`, answered here from the person's own
+        data in the request's scope, with no model call, nothing kept in history and no lane
+        (it waits for no turn). The reply is the person's alone; the channel shows it privately."""
+        if is_memory_command(request.text):
+            scope = memory_scope(request)
+            return await memory_commands.answer(request.text, request.person, scope, self._memory)
+        if _first_word(request.text) == "/usage":
+            return await self._usage(request.person)
+        return replies.COMMAND_UNKNOWN
+
+    async def _usage(self, person: str | None) -> str:
+        if person is None or self._budgets is None:
+            return replies.USAGE_UNKNOWN
+        mine = await self._budgets.personal(person, datetime.now(UTC))
+        spent = mine.spent
+        return replies.usage_report(
+            spent.tokens, spent.cost_usd, mine.token_limit, mine.usd_limit, mine.resets_at
+        )
 
     def _admit(self, job: _Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
         request = job.request
@@ -404,15 +456,41 @@ class Host:
             return await self._turn_inner(job, request, started)
         except asyncio.CancelledError:
             log.info("turn_cancelled")
-            raise
+            task = asyncio.current_task()
+            if request.turn_id not in self._stopped or task is None or task.cancelling() > 1:
+                raise  # shutdown (as well): the lane goes down
+            task.uncancel()  # a person's stop ends this turn only; the lane runs on
+            return TurnResult(request.turn_id, Outcome.CANCELLED, error=STOPPED)
         except Exception as exc:  # the host keeps running whatever one turn does
             log.exception("turn_crashed", error=type(exc).__name__)
             return await self._crashed(job, request, started, type(exc).__name__)
+        finally:
+            self._stopped.discard(request.turn_id)
+
+    @contextlib.contextmanager
+    def _stoppable(self, request: TurnRequest) -> Iterator[None]:
+        """While the model call runs (or waits for its slot), `cancel` may stop it; not before
+        (the turn is still being prepared) nor after (its answer is being published and
+        delivered whole)."""
+        task = asyncio.current_task()
+        assert task is not None
+        key = request.conversation_key
+        self._running[key] = (request.turn_id, task)
+        try:
+            yield
+        finally:
+            if self._running.get(key, ("",))[0] == request.turn_id:
+                del self._running[key]
 
     async def _turn_inner(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
         text = request.text
         if is_memory_command(text):  # the person's own memory: answered here, never the model,
             return await self._memory_command(job, request, started)  # nor refused for budget
+        if _first_word(text) == "/usage":  # likewise; said only where nobody else reads it
+            dm = request.surface is not None and request.surface.kind is SurfaceKind.DM
+            say = await self._usage(request.person) if dm else replies.USAGE_PRIVATE
+            record = self._record(request, started, Outcome.COMMAND, details={"command": "usage"})
+            return await self._conclude(job, record, InboxState.REFUSED, say=say)
         policy = self._policy(request)
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
@@ -456,19 +534,20 @@ class Host:
         )
         self._log_context(request)
         stream = self._stream(job, request)
+        heard = _Heard(stream.on_text if stream is not None else self._streamer(request))
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
             assemble=prepared.request,
             tools=self._tools_for(request, recall),
-            on_text=stream.on_text if stream is not None else self._streamer(request),
+            on_text=heard.on_text if heard.streams else None,  # None: the call need not stream
         )
         # The progress sign (reaction, typing) stays up until the answer shows: posted, or its
         # stream opened (the deliverer takes the sign down then).
         async with self._working(request.route):
             return await self._call_and_publish(
-                job, request, plan, prepared.user_entry, started, attached.problems, stream
+                job, request, plan, prepared.user_entry, started, attached.problems, stream, heard
             )
 
     async def _attached(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
@@ -487,14 +566,16 @@ class Host:
         started: datetime,
         notice: Sequence[str],
         stream: AnswerStream | None,
+        heard: _Heard | None = None,
     ) -> TurnResult:
         try:
-            async with self._model_calls:
-                try:
-                    outcome = await self._model.run(plan)
-                finally:  # what the stream showed is finished by delivery, after publication
-                    if stream is not None:
-                        await stream.close()
+            with self._stoppable(request):  # also while it waits for a model call slot
+                async with self._model_calls:
+                    try:
+                        outcome = await self._model.run(plan)
+                    finally:  # what the stream showed is finished by delivery, after publication
+                        if stream is not None:
+                            await stream.close()
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}
@@ -517,7 +598,8 @@ class Host:
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled(job, request, user_entry, started))
+            partial = heard.text if heard is not None else ""
+            await asyncio.shield(self._cancelled(job, request, user_entry, started, partial))
             raise
         return await self._answered(job, request, outcome, user_entry, started, notice)
 
@@ -676,25 +758,49 @@ class Host:
         return True
 
     async def _cancelled(
-        self, job: _Job, request: TurnRequest, user_entry: HistoryEntry, started: datetime
+        self,
+        job: _Job,
+        request: TurnRequest,
+        user_entry: HistoryEntry,
+        started: datetime,
+        partial: str = "",
     ) -> None:
-        """A turn cut short (shutdown past its grace). An inbox item stays pending and runs again
-        after the next start, exactly as after a kill: nothing is published now, so the person
-        gets one answer and history holds the turn once, with no continuity account beside it.
-        A turn that will not run again (console, cron) records that it did not complete, so the
-        next turn is not left guessing."""
+        """A turn cut short. At shutdown past its grace, an inbox item stays pending and runs
+        again after the next start, exactly as after a kill: nothing is published now, so the
+        person gets one answer and history holds the turn once, with no continuity account
+        beside it. A turn that will not run again (a person stopped it; console, cron) records
+        that it did not complete, with what it had written, so the next turn is not left
+        guessing; a stopped turn's item ends there and its answer's place says it was stopped."""
+        if request.turn_id in self._stopped:
+            await self._stop(job, request, user_entry, started, partial)
+            return
         record = self._record(request, started, Outcome.CANCELLED)
         self._observe(record)
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
-        account = continuity_account(user_entry, "", "the turn was cancelled")
+        account = continuity_account(user_entry, partial, "the turn was cancelled")
         try:
             await self._outbox.publish(
                 Publication(request.conversation_key, account, record=record)
             )
         except Exception:
             log.exception("continuity_publish_failed", conversation_key=request.conversation_key)
+
+    async def _stop(
+        self,
+        job: _Job,
+        request: TurnRequest,
+        user_entry: HistoryEntry,
+        started: datetime,
+        partial: str,
+    ) -> None:
+        """A person stopped the turn: publish its continuity account, end its inbox item and
+        finish what its stream showed with the stop note (nothing else is posted)."""
+        record = self._record(request, started, Outcome.CANCELLED, error=STOPPED)
+        account = continuity_account(user_entry, partial, "the person stopped it")
+        say = replies.stopped(partial)
+        await self._conclude(job, record, InboxState.STOPPED, say=say, entries=account)
 
     def _refuse_later(self, job: _Job, notice: str, why: Admission) -> None:
         """Close a refused turn without holding up the channel's intake (a rate-limited
@@ -883,6 +989,33 @@ class Host:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+class _Heard:
+    """The text the model has streamed so far in this turn (what a stopped turn's continuity
+    account keeps), passed on to the turn's live preview."""
+
+    def __init__(self, then: Callable[[str], Awaitable[None]] | None) -> None:
+        self._then = then
+        self._deltas: list[str] = []
+
+    @property
+    def streams(self) -> bool:
+        return self._then is not None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._deltas)
+
+    async def on_text(self, delta: str) -> None:
+        self._deltas.append(delta)
+        if self._then is not None:
+            await self._then(delta)
+
+
+def _first_word(text: str) -> str:
+    words = text.split(maxsplit=1)
+    return words[0].lower() if words else ""
 
 
 def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:

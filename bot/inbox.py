@@ -48,6 +48,7 @@ class InboxState(StrEnum):
     REFUSED = "refused"  # busy, too fast, unknown skill, too large: a short notice, no model call
     FAILED = "failed"  # the model runtime gave up: continuity account and an apology
     CRASHED = "crashed"  # the host failed unexpectedly: continuity account and an apology
+    STOPPED = "stopped"  # a person stopped the turn: continuity account and a stop note
 
 
 TERMINAL_STATES = frozenset(InboxState) - {InboxState.PENDING}

@@ -17,6 +17,7 @@ from datetime import datetime
 CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("memory", "What I remember you said here"),
     ("forget", "Forget what you said: /forget N, or /forget all"),
+    ("usage", "What you have used today, and your limits"),
 )
 
 # --- /memory and /forget ------------------------------------------------------------------------
@@ -32,6 +33,48 @@ FORGET_NO_SUCH = "There is no entry {number}: /memory lists {total}."
 FORGOT_ONE = "Done: I forgot entry {number} ({said})."
 FORGOT_ALL = "Done: I forgot all {count} of your entries here."
 FORGOT_NOTHING = "There was nothing of yours to forget here."
+
+# --- /usage -------------------------------------------------------------------------------------
+
+USAGE_PRIVATE = "I only tell you your usage in a private chat with me (or privately, via /usage)."
+USAGE_UNKNOWN = "I can't tell who you are here, so I can't show your usage."
+COMMAND_UNKNOWN = "I don't know that command. I answer /memory, /forget N and /usage here."
+
+
+def usage_report(
+    tokens: int,
+    cost_usd: float,
+    token_limit: int | None,
+    usd_limit: float | None,
+    resets_at: datetime,
+) -> str:
+    """The answer to /usage: what the person used today and what is left of their own limits."""
+    lines = [f"Today you have used {tokens:,} tokens (about ${cost_usd:.2f})."]
+    if token_limit is not None:
+        lines.append(
+            f"Your daily limit is {token_limit:,} tokens; {max(token_limit - tokens, 0):,} left."
+        )
+    if usd_limit is not None:
+        lines.append(
+            f"Your daily limit is ${usd_limit:.2f}; ${max(usd_limit - cost_usd, 0):.2f} left."
+        )
+    if token_limit is None and usd_limit is None:
+        lines.append("You have no daily limit of your own.")
+    else:
+        when = resets_at.strftime("%Y-%m-%d %H:%M")
+        lines.append(f"The day resets at {when} {resets_at.tzname() or 'UTC'}.")
+    return "\n".join(lines)
+
+
+# --- a turn a person stopped (Slack's stop button) -----------------------------------------------
+
+STOPPED_NOTE = "(Stopped. Ask again whenever you like.)"
+
+
+def stopped(partial: str) -> str:
+    """What a stopped turn's answer shows: what it had written, then that it was stopped."""
+    return f"{partial.rstrip()}\n\n{STOPPED_NOTE}" if partial.strip() else STOPPED_NOTE
+
 
 # --- the console (`bot chat`) -------------------------------------------------------------------
 
@@ -128,8 +171,13 @@ COMMAND_HELP: Sequence[tuple[str, str]] = (
     ("compact", "summarize the older part of this conversation to make room"),
 )
 # Every command the host answers itself, as /help lists them and a platform's command menu
-# (Telegram's setMyCommands) offers them.
+# (Telegram's setMyCommands) offers them in private chats.
 MENU_COMMANDS: Sequence[tuple[str, str]] = (*COMMAND_HELP, *CHAT_COMMANDS)
+# The menu in group chats: /usage is answered only in private, and /compact changes the whole
+# group's conversation, so neither is offered there (both still work when typed).
+GROUP_MENU_COMMANDS: Sequence[tuple[str, str]] = tuple(
+    (name, what) for name, what in MENU_COMMANDS if name not in ("usage", "compact")
+)
 
 
 def greeting(identity: str) -> str:

@@ -38,7 +38,9 @@ class Outcome(StrEnum):
     OVER_BUDGET = "over_budget"  # no model call: a daily budget is reached
     FAILED = "failed"  # the model runtime gave up, or the turn could not be published
     CRASHED = "crashed"  # the host failed, or the turn was interrupted too often
-    CANCELLED = "cancelled"  # shutdown cut it short; it runs again after the next start
+    # Cut short: by shutdown (it runs again after the next start), or by a person (Slack's stop
+    # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.
+    CANCELLED = "cancelled"
     UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
     # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
     BUSY = "busy"

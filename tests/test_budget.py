@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot import replies
 from bot.budget import BudgetLimits, Budgets, BudgetSettings, ModelPrice, cost_usd, price_for
 from bot.ports.records import TurnRecord, Usage
 from bot.stores import OpenStore
@@ -146,3 +147,21 @@ async def test_usage_is_durable_across_a_restart(engine: Engine) -> None:
 async def test_a_turn_that_used_nothing_is_not_stored(store: OpenStore) -> None:
     await budgets(store).charge(request(), record(NOON, Usage()))
     assert await store.usage.rows() == []
+
+
+async def test_a_persons_own_usage_today_against_their_own_limits(store: OpenStore) -> None:
+    gate = budgets(store, person_daily_tokens=5000, person_daily_usd=1.0)
+    await gate.charge(request(), record(NOON, Usage(input_tokens=2000, output_tokens=400)))
+    await gate.charge(request(person="slack:T1:U2"), record(NOON, Usage(input_tokens=9)))
+    mine = await gate.personal("slack:T1:U1", NOON)
+    assert mine.spent.tokens == 2400
+    assert (mine.token_limit, mine.usd_limit) == (5000, 1.0)
+    said = replies.usage_report(
+        mine.spent.tokens, mine.spent.cost_usd, mine.token_limit, mine.usd_limit, mine.resets_at
+    )
+    assert "2,400 tokens" in said
+    assert "2,600 left" in said
+    assert "resets at 2026-12-02 00:00" in said
+    boss = await gate.personal("slack:T1:BOSS", NOON)  # operators have no limit of their own
+    assert (boss.token_limit, boss.usd_limit) == (None, None)
+    assert "no daily limit" in replies.usage_report(0, 0.0, None, None, boss.resets_at)

@@ -70,3 +70,14 @@ def test_the_readme_configuration_table_covers_every_setting() -> None:
     documented = {row.replace("[]", "") for row in rows}
     assert sorted(_model_keys() - documented) == []
     assert sorted(documented - _model_keys()) == []
+
+
+def test_new_apps_get_agent_messaging_and_configs_without_the_key_keep_the_pane(
+    tmp_path: Path,
+) -> None:
+    for name in ("bot.toml", "IDENTITY.md"):
+        (tmp_path / name).write_text(STARTER.joinpath(name).read_text(encoding="utf-8"))
+    assert load_config(tmp_path / "bot.toml", env={}).settings.slack.messaging == "agent"
+    starter = (tmp_path / "bot.toml").read_text(encoding="utf-8")
+    (tmp_path / "bot.toml").write_text(starter.replace('messaging = "agent"', ""))
+    assert load_config(tmp_path / "bot.toml", env={}).settings.slack.messaging == "assistant"

@@ -41,9 +41,15 @@ async def _chat(name: str | None, config: Config) -> int:
     async with App(config, [ready(channel)], CHAT) as app:
         closing: set[asyncio.Task[None]] = set()
 
+        async def stop_turn() -> None:
+            # The host's stop (Slack's stop button takes it too): the turn ends, the conversation
+            # keeps its continuity account. A turn not yet at its model call is cut by closing.
+            if not await app.host.cancel(channel.conversation):
+                await app.host.close(grace=0)
+
         def on_interrupt() -> None:
             if channel.interrupt():  # a second Ctrl-C during a turn: cancel it cleanly
-                task = asyncio.ensure_future(app.host.close(grace=0))
+                task = asyncio.ensure_future(stop_turn())
                 closing.add(task)
                 task.add_done_callback(closing.discard)
 

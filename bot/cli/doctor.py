@@ -229,6 +229,9 @@ def _streaming(config: Config) -> list[Check]:
         from channels.slack.stream import MODES as SLACK_MODES
 
         checks.append(Check("slack-stream", True, SLACK_MODES[settings.slack.stream]))
+        from channels.slack.doctor import messaging
+
+        checks.append(Check("slack-messaging", True, messaging(settings.slack)))
     if settings.telegram.enabled:
         from channels.telegram.stream import MODES as TELEGRAM_MODES
 

@@ -65,6 +65,15 @@ class TurnSink(Protocol):
     async def run(self, request: TurnRequest) -> TurnResult:
         """Queue the turn and wait until it is published and delivered (console, cron)."""
 
+    async def cancel(self, conversation_key: str) -> bool:
+        """A person stopped the conversation's running turn (Slack's stop button, Ctrl-C): its
+        model call is abandoned and the conversation keeps a continuity account. False when no
+        turn of that conversation is running."""
+
+    async def command(self, request: TurnRequest) -> str:
+        """The private reply to a host command sent beside the conversation (Slack's slash
+        commands `/memory`, `/forget`, `/usage`): no model call, nothing in history."""
+
 
 class Channel(Protocol):
     """One platform's way in (events to the sink) and out (its deliverer)."""

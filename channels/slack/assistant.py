@@ -96,21 +96,24 @@ class AssistantPane:
         self._refused: set[str] = set()  # methods Slack refuses this app: not called again
 
     async def suggest(
-        self, channel: str, thread_ts: str, prompts: list[dict[str, str]], title: str
+        self, channel: str, thread_ts: str | None, prompts: list[dict[str, str]], title: str
     ) -> bool:
+        """Offer `prompts` in an assistant thread, or (no thread: agent messaging) at the top
+        of the app's Messages tab."""
         arguments: dict[str, Any] = {"title": title} if title else {}
-        return await self._call(
+        if thread_ts is not None:
+            arguments["thread_ts"] = thread_ts
+        return await self.call(
             "assistant.threads.setSuggestedPrompts",
             self._client.assistant_threads_setSuggestedPrompts,
             channel_id=channel,
-            thread_ts=thread_ts,
             prompts=prompts,
             **arguments,
         )
 
     async def status(self, channel: str, thread_ts: str, status: str) -> bool:
         """Show `status` under the thread ("" clears it)."""
-        return await self._call(
+        return await self.call(
             "assistant.threads.setStatus",
             self._client.assistant_threads_setStatus,
             channel_id=channel,
@@ -119,7 +122,7 @@ class AssistantPane:
         )
 
     async def title(self, channel: str, thread_ts: str, title: str) -> bool:
-        return await self._call(
+        return await self.call(
             "assistant.threads.setTitle",
             self._client.assistant_threads_setTitle,
             channel_id=channel,
@@ -127,9 +130,10 @@ class AssistantPane:
             title=title,
         )
 
-    async def _call(
+    async def call(
         self, method: str, call: Callable[..., Awaitable[Any]], **arguments: Any
     ) -> bool:
+        """Call `method` unless Slack refused it to this app before; whether Slack took it."""
         if method in self._refused:
             return False
         try:

@@ -36,24 +36,28 @@ import structlog
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.config import Secrets
-from bot.errors import ConfigError
+from bot.errors import ConfigError, IntakeUnavailable
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.memory import Departures
 from bot.turns import Speaker, TurnRequest
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.assistant import AssistantPane, AssistantThreads
+from channels.slack.commands import SlashCommand, command_request, read_command
 from channels.slack.deliver import SlackDeliverer
 from channels.slack.directory import SlackDirectory
 from channels.slack.events import AssistantThread, BotIdentity, Skip, SlackMessage
 from channels.slack.files import SlackFiles
+from channels.slack.mrkdwn import to_mrkdwn
+from channels.slack.sessions import STOP_EVENT, AgentSessions, read_stop
 from channels.slack.settings import SlackSettings
 
 log = structlog.get_logger(__name__)
@@ -62,6 +66,10 @@ EVENTS_PATH = "/slack/events"
 _BOLT_LOG = logging.getLogger("channels.slack.bolt")
 INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
+HOOKS_FIX = (
+    "Fix: slash command answers go only to response URLs under slack.hooks_url (Slack's "
+    "https://hooks.slack.com/); set it to your Slack's hooks origin (GovSlack, a proxy)."
+)
 
 
 class SlackChannel:
@@ -88,11 +96,14 @@ class SlackChannel:
         )
         self._pane = AssistantPane(self._client)
         self._threads = AssistantThreads()
+        agent = settings.messaging == "agent"
+        self._sessions = AgentSessions(self._client, self._pane) if agent else None
         self.deliverer = SlackDeliverer(
             self._client,
             reaction=settings.progress_reaction,
             status=settings.assistant_status,
             assistant=self._pane,
+            sessions=self._sessions,
             stream=settings.stream,
             stream_interval=settings.stream_interval,
         )
@@ -117,6 +128,11 @@ class SlackChannel:
         self._app.event("member_left_channel")(self._on_left)
         for kind in events.ASSISTANT_EVENTS:
             self._app.event(kind)(self._on_assistant)
+        if agent:
+            self._app.event(STOP_EVENT)(self._on_stop)
+            self._app.event("app_home_opened")(self._on_home)
+        for slash in (settings.commands.memory, settings.commands.forget, settings.commands.usage):
+            self._app.command(slash)(self._on_command)
         self._app.event(re.compile(".*"))(_acknowledge)  # every other event type
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
@@ -255,6 +271,106 @@ class SlackChannel:
                 self._pane.suggest(thread.channel, thread.thread_ts, prompts, title)
             )
 
+    # --- agent messaging -----------------------------------------------------------------------
+
+    async def _on_home(self, event: dict[str, Any]) -> None:
+        """Someone opened the app's Messages tab: the suggested prompts go at its top (no model
+        call). Opening the Home tab (or a tab without a name) does nothing."""
+        channel, user = event.get("channel"), event.get("user")
+        if event.get("tab") != "messages" or not isinstance(channel, str) or not channel:
+            return
+        users = self._settings.allowed_user_ids
+        if users and user not in users:
+            log.warning("slack_event_not_allowed", reason="messages tab", user=user)
+            return
+        prompts = [p.model_dump() for p in self._settings.assistant_prompts]
+        if prompts:
+            title = self._settings.assistant_prompts_title
+            self._in_background(self._pane.suggest(channel, None, prompts, title))
+
+    async def _on_stop(self, body: dict[str, Any]) -> None:
+        """Slack's stop button: the running turn of that thread's session is cancelled (its
+        conversation keeps a continuity account; the session goes back to active when the turn
+        has ended)."""
+        stop = read_stop(body)
+        if isinstance(stop, Skip):
+            log.debug("slack_event_skipped", reason=stop.reason, event_id=body.get("event_id"))
+            return
+        users = self._settings.allowed_user_ids
+        if users and stop.user not in users:
+            log.warning("slack_event_not_allowed", reason="stop", user=stop.user)
+            return
+        sink = self._sink
+        if sink is None:
+            return
+        try:  # a redelivered stop must not stop the thread's next turn
+            first = await sink.note(source=INBOX_SOURCE, marks=[f"stop:{stop.event_id}"])
+        except IntakeUnavailable:  # cannot remember it: stopping once more is the lesser harm
+            first = True
+        if not first:
+            log.info("slack_session_stop_duplicate", event_id=stop.event_id)
+            return
+        key = events.session_key(stop.team, stop.channel, stop.thread_ts)
+        stopped = await sink.cancel(key)
+        log.info("slack_session_stop", conversation_key=key, stopped=stopped)
+
+    # --- slash commands ---------------------------------------------------------------------------
+
+    async def _on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """A slash command: acknowledged at once (Slack wants it within 3 s), answered privately
+        in the background."""
+        await ack()
+        command = read_command(body, self._settings.commands)
+        if isinstance(command, Skip):
+            log.info("slack_command_skipped", reason=command.reason)
+            return
+        self._in_background(self._answer(command))
+
+    async def _answer(self, command: SlashCommand) -> None:
+        channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
+        if (channels and command.channel not in channels) or (users and command.user not in users):
+            log.warning("slack_event_not_allowed", reason="command", user=command.user)
+            return
+        sink = self._sink
+        if sink is None:
+            return
+        request = command_request(command, received_at=datetime.now(UTC), turn_id=uuid4().hex)
+        try:
+            reply = await sink.command(request)
+        except Exception:  # the person gets nothing rather than a half answer; logged
+            log.exception("slack_command_failed", command=command.name)
+            return
+        await self._reply_privately(command, to_mrkdwn(reply))
+        log.info("slack_command_answered", command=command.name)
+
+    async def _reply_privately(self, command: SlashCommand, text: str) -> None:
+        """Through the command's response_url (only one under `hooks_url`: Slack's), else as an
+        ephemeral message only the person sees."""
+        url = command.response_url
+        if url is not None and url.startswith(self._settings.hooks_url):
+            try:
+                answer = await AsyncWebhookClient(url, session=self._client.session).send(
+                    text=text, response_type="ephemeral"
+                )
+            except CALL_ERRORS as exc:
+                log.warning("slack_command_reply_failed", via="response_url", error=error_code(exc))
+            else:
+                if answer.status_code == 200:
+                    return
+                log.warning(
+                    "slack_command_reply_failed", via="response_url", status=answer.status_code
+                )
+        elif url is not None:
+            log.warning("slack_command_response_url_refused", fix=HOOKS_FIX)
+        try:
+            await self._client.chat_postEphemeral(
+                channel=command.channel, user=command.user, text=text
+            )
+        except CALL_ERRORS as exc:
+            log.warning(
+                "slack_command_reply_failed", via="chat.postEphemeral", error=error_code(exc)
+            )
+
     def _in_background(self, call: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(call)
         self._aside.add(task)
@@ -277,7 +393,11 @@ class SlackChannel:
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
             return True
         message = self._in_assistant_thread(message)
+        if self._sessions is not None:
+            message = replace(message, session=True)
         request = events.pending_request(message, bot, received_at=received_at, turn_id=uuid4().hex)
+        if message.session and not message.in_thread:  # its first message names the session
+            request = events.with_title(request, events.thread_title(request.text))
         if (thread := message.assistant_thread) is not None:
             request = events.with_viewing(request, self._threads.viewing(message.channel, thread))
         marks = [message.event_id, events.message_key(message)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +49,7 @@ from channels.slack.api import CALL_ERRORS, error_code, retry_after
 from channels.slack.assistant import AssistantPane
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
+from channels.slack.sessions import AgentSessions
 from channels.slack.split import MESSAGE_BUDGET, split_message
 from channels.slack.stream import PART_EVENT, SlackLive, StreamMode, metadata
 
@@ -75,6 +76,7 @@ class SlackDeliverer:
         reaction: str = "hourglass_flowing_sand",
         status: str = "is thinking…",
         assistant: AssistantPane | None = None,
+        sessions: AgentSessions | None = None,
         sleep: Sleep = asyncio.sleep,
         stream: StreamMode = "native",
         stream_interval: float = 1.0,
@@ -83,6 +85,8 @@ class SlackDeliverer:
         self._reaction = reaction
         self._status = status
         self._assistant = assistant if assistant is not None else AssistantPane(client)
+        self._sessions = sessions
+        self._sessions_turn: dict[tuple[str, str], asyncio.Event] = {}  # each session's latest
         self._sleep = sleep
         self._signs: set[asyncio.Task[None]] = set()
         self._shown: dict[tuple[str, str], asyncio.Event] = {}  # progress signs to take down
@@ -310,9 +314,16 @@ class SlackDeliverer:
             return
         thread = route.values.get("thread_ts")
         status_in = thread if route.values.get("assistant") and isinstance(thread, str) else None
+        session = thread if route.values.get("session") and isinstance(thread, str) else None
         done = asyncio.Event()
-        self._shown[(channel, ts)] = done  # a stream that shows text sets it early
-        task = asyncio.create_task(self._show_working(channel, ts, status_in, done))
+        if session is None:  # a session stays "processing" (its stop button) while text streams
+            self._shown[(channel, ts)] = done  # a stream that shows text sets it early
+        title = route.values.get("title")
+        show = None
+        if session:
+            self._sessions_turn[(channel, session)] = done  # this turn is the session's latest
+            show = self._show_session(channel, session, title, done)
+        task = asyncio.create_task(self._show_working(channel, ts, status_in, done, show))
         self._signs.add(task)
         task.add_done_callback(self._signs.discard)
         try:
@@ -322,11 +333,40 @@ class SlackDeliverer:
             if self._shown.get((channel, ts)) is done:
                 del self._shown[(channel, ts)]
 
+    async def _show_session(
+        self, channel: str, thread: str, title: object, done: asyncio.Event
+    ) -> bool:
+        """The agent session `processing` (titled, when its first message gave a title) until
+        `done`, then `active` unless the session's next turn began meanwhile (a late `active`
+        would hide its stop button); False when Slack refused the session (the reaction is
+        shown)."""
+        key, sessions = (channel, thread), self._sessions
+        if sessions is None or not await sessions.status(channel, thread, "processing"):
+            if self._sessions_turn.get(key) is done:
+                del self._sessions_turn[key]
+            return False
+        if isinstance(title, str) and title:
+            await sessions.rename(channel, thread, title)
+        await done.wait()
+        if self._sessions_turn.get(key) is not done:
+            return True  # the session's next turn has begun: it stays processing
+        del self._sessions_turn[key]
+        await sessions.status(channel, thread, "active")
+        return True
+
     async def _show_working(
-        self, channel: str, ts: str, status_in: str | None, done: asyncio.Event
+        self,
+        channel: str,
+        ts: str,
+        status_in: str | None,
+        done: asyncio.Event,
+        session: Coroutine[Any, Any, bool] | None = None,
     ) -> None:
-        """The thread's status when `status_in` names an assistant thread and Slack takes it,
-        else the reaction; taken down once `done` is set."""
+        """The agent session's status when `session` shows it, else the thread's status when
+        `status_in` names an assistant thread and Slack takes it, else the reaction; taken down
+        once `done` is set."""
+        if session is not None and await session:
+            return
         if status_in is not None and await self._assistant.status(channel, status_in, self._status):
             await done.wait()
             await self._assistant.status(channel, status_in, "")

@@ -35,8 +35,35 @@ CONTEXT_SCOPES = frozenset(
 
 # Without this, files people share are not read (each gets a one-line "refused" answer).
 FILE_SCOPES = frozenset({"files:read"})
-# Without this, the assistant pane offers no suggested prompts and names no thread.
+# Without this, the assistant pane offers no suggested prompts and names no thread, and agent
+# messaging has no sessions (no stop button): the app is not declared an agent.
 ASSISTANT_SCOPES = frozenset({"assistant:write"})
+# Without this, the slash commands (/memory, /forget, /usage) are not the app's.
+COMMAND_SCOPES = frozenset({"commands"})
+# The manifest for each way of messaging (deploy/): the events it subscribes differ.
+MANIFESTS = {
+    "agent": "deploy/slack-app-manifest.yaml",
+    "assistant": "deploy/slack-app-manifest.assistant.yaml",
+}
+
+
+def messaging(settings: SlackSettings) -> str:
+    """What `bot doctor` says of `[slack] messaging` and the slash commands."""
+    commands = settings.commands
+    names = f"{commands.memory}, {commands.forget} and {commands.usage}"
+    manifest = MANIFESTS[settings.messaging]
+    if settings.messaging == "agent":
+        what = (
+            "agent: the Messages tab, a session per thread (processing / active) and Slack's "
+            "stop button; the app needs agent_view, the assistant:write scope and the "
+            "app_home_opened and agent_session_stopped events"
+        )
+    else:
+        what = (
+            "assistant: the assistant pane (assistant_view, assistant_thread_started); Slack "
+            'will retire it: for the stop button set messaging = "agent" and update the app'
+        )
+    return f"{what} ({manifest}); slash commands {names} (the app must list the same)"
 
 
 async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
@@ -75,9 +102,18 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
     if FILE_SCOPES - granted:
         notes.append("without files:read shared files are not read (add it and reinstall)")
     if ASSISTANT_SCOPES - granted:
+        pane = (
+            "agent messaging has no sessions and no stop button"
+            if settings.messaging == "agent"
+            else "the assistant pane offers no suggested prompts and names no thread"
+        )
         notes.append(
-            "without assistant:write the assistant pane offers no suggested prompts and names "
-            "no thread (turn on 'Agents & AI Apps' in the app settings, add the scope and "
-            "reinstall)"
+            f"without assistant:write {pane} (turn on 'Agents & AI Apps' in the app settings, "
+            f"add the scope and reinstall; {MANIFESTS[settings.messaging]} has it)"
+        )
+    if COMMAND_SCOPES - granted:
+        notes.append(
+            "without commands the slash commands /memory, /forget and /usage do not reach the "
+            "bot (add the scope and the commands, as the manifest does, and reinstall)"
         )
     return "; ".join([who, *notes]) if notes else f"{who}; every scope the host uses is granted"

@@ -65,6 +65,9 @@ class SlackMessage:
     bot_name: str | None = None  # set when another bot wrote it
     files: tuple[Mapping[str, Any], ...] = ()  # Slack file objects shared with the message
     assistant: bool = False  # written in an assistant thread (Slack's assistant pane)
+    # Agent messaging: every message is answered in its thread (a DM's top-level message opens
+    # one), and each thread is an agent session with Slack's stop button.
+    session: bool = False
 
     @property
     def in_thread(self) -> bool:
@@ -266,14 +269,20 @@ def _str_or_none(value: Any) -> str | None:
 def conversation_key(message: SlackMessage) -> str:
     """Channel threads are conversations; a DM's top level is one; a DM thread is its own."""
     base = f"{PLATFORM}:{message.team}:{message.channel}"
-    if message.is_dm:
+    if message.is_dm and not message.session:
         return f"{base}:{message.thread_ts}" if message.in_thread else base
     return f"{base}:{message.thread_ts or message.ts}"
 
 
+def session_key(team: str, channel: str, thread_ts: str) -> str:
+    """The conversation an agent session (one thread) is: what `conversation_key` gives for
+    its messages."""
+    return f"{PLATFORM}:{team}:{channel}:{thread_ts}"
+
+
 def reply_thread(message: SlackMessage) -> str | None:
     """Where the first part of the answer goes: the mention's thread, or a DM's top level."""
-    if message.is_dm:
+    if message.is_dm and not message.session:
         return message.thread_ts if message.in_thread else None
     return message.thread_ts or message.ts
 
@@ -295,6 +304,8 @@ def route_for(message: SlackMessage) -> ReplyRoute:
         values["files"] = [file_url(f) for f in message.files]
     if message.assistant_thread is not None:
         values["assistant"] = True  # the deliverer shows the thread status, not a reaction
+    if message.session:
+        values["session"] = True  # the deliverer shows the agent session's status
     return ReplyRoute(platform=PLATFORM, values=values)
 
 
@@ -365,6 +376,7 @@ def pending_request(
         "bot_name": message.bot_name,
         "bot_user_id": bot.user_id,
         "bot_id": bot.bot_id,
+        "session": message.session,
     }
     assert request.route is not None
     return replace(request, route=ReplyRoute(PLATFORM, {**request.route.values, LOOKUP: lookup}))
@@ -380,6 +392,18 @@ def with_viewing(request: TurnRequest, channel: str | None) -> TurnRequest:
     if channel is None or route is None:
         return request
     return replace(request, route=ReplyRoute(route.platform, {**route.values, VIEWING: channel}))
+
+
+TITLE = "title"  # route key: an agent session's title, from its first message
+
+
+def with_title(request: TurnRequest, title: str | None) -> TurnRequest:
+    """The request with the title its new agent session gets (route-side: Slack shows it, the
+    model never sees it)."""
+    route = request.route
+    if title is None or route is None:
+        return request
+    return replace(request, route=ReplyRoute(route.platform, {**route.values, TITLE: title}))
 
 
 def viewed_channel(request: TurnRequest) -> str | None:
@@ -419,6 +443,7 @@ def pending_lookup(request: TurnRequest) -> tuple[SlackMessage, BotIdentity] | N
         ts=ts,
         thread_ts=_str_or_none(lookup.get("thread_ts")),
         bot_name=_str_or_none(lookup.get("bot_name")),
+        session=lookup.get("session") is True,
     )
     bot = BotIdentity(_str_or_none(lookup.get("bot_user_id")), _str_or_none(lookup.get("bot_id")))
     return message, bot

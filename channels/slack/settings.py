@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.config import Section
 
@@ -25,6 +25,36 @@ class AssistantPrompt(BaseModel):
 
     title: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\r\n]*\S[^\r\n]*$")]
     message: Annotated[str, Field(min_length=1, max_length=2000, pattern=r"\S")]
+
+
+# The host commands people can send as Slack slash commands, by the host's own name.
+HOST_COMMANDS = ("memory", "forget", "usage")
+_COMMAND_NAME = r"^/[a-z0-9_-]{1,31}$"  # what Slack accepts as a slash command's name
+
+
+class SlashCommands(BaseModel):
+    """The slash command each host command is registered as in the Slack app (another name where
+    a workspace already has /memory, /forget or /usage)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/memory"
+    forget: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/forget"
+    usage: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/usage"
+
+    @model_validator(mode="after")
+    def _distinct(self) -> SlashCommands:
+        names = [self.memory, self.forget, self.usage]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"two host commands share one slash command ({', '.join(names)}). Fix: give "
+                "memory, forget and usage three different names."
+            )
+        return self
+
+    def host_command(self, slash: str) -> str | None:
+        """The host command (`memory`, `forget`, `usage`) a slash command stands for."""
+        return next((name for name in HOST_COMMANDS if getattr(self, name) == slash), None)
 
 
 class SlackSettings(Section):
@@ -59,3 +89,12 @@ class SlackSettings(Section):
     assistant_status: Annotated[str, Field(max_length=100, pattern=r"^[^\r\n]*\S[^\r\n]*$")] = (
         "is thinking…"
     )
+    # How people talk to the app in Slack: "agent" (agent messaging, the app's Messages tab:
+    # a session per thread with Slack's stop button) or "assistant" (the assistant pane). A
+    # config without the key keeps the assistant pane, which apps made from the earlier manifest
+    # have; `bot init` writes "agent" for new apps (docs/slack.md: choosing).
+    messaging: Literal["agent", "assistant"] = "assistant"
+    # The slash commands the host answers privately (the app's manifest must list the same).
+    commands: SlashCommands = Field(default_factory=SlashCommands)
+    # Slash commands are answered through their response_url only under this origin (Slack's).
+    hooks_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+/$")] = "https://hooks.slack.com/"

@@ -24,13 +24,21 @@ import hmac
 import json
 import ssl
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from aiohttp import web
-from telegram import Bot, BotCommand, Update
+from telegram import (
+    Bot,
+    BotCommand,
+    BotCommandScope,
+    BotCommandScopeAllGroupChats,
+    BotCommandScopeAllPrivateChats,
+    Update,
+)
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
@@ -41,7 +49,7 @@ from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.leadership import Leadership
 from bot.ports.memory import Departure, Departures
-from bot.replies import MENU_COMMANDS
+from bot.replies import GROUP_MENU_COMMANDS, MENU_COMMANDS
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.files import TelegramFiles
 from channels.telegram.mapping import (
@@ -205,12 +213,21 @@ class TelegramChannel:
         await self._register_commands()
 
     async def _register_commands(self) -> None:
-        """List the host's chat commands in Telegram's command menu; a refusal is only logged."""
-        commands = [BotCommand(name, description) for name, description in MENU_COMMANDS]
-        try:
-            await self._app.bot.set_my_commands(commands)
-        except TelegramError as exc:
-            log.warning("telegram_commands_not_registered", error=exc.message)
+        """List the host's chat commands in Telegram's command menu, one list for private chats
+        and one for groups (the default scope gets the group list: it is what every chat may
+        see); a refusal is only logged."""
+        menus: list[tuple[BotCommandScope | None, Sequence[tuple[str, str]]]] = [
+            (None, GROUP_MENU_COMMANDS),
+            (BotCommandScopeAllPrivateChats(), MENU_COMMANDS),
+            (BotCommandScopeAllGroupChats(), GROUP_MENU_COMMANDS),
+        ]
+        for scope, menu in menus:
+            commands = [BotCommand(name, description) for name, description in menu]
+            try:
+                await self._app.bot.set_my_commands(commands, scope=scope)
+            except TelegramError as exc:
+                where = scope.type if scope is not None else "default"
+                log.warning("telegram_commands_not_registered", scope=where, error=exc.message)
 
     async def _poll_when_elected(self) -> None:
         """Poll; with replicas, only while this one holds the polling duty (standing by is

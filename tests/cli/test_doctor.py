@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,3 +110,33 @@ async def test_chat_with_a_refused_key_exits_with_the_operators_message(
     assert "ANTHROPIC_API_KEY" in err.decode()
     assert "Sorry" not in out.decode()  # not the end user's apology
     assert "sk-ant-wrong-0123456789" not in out.decode() + err.decode()
+
+
+async def test_a_fresh_starter_with_slack_expects_agent_messaging_and_says_what_it_needs(
+    bot_command: list[str],
+    tmp_path: Path,
+) -> None:
+    folder = await _init(bot_command, tmp_path)
+    async with FakeAnthropic() as model, FakeSlack() as slack:
+        slack.revoke("commands")
+        code, lines = await _doctor(
+            bot_command,
+            folder,
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+                "ANTHROPIC_BASE_URL": model.base_url,
+                "SLACK_BOT_TOKEN": slack.bot_token,
+                "SLACK_APP_TOKEN": slack.app_token,
+                "BOT_SLACK__ENABLED": "true",
+                "BOT_SLACK__API_URL": slack.api_url,
+            },
+        )
+    assert code == 0, lines
+    messaging = next(line for line in lines if line.split()[1:2] == ["slack-messaging"])
+    assert "agent: the Messages tab" in messaging
+    assert "stop button" in messaging
+    assert "deploy/slack-app-manifest.yaml" in messaging
+    assert "/memory, /forget and /usage" in messaging
+    slack_line = next(line for line in lines if line.split()[1:2] == ["slack"])
+    assert "without commands the slash commands" in slack_line
+    assert slack.bot_token not in "\n".join(lines)

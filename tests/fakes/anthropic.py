@@ -30,6 +30,9 @@ Replies, in order of precedence for each `/v1/messages` call:
 
 `FakeAnthropic(context_window=N)` answers the overflow 400 by itself for a request over N tokens.
 
+`fake.hang_midstream(partial)` streams `partial` and then nothing until the client hangs up
+(`fake.abandoned` lists those answers): a slow answer that a person stops.
+
 Records: `fake.requests` (every body received, failed ones too, in order), `fake.usages` (the
 `usage` of each successful answer), `fake.count_requests` (bodies sent to count_tokens).
 
@@ -166,6 +169,7 @@ class _Failure:
     stall: float = 0.0
     midstream: str | None = None  # an error type sent as an `error` event inside a 200 stream
     partial: str = ""  # the text streamed before that error (else one delta of a partial)
+    hang: bool = False  # after `partial`, send nothing more until the client goes away
 
 
 # --- cache simulator ------------------------------------------------------------------------------
@@ -425,6 +429,7 @@ class FakeAnthropic:
         self.pace = 0.0
         self.words_per_delta = 1  # how many word-sized pieces one text delta carries
         self.first_text_at: list[float] = []  # monotonic time each streamed answer's text began
+        self.abandoned: list[str] = []  # ids of hanging answers whose client closed the connection
         self._script: deque[Scripted] = deque()
         self._responder: Callable[[dict[str, Any]], Reply | str | None] | None = None
         self._failures: deque[_Failure] = deque()
@@ -479,6 +484,11 @@ class FakeAnthropic:
         failure = _Failure(200, midstream=error_type, partial=partial)
         self._failures.extend(failure for _ in range(times))
 
+    def hang_midstream(self, partial: str) -> None:
+        """The next streamed answer sends `partial`, then nothing more until the client closes
+        the connection (recorded in `abandoned`) or the server closes."""
+        self._failures.append(_Failure(200, midstream="", partial=partial, hang=True))
+
     def stall(self, seconds: float, times: int = 1) -> None:
         self._failures.extend(_Failure(200, stall=seconds) for _ in range(times))
 
@@ -524,6 +534,8 @@ class FakeAnthropic:
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response(status=500)
+            if failure.hang:
+                return await self._hanging_stream(request, body, failure.partial)
             if failure.midstream is not None:
                 return await self._broken_stream(request, body, failure.midstream, failure.partial)
             if failure.stall:
@@ -633,6 +645,31 @@ class FakeAnthropic:
             events = events[:4]
         error = {"type": "error", "error": {"type": error_type, "message": "injected mid-stream"}}
         return await self._stream(request, message, [*events, error])
+
+    async def _hanging_stream(
+        self, request: web.Request, body: dict[str, Any], partial: str
+    ) -> web.StreamResponse:
+        usage = {"input_tokens": count_request(body), "output_tokens": 1}
+        message = self._message(body, Reply(text=partial), usage)
+        events = [
+            e
+            for e in _events(message, self.words_per_delta)
+            if e["type"] not in ("content_block_stop", "message_delta", "message_stop")
+        ]
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        for event in events:
+            await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        # Wait for the client to give up (the server's own check of its connection, not a test's
+        # synchronization), or for the server to close.
+        while request.transport is not None and not request.transport.is_closing():
+            try:
+                await asyncio.wait_for(self._closing.wait(), 0.05)
+                return response
+            except TimeoutError:
+                continue
+        self.abandoned.append(message["id"])
+        return response
 
     async def _stream(
         self,

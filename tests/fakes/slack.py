@@ -59,6 +59,28 @@ clears its status, as Slack does.
 
 HTTP mode: `slack.signed(body, secret)` gives the raw body and the signed headers to POST to
 the host's /slack/events (pass `timestamp=` to make a stale one).
+
+Agent messaging (the app's Messages tab, `agent_view`):
+    slack.home_opened(DM, "U1")        # app_home_opened with tab "messages"
+    agents.sessions.setStatus / .rename (chat:write; channel_id required, thread_ts an existing
+    message, status one of active / processing / suspended / closed, title 1-200 characters):
+    slack.session_log  # accepted setStatus calls: (channel, thread_ts, status)
+    slack.sessions     # (channel, thread_ts) -> {"status", "title"}
+    slack.stop_subscribed = False      # setStatus answers Slack's warning about the missing
+                                       # agent_session_stopped subscription
+    body = slack.stop_button(DM, thread, "U1")   # the person presses stop: like Slack, the bot's
+                                       # running streams in that thread are stopped first and
+                                       # named in streaming_message_ts; push(body) delivers it
+    setSuggestedPrompts without thread_ts: the prompts at the top of the Messages tab,
+    kept in slack.suggested[(channel, "")].
+Slash commands (the `commands` scope):
+    payload = slack.slash_command("/memory", "", channel=DM, user="U1")   # what Slack sends;
+                                       # its response_url is the fake's (under slack.hooks_url)
+    await slack.push_command(payload)  # a Socket Mode `slash_commands` envelope
+    raw, headers = slack.signed_form(payload, secret)   # HTTP mode: a signed form POST
+    slack.responses    # what was POSTed to response URLs: (command id, JSON body)
+    slack.responses_expired = True     # response URLs answer 404 expired_url
+    slack.ephemeral    # accepted chat.postEphemeral calls: {channel, user, text}
 """
 
 from __future__ import annotations
@@ -75,6 +97,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import WSMsgType, web
 
@@ -91,6 +114,7 @@ ALL_SCOPES = frozenset(
         "channels:history",
         "channels:read",
         "chat:write",
+        "commands",
         "files:read",
         "groups:history",
         "groups:read",
@@ -113,6 +137,7 @@ ASSISTANT_OFF = "feature_not_enabled"
 MAX_PROMPTS = 4
 MAX_LOADING_MESSAGES = 10
 MAX_THREAD_TITLE = 255  # an assumption: Slack documents no limit
+MAX_SESSION_TITLE = 200  # agents.sessions.rename: 1-200 characters
 
 
 @dataclass
@@ -167,6 +192,12 @@ class FakeSlack:
     thread_status: dict[tuple[str, str], str] = field(default_factory=dict)
     suggested: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     titles: dict[tuple[str, str], str] = field(default_factory=dict)
+    session_log: list[tuple[str, str, str]] = field(default_factory=list)
+    sessions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    stop_subscribed: bool = True
+    responses: list[tuple[str, Any]] = field(default_factory=list)
+    ephemeral: list[dict[str, Any]] = field(default_factory=list)
+    responses_expired: bool = False
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -191,6 +222,7 @@ class FakeSlack:
         app.router.add_get("/link/", self._socket)
         app.router.add_get("/files-pri/{team_file}/{name}", self._file)
         app.router.add_get("/signin", self._signin)
+        app.router.add_post("/commands/{command_id}", self._response_url)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -215,6 +247,11 @@ class FakeSlack:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def hooks_url(self) -> str:
+        """Where the fake's response URLs live (what slack.hooks_url must be set to)."""
+        return f"http://127.0.0.1:{self.port}/"
 
     @property
     def files_url(self) -> str:
@@ -390,6 +427,153 @@ class FakeSlack:
         }
         event = {"type": kind, "assistant_thread": thread, "event_ts": body["event"]["event_ts"]}
         return {**body, "event": event}
+
+    # --- agent messaging and slash commands -----------------------------------------------------
+
+    def home_opened(self, channel: str, user: str, *, tab: str = "messages") -> dict[str, Any]:
+        """A person opens the app's Messages tab (or its Home tab): `app_home_opened`."""
+        body = self.event_body(channel, {"ts": self.next_ts()}, "app_home_opened")
+        event = {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab}
+        return {**body, "event": {**event, "event_ts": body["event"]["event_ts"]}}
+
+    def stop_button(self, channel: str, thread_ts: str, user: str) -> dict[str, Any]:
+        """The person presses the stop button of the session in this thread. As Slack does, the
+        bot's streams running in the thread are stopped at once and named in the event."""
+        stopped = []
+        for message in self.messages.get(channel, []):
+            if message.get("thread_ts") == thread_ts and message.get("streaming"):
+                message["streaming"] = False
+                stopped.append(message["ts"])
+        body = self.event_body(channel, {"ts": self.next_ts()}, "agent_session_stopped")
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": body["event"]["event_ts"],
+        }
+        return {**body, "event": event}
+
+    def slash_command(
+        self, command: str, text: str, *, channel: str, user: str, channel_name: str | None = None
+    ) -> dict[str, Any]:
+        """The payload Slack sends when `user` types `command text` in `channel`."""
+        kind = self.channels.get(channel, {}).get("kind")
+        name = channel_name or ("directmessage" if kind == "im" else channel.lower())
+        command_id = uuid.uuid4().hex
+        return {
+            "token": "legacy-verification-token",
+            "team_id": TEAM,
+            "team_domain": "fake",
+            "channel_id": channel,
+            "channel_name": name,
+            "user_id": user,
+            "user_name": self.users.get(user, {}).get("name", "someone"),
+            "command": command,
+            "text": text,
+            "api_app_id": APP_ID,
+            "is_enterprise_install": "false",
+            "response_url": f"{self.hooks_url}commands/{command_id}",
+            "trigger_id": f"{next(self._events)}.{command_id}",
+        }
+
+    async def push_command(self, payload: dict[str, Any]) -> str:
+        """Deliver a slash command over the websocket (a `slash_commands` envelope)."""
+        await asyncio.wait_for(self._connected.wait(), timeout=10)
+        envelope = _Envelope(str(uuid.uuid4()), payload, 0, time.monotonic())
+        self.envelopes.append(envelope)
+        frame = {
+            "envelope_id": envelope.envelope_id,
+            "payload": payload,
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+        }
+        await self._sockets[-1].send_str(json.dumps(frame))
+        return envelope.envelope_id
+
+    @staticmethod
+    def signed_form(
+        payload: Mapping[str, Any], secret: str, *, timestamp: int | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """A slash command as Slack POSTs it in HTTP mode: a form body, signed."""
+        raw = urlencode({k: str(v) for k, v in payload.items()})
+        stamp = str(timestamp if timestamp is not None else int(time.time()))
+        digest = hmac.new(secret.encode(), f"v0:{stamp}:{raw}".encode(), hashlib.sha256)
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": "v0=" + digest.hexdigest(),
+        }
+        return raw.encode(), headers
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        if self.responses_expired:  # Slack's answer to a response URL used too late
+            return web.Response(status=404, text="expired_url")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.Response(status=400, text="invalid_payload")
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            return web.Response(status=400, text="no_text")
+        self.responses.append((request.match_info["command_id"], body))
+        self._changed.set()
+        return web.Response(text="ok")
+
+    def _api_agents_sessions_setStatus(self, params: dict[str, Any]) -> web.Response:
+        found = self._session_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        status = params.get("status")
+        if status not in ("active", "processing", "suspended", "closed"):
+            return _error("invalid_arguments")
+        session = self.sessions.setdefault(found, {"status": status, "title": None})
+        title = params.get("title")
+        if session["title"] is None and isinstance(title, str):  # a title only on creation
+            session["title"] = title
+        session["status"] = status
+        self.session_log.append((*found, str(status)))
+        if not self.stop_subscribed:
+            return _ok(warning="missing_agent_session_stopped_event_subscription")
+        return _ok()
+
+    def _api_agents_sessions_rename(self, params: dict[str, Any]) -> web.Response:
+        found = self._session_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        title = params.get("title")
+        if not isinstance(title, str) or not 1 <= len(title) <= MAX_SESSION_TITLE:
+            return _error("invalid_arguments")
+        session = self.sessions.get(found)
+        if session is None:
+            return _error("session_not_found")
+        session["title"] = title
+        return _ok()
+
+    def _session_thread(self, params: dict[str, Any]) -> tuple[str, str] | web.Response:
+        if "chat:write" not in self.scopes:
+            return _missing_scope("chat:write")
+        if not self.assistant_view:  # the app is not declared an agent
+            return _error(ASSISTANT_OFF)
+        channel, thread = params.get("channel_id"), params.get("thread_ts")
+        if not (isinstance(channel, str) and channel in self.channels):
+            return _error("channel_not_found")
+        if not (isinstance(thread, str) and self._message_of(channel, thread) is not None):
+            return _error("invalid_thread_ts")
+        return channel, thread
+
+    def _api_chat_postEphemeral(self, params: dict[str, Any]) -> web.Response:
+        if "chat:write" not in self.scopes:
+            return _missing_scope("chat:write")
+        channel, user, text = params.get("channel"), params.get("user"), params.get("text")
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        if not text:
+            return _error("no_text")
+        if user not in self.users:
+            return _error("user_not_found")
+        self.ephemeral.append({"channel": channel, "user": user, "text": str(text)})
+        return _ok(message_ts=self.next_ts())
 
     # --- files ----------------------------------------------------------------------------------
 
@@ -950,7 +1134,8 @@ class FakeSlack:
         return _ok()
 
     def _api_assistant_threads_setSuggestedPrompts(self, params: dict[str, Any]) -> web.Response:
-        found = self._assistant_thread(params, ("assistant:write",))
+        top = not params.get("thread_ts")  # agent messaging: the top of the Messages tab
+        found = self._assistant_thread(params, ("assistant:write",), thread_optional=top)
         if isinstance(found, web.Response):
             return found
         prompts = _json_value(params.get("prompts"))
@@ -976,7 +1161,7 @@ class FakeSlack:
         return _ok()
 
     def _assistant_thread(
-        self, params: dict[str, Any], scopes: tuple[str, ...]
+        self, params: dict[str, Any], scopes: tuple[str, ...], *, thread_optional: bool = False
     ) -> tuple[str, str] | web.Response:
         """The (channel, thread) an assistant.threads.* call names, or Slack's refusal."""
         if not any(scope in self.scopes for scope in scopes):
@@ -984,6 +1169,13 @@ class FakeSlack:
         if not self.assistant_view:
             return _error(ASSISTANT_OFF)
         channel, thread = params.get("channel_id"), params.get("thread_ts")
+        if thread_optional and isinstance(channel, str):
+            info = self.channels.get(channel)
+            return (
+                (channel, "")
+                if info is not None and info["kind"] == "im"
+                else _error("channel_not_found")
+            )
         if not (isinstance(channel, str) and channel and isinstance(thread, str) and thread):
             return _error("invalid_arguments")
         info = self.channels.get(channel)

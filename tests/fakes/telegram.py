@@ -44,6 +44,10 @@ MESSAGE_LIMIT = 4096
 WAIT_GUARD = 15.0
 GET_FILE_LIMIT = 20 * 1024 * 1024
 _COMMAND = re.compile(r"[a-z0-9_]{1,32}")
+# BotCommandScope types setMyCommands takes without a chat_id (the host uses no per-chat scope).
+_COMMAND_SCOPES = frozenset(
+    {"default", "all_private_chats", "all_group_chats", "all_chat_administrators"}
+)
 
 # --- Telegram's HTML rules ----------------------------------------------------------------------
 
@@ -211,7 +215,8 @@ class FakeTelegram:
         self.drafts_enabled = True
         self.held: list[str] = []  # methods of calls that waited on hold()
         self._holds: dict[str, asyncio.Event] = {}
-        self.commands: list[dict[str, Any]] = []  # what setMyCommands registered
+        self.commands: list[dict[str, Any]] = []  # what setMyCommands registered (default scope)
+        self.menus: dict[str, list[dict[str, Any]]] = {}  # scope type -> its registered commands
         self.actions: list[Call] = []
         self.calls: list[Call] = []
         self.webhook: dict[str, Any] | None = None
@@ -648,7 +653,8 @@ class FakeTelegram:
 
     async def _api_setMyCommands(self, params: Mapping[str, Any]) -> Any:
         """Checked as Telegram checks it: 0-100 commands, each 1-32 of a-z, 0-9 and _, with a
-        description of 1-256 characters; the list replaces the previous one."""
+        description of 1-256 characters; the list replaces the previous one of its scope
+        (`scope`, a BotCommandScope as JSON; none is the default scope)."""
         commands = params.get("commands")
         if not isinstance(commands, list) or len(commands) > 100:
             raise _ApiError("Bad Request: commands must be a JSON array of at most 100 commands")
@@ -659,7 +665,13 @@ class FakeTelegram:
                 raise _ApiError("Bad Request: BOT_COMMAND_INVALID")
             if not isinstance(description, str) or not 1 <= len(description.strip()) <= 256:
                 raise _ApiError("Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
-        self.commands = [dict(item) for item in commands]
+        scope = params.get("scope") or {"type": "default"}
+        if not isinstance(scope, Mapping) or scope.get("type") not in _COMMAND_SCOPES:
+            raise _ApiError("Bad Request: invalid scope")
+        listed = [dict(item) for item in commands]
+        self.menus[str(scope["type"])] = listed
+        if scope["type"] == "default":
+            self.commands = listed
         return True
 
     async def _api_sendChatAction(self, params: Mapping[str, Any]) -> Any:
@@ -802,7 +814,7 @@ async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
     form = await request.post()
     params.update({key: value for key, value in form.items() if isinstance(value, str)})
-    for key in ("reply_parameters", "allowed_updates", "link_preview_options", "commands"):
+    for key in ("reply_parameters", "allowed_updates", "link_preview_options", "commands", "scope"):
         if isinstance(params.get(key), str):
             params[key] = json.loads(params[key])
     return params

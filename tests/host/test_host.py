@@ -16,6 +16,7 @@ from bot.ports.intake import Admission, TurnResult
 from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply
 from tests.host.conftest import HOST_ONLY, console
+from tests.waiting import until
 
 MakeConfig = Callable[..., Config]
 
@@ -355,3 +356,42 @@ async def test_the_turn_record_keeps_the_request_usage_and_budget(
     assert record["request"]["messages"][-1]["role"] == "user"
     assert record["usage"]["input_tokens"] > 0
     assert record["details"]["floor_unmet"] is False
+
+
+async def test_a_stopped_turn_ends_alone_and_the_queued_turn_runs_after_its_account(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.hang_midstream("Counting: one, two")
+    fake.script("three")
+    channel, out = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
+        await app.host.resume()
+        assert not await app.host.cancel(channel.conversation)  # nothing runs yet
+        running = asyncio.create_task(app.host.run(channel.request("count to ten")))
+        await until(lambda: "Counting" in out.getvalue())
+        queued = asyncio.create_task(app.host.run(channel.request("go on")))
+        assert await app.host.cancel(channel.conversation)
+        assert await app.host.cancel(channel.conversation)  # a second press changes nothing
+        stopped, after = await asyncio.gather(running, queued)
+        history = await app.store.history.load(channel.conversation)
+        await until(lambda: fake.abandoned)  # the stopped call's connection was closed
+    assert (stopped.outcome, stopped.error) == ("cancelled", "stopped")
+    assert after.outcome == "ok"  # the lane went on: only the stopped turn ended
+    assert [entry.role for entry in history] == ["user", "assistant"] * 2
+    assert "the person stopped it" in history[1].text
+    assert "Counting: one, two" in history[1].text
+    assert "did not complete" in str(fake.requests[-1]["messages"])  # the next turn knows
+
+
+async def test_commands_beside_the_conversation_are_answered_without_a_model_call(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    channel, _ = console()
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
+        unknown = await app.host.command(channel.request("/what"))
+        nobody = await app.host.command(channel.request("/usage"))  # a console has no person
+        listing = await app.host.command(channel.request("/memory"))
+    assert unknown.startswith("I don't know that command")
+    assert nobody.startswith("I can't tell who you are here")
+    assert listing.startswith("I can't tell who you are here")
+    assert fake.requests == []

@@ -45,3 +45,27 @@ async def test_a_missing_assistant_scope_passes_with_the_fix(slack: FakeSlack) -
     report = await check_slack(_settings(slack), Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
     assert "without assistant:write the assistant pane" in report
     assert "Agents & AI Apps" in report
+
+
+async def test_with_agent_messaging_a_missing_assistant_scope_names_the_stop_button(
+    slack: FakeSlack,
+) -> None:
+    slack.revoke("assistant:write")
+    slack.revoke("commands")
+    settings = SlackSettings(enabled=True, api_url=slack.api_url, messaging="agent")
+    report = await check_slack(settings, Secrets({"SLACK_BOT_TOKEN": slack.bot_token}))
+    assert "without assistant:write agent messaging has no sessions and no stop button" in report
+    assert "without commands the slash commands" in report
+
+
+def test_doctor_describes_each_way_of_messaging_and_the_command_names() -> None:
+    from channels.slack.doctor import messaging
+
+    agent = messaging(SlackSettings(messaging="agent", commands={"memory": "/bot-memory"}))
+    assert "stop button" in agent
+    assert "agent_session_stopped" in agent
+    assert "/bot-memory, /forget and /usage" in agent
+    assert "deploy/slack-app-manifest.yaml" in agent
+    pane = messaging(SlackSettings())
+    assert pane.startswith("assistant:")
+    assert "slack-app-manifest.assistant.yaml" in pane

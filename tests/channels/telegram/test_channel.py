@@ -114,8 +114,14 @@ async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
     await channel.start(Sink())
     await channel.stop()
     # SPEC §7 Telegram: /help lists the commands, and they are registered with setMyCommands:
-    # every command the host answers itself, /help first.
-    assert [c["command"] for c in tg.commands] == ["help", "compact", "memory", "forget"]
+    # in private chats every command the host answers itself, /help first; in groups (and by
+    # default) not /usage (answered only in private) nor /compact (the whole group's history).
+    menus = {scope: [c["command"] for c in listed] for scope, listed in tg.menus.items()}
+    assert menus == {
+        "all_private_chats": ["help", "compact", "memory", "forget", "usage"],
+        "all_group_chats": ["help", "memory", "forget"],
+        "default": ["help", "memory", "forget"],
+    }
 
 
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:

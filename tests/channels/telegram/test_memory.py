@@ -125,3 +125,23 @@ async def test_memory_and_forget_in_a_dm_and_a_group_never_reach_the_model(
 
 def _group_scope() -> MemoryScope:
     return MemoryScope(f"telegram:{GROUP_ID}", person=f"telegram:{BOB_ID}")
+
+
+async def test_usage_is_told_in_a_private_chat_and_not_in_a_group(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice, _, dm, group = people(tg)
+    async with App(make_config()) as app:
+        await tg.push(tg.message(dm, alice, "hello"))
+        await tg.wait_sent(1)
+        await app.host.idle()
+        calls = len(claude.requests)
+        await tg.push(tg.message(dm, alice, "/usage"))
+        await tg.push(tg.message(group, alice, "", command="usage"))
+        replies = [sent.plain for sent in await tg.wait_sent(3)]
+    assert len(claude.requests) == calls, "/usage never reaches the model"
+    in_dm, in_group = replies[1:]
+    assert in_dm.startswith("Today you have used")
+    assert "used 0 tokens" not in in_dm
+    assert "tokens" not in in_group
+    assert "private" in in_group
