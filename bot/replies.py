@@ -160,6 +160,11 @@ DOWNLOAD_REFUSED = "the platform refused the download"
 DOWNLOAD_FAILED = "the download failed; please send it again"
 NOT_FETCHABLE = "files from here cannot be downloaded"
 ATTACHMENTS_OFF = "reading files is turned off here"
+LEFT_OUT_FOR_SIZE = (
+    "with the other files it would make the request larger than the model accepts (32 MB), so "
+    "it was left out"
+)
+MODEL_REFUSED_FILE = "the model could not process it, so it is left out of this conversation"
 
 
 def image_too_large(width: int, height: int) -> str:

@@ -5,8 +5,9 @@ The host calls `take` once per turn, before assembling. Each file is fetched thr
 `FileSource` of the route's platform (the channel owns the URL or file id; the core only says
 "attachment N"), refused early when its declared size is over the cap, read off the event loop
 (decoding a photo takes tens of milliseconds), and stored under the sha256 of what the model
-gets. Voice and audio are never downloaded: nothing here can transcribe them, so their marker
-says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
+gets. At most `DECODE_SLOTS` files are read at once across the host (a decode holds up to 64 MB
+of pixels; the model-call cap does not bound it, since reading comes before the call). Voice and
+audio are never downloaded: nothing here can transcribe them, so their marker says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
 marker and told to the person in one line.
 """
 
@@ -28,6 +29,7 @@ from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnR
 
 log = structlog.get_logger(__name__)
 
+DECODE_SLOTS = 2
 _FETCH_PROBLEMS = {"refused": replies.DOWNLOAD_REFUSED, "failed": replies.DOWNLOAD_FAILED}
 
 
@@ -44,6 +46,7 @@ class AttachmentIntake:
         self._store = store
         self._settings = settings
         self._sources = dict(sources)
+        self._decodes = asyncio.Semaphore(DECODE_SLOTS)
 
     async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
         """This turn's attachment blocks, the bytes to replay, and the person's problem lines."""
@@ -66,6 +69,12 @@ class AttachmentIntake:
             replies.attachment_problem(b.name, b.problem) for b in blocks if b.problem is not None
         )
         return Attached(tuple(blocks), contents, problems)
+
+    async def forget(self, key: str, content_ids: Sequence[str]) -> None:
+        try:
+            await self._store.forget(key, content_ids)
+        except Exception as exc:  # the next refusal leaves it out again; the turn goes on
+            log.warning("attachments_forget_failed", error=type(exc).__name__)
 
     async def _load(self, key: str, wanted: Sequence[str]) -> Mapping[str, bytes]:
         try:
@@ -97,7 +106,8 @@ class AttachmentIntake:
                 block, problem=problem or _FETCH_PROBLEMS.get(reason, replies.DOWNLOAD_FAILED)
             )
         try:
-            ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
+            async with self._decodes:
+                ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
         except FileUnreadable as exc:
             log.info("attachment_refused", index=index + 1, size=len(data), reason=str(exc))
             return _with(block, size=len(data), problem=str(exc))
