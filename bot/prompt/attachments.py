@@ -2,7 +2,8 @@
 and the media-free copy of a request body that turn records keep.
 
 A marker names the file where the person put it, `[attachment 1: report.pdf, PDF, 12 pages,
-240 KB]`; the name is untrusted text, made one line, bounded and neutralized. The content follows
+240 KB]`; the name is untrusted text, made one line, bounded and neutralized, and its square
+brackets become parentheses, so no name can close its marker or pose as another one. The content follows
 the person's text in the same user message: an image block, a document block, or the file's text
 inside an `<attachment>` fence (neutralized, the first `INLINE_MAX_CHARS` characters). Content is
 rendered from the stored bytes, which never change, so a replayed turn is byte-stable and the
@@ -67,9 +68,17 @@ def size_text(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB"
 
 
+_BRACKETS = str.maketrans("[]", "()")
+
+
+def inert(text: str, max_chars: int) -> str:
+    """Untrusted text for inside a marker: one line, bounded, neutralized, no square brackets."""
+    return neutralize(one_line(scrub(text), max_chars)).translate(_BRACKETS)
+
+
 def safe_name(name: str) -> str:
-    """A file name as the model may read it: one line, bounded, neutralized."""
-    return neutralize(one_line(scrub(name), NAME_MAX_CHARS)) or "unnamed"
+    """A file name as the model may read it: one line, bounded, neutralized, `[` `]` as `(` `)`."""
+    return inert(name, NAME_MAX_CHARS) or "unnamed"
 
 
 def marker(block: AttachmentBlock) -> str:
@@ -77,7 +86,7 @@ def marker(block: AttachmentBlock) -> str:
     facts = [safe_name(block.name), *_facts(block), size_text(block.size)]
     if block.problem is not None:
         # Host-written, but it may quote a declared media type: made safe like the name.
-        facts.append(f"not read: {neutralize(one_line(scrub(block.problem), 300))}")
+        facts.append(f"not read: {inert(block.problem, 300)}")
     elif block.kind == "text" and block.detail.get("chars", 0) > INLINE_MAX_CHARS:
         facts.append(
             f"the first {INLINE_MAX_CHARS:,} characters are shown; read the rest with the "
@@ -104,7 +113,7 @@ def _facts(block: AttachmentBlock) -> list[str]:
         return [f"voice or audio message ({length}not transcribed)"]
     if block.kind in _KIND_LABELS:
         return [_KIND_LABELS[block.kind]]
-    return [neutralize(one_line(scrub(block.media_type), 80)) or "file"]
+    return [inert(block.media_type, 80) or "file"]
 
 
 def short_id(block: AttachmentBlock) -> str:
