@@ -5,9 +5,11 @@ The host calls `take` once per turn, before assembling. Each file is fetched thr
 `FileSource` of the route's platform (the channel owns the URL or file id; the core only says
 "attachment N"), refused early when its declared size is over the cap, read off the event loop
 (decoding a photo takes tens of milliseconds), and stored under the sha256 of what the model
-gets. At most `DECODE_SLOTS` files are read at once across the host (a decode holds up to 64 MB
-of pixels; the model-call cap does not bound it, since reading comes before the call). Voice and
-audio are never downloaded: nothing here can transcribe them, so their marker says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
+gets. Files are read on `DECODE_SLOTS` threads of their own (one), shared by the whole process, so
+at most that many decodes run at once (one holds up to 64 MB of pixels; the model-call cap does
+not bound them, since reading comes before the call) and the same thread's memory serves the
+next. Voice and audio are never downloaded: nothing here can transcribe them, so their marker
+says so. Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its
 marker and told to the person in one line.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
@@ -29,7 +32,8 @@ from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnR
 
 log = structlog.get_logger(__name__)
 
-DECODE_SLOTS = 2
+DECODE_SLOTS = 1
+_DECODER = ThreadPoolExecutor(max_workers=DECODE_SLOTS, thread_name_prefix="attachment-decode")
 _FETCH_PROBLEMS = {"refused": replies.DOWNLOAD_REFUSED, "failed": replies.DOWNLOAD_FAILED}
 
 
@@ -46,7 +50,6 @@ class AttachmentIntake:
         self._store = store
         self._settings = settings
         self._sources = dict(sources)
-        self._decodes = asyncio.Semaphore(DECODE_SLOTS)
 
     async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
         """This turn's attachment blocks, the bytes to replay, and the person's problem lines."""
@@ -106,8 +109,9 @@ class AttachmentIntake:
                 block, problem=problem or _FETCH_PROBLEMS.get(reason, replies.DOWNLOAD_FAILED)
             )
         try:
-            async with self._decodes:
-                ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
+            ready = await asyncio.get_running_loop().run_in_executor(
+                _DECODER, read_file, item.name, item.media_type, data
+            )
         except FileUnreadable as exc:
             log.info("attachment_refused", index=index + 1, size=len(data), reason=str(exc))
             return _with(block, size=len(data), problem=str(exc))

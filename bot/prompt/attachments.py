@@ -3,12 +3,12 @@ and the media-free copy of a request body that turn records keep.
 
 A marker names the file where the person put it, `[attachment 1: report.pdf, PDF, 12 pages,
 240 KB]`; the name is untrusted text, made one line, bounded and neutralized, and its square
-brackets become parentheses, so no name can close its marker or pose as another one. The content follows
-the person's text in the same user message: an image block, a document block, or the file's text
-inside an `<attachment>` fence (neutralized, the first `INLINE_MAX_CHARS` characters). Content is
-rendered from the stored bytes, which never change, so a replayed turn is byte-stable and the
-provider's prompt cache keeps serving it. Without its bytes (pruned from the store, or never read)
-an attachment is its marker alone.
+brackets become parentheses, so no name can close its marker or pose as another one. The content
+follows the person's text in the same user message: an image block, a document block, or the
+file's text inside an `<attachment>` fence (neutralized, the first `INLINE_MAX_CHARS`
+characters). Content is rendered from the stored bytes, which never change, so a replayed turn is
+byte-stable and the provider's prompt cache keeps serving it. Without its bytes (pruned from the
+store, or never read) an attachment is its marker alone.
 
 The request as a whole stays under the API's 32 MB: `fit_request` replaces image and document
 blocks by a short note, oldest first, until the body is within `REQUEST_BUDGET`, and replaces the

@@ -2,10 +2,11 @@
 the conversations that shared it, bounded in total bytes and in days since last use.
 
 A conversation reads only what it shared itself (`load` and `find` join on its references), so a
-content id learnt elsewhere opens nothing; `forget` drops one conversation's reference (content the
-model refused is never replayed there again; its bytes age out as usual). Every replay touches what it read, so an attachment
-still in some conversation's history window stays; past `store_idle_days` without a replay, or
-past `store_max_bytes` (least recently used first), it goes, and history shows its marker alone.
+content id learnt elsewhere opens nothing; `forget` drops one conversation's reference (content
+the model refused is never replayed there again; its bytes age out as usual). Every replay
+touches what it read, so an attachment still in some conversation's history window stays; past
+`store_idle_days` without a replay, or past `store_max_bytes` (least recently used first), it
+goes, and history shows its marker alone.
 Pruning holds one lock (`Sql.lock`), so replicas storing at once prune one at a time and never
 drop what another has just stored.
 """

@@ -111,7 +111,9 @@ FRENCH = (
     "Le café de la gare était fermé. Nous sommes allés à l'hôtel où le garçon nous a servi un "
     "thé glacé. Prix : 12 € — « très cher », a dit Hélène.\n"
 ) * 3
-JAPANESE = "これは日本語のテキストファイルです。\n東京都の天気は晴れです。今日はいい天気ですね。\n" * 3
+JAPANESE = (
+    "これは日本語のテキストファイルです。\n東京都の天気は晴れです。今日はいい天気ですね。\n" * 3
+)
 
 
 @pytest.mark.parametrize(

@@ -30,8 +30,9 @@ Replies, in order of precedence for each `/v1/messages` call:
 
 `FakeAnthropic(context_window=N)` answers the overflow 400 by itself for a request over N tokens.
 
-Records: `fake.requests` (every body received, failed ones too, in order), `fake.request_bytes` (the
-size of each body as it arrived), `fake.usages` (the `usage` of each successful answer), `fake.count_requests` (bodies sent to count_tokens).
+Records: `fake.requests` (every body received, failed ones too, in order), `fake.request_bytes`
+(the size of each body as it arrived), `fake.usages` (the `usage` of each successful answer),
+`fake.count_requests` (bodies sent to count_tokens).
 
 **Cache simulator.** The request is read as a chain of blocks in the provider's prefix order:
 tools, then system blocks, then each message's content blocks. A block with `cache_control`

@@ -22,7 +22,10 @@ from tests.model.conftest import make_assemble
 
 def _image(data: bytes) -> dict[str, Any]:
     encoded = base64.b64encode(data).decode("ascii")
-    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded}}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": encoded},
+    }
 
 
 def _plan(*images: bytes) -> TurnPlan:

@@ -92,7 +92,8 @@ async def test_three_12_mb_pdfs_fit_the_request_and_the_person_hears_which_were_
     for n in (1, 2, 3):  # every file keeps its marker
         assert f"[attachment {n}: report-{n}.pdf, PDF, 1 page, 12.0 MB]" in text
     notes = [b["text"] for b in first["messages"][-1]["content"] if b["type"] == "text"][1:]
-    assert len(notes) == 2 and all("size limit" in note for note in notes)
+    assert len(notes) == 2
+    assert all("size limit" in note for note in notes)
     reason = "with the other files it would make the request larger than the model accepts"
     assert slack.posts[0]["text"] == (
         f"I couldn't read “report-1.pdf”: {reason} (32 MB), so it was left out.\n"
@@ -132,7 +133,8 @@ async def test_content_the_api_refuses_is_dropped_and_the_conversation_goes_on(
         "Still answered.",
     ]
     later = second["messages"][0]["content"][0]["text"]
-    assert "odd.png" in later and "not read: the model could not process it" in later
+    assert "odd.png" in later
+    assert "not read: the model could not process it" in later
 
 
 async def test_a_refusal_naming_no_block_drops_the_media_and_answers(
@@ -146,6 +148,7 @@ async def test_a_refusal_naming_no_block_drops_the_media_and_answers(
         await send(slack, app, slack.dm(DM, ALICE, "again"))
     refused, first, second = claude.requests
     assert len(_media(refused)) == 1
-    assert _media(first) == [] and _media(second) == []
+    assert _media(first) == []
+    assert _media(second) == []
     assert slack.posts[0]["text"].startswith("I couldn't read “chart.png”: the model could not")
     assert slack.posts[1]["text"] == "Again."
