@@ -139,3 +139,11 @@ def test_a_text_file_no_encoding_reads_is_refused_without_contradiction() -> Non
         read_file("notes.txt", "text/plain", files.big_file(4096))
     assert str(caught.value) == replies.TEXT_UNDECODABLE
     assert "is not one I can read" not in str(caught.value)
+
+
+def test_a_pdf_whose_base64_cannot_fit_one_request_is_refused() -> None:
+    # 21 MB of PDF is 28 MB of base64: with the rest of a request, over what the API accepts.
+    with pytest.raises(FileUnreadable) as caught:
+        read_file("big.pdf", "application/pdf", files.padded_pdf(21 * 1024 * 1024))
+    assert str(caught.value) == replies.pdf_too_large(20)
+    assert read_file("ok.pdf", "application/pdf", files.padded_pdf(12 * 1024 * 1024)).kind == "pdf"
