@@ -152,3 +152,29 @@ async def test_a_refusal_naming_no_block_drops_the_media_and_answers(
     assert _media(second) == []
     assert slack.posts[0]["text"].startswith("I couldn't read “chart.png”: the model could not")
     assert slack.posts[1]["text"] == "Again."
+
+
+async def test_a_replayed_file_the_api_now_refuses_is_forgotten_and_named_once(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    # A conversation poisoned earlier (a file stored and replayed that the API refuses): it
+    # recovers by itself on its next message.
+    shot = files.png(40, 30)
+    shared = [slack.add_file("old.png", shot, "image/png")]
+    claude.script("Seen.", "Answered without it.", "Still fine.")
+    async with App(_config(make_config, slack)) as app:
+        await send(slack, app, slack.dm(DM, ALICE, "look", files=shared))
+        claude.refuse_media(lambda data: data == shot)
+        await send(slack, app, slack.dm(DM, ALICE, "what about now?"))
+        await send(slack, app, slack.dm(DM, ALICE, "and now?"))
+    first, refused, second, third = claude.requests
+    assert len(_media(first)) == len(_media(refused)) == 1
+    assert _media(second) == []
+    assert _media(third) == []
+    assert len(claude.usages) == 3
+    assert [post["text"] for post in slack.posts] == [
+        "Seen.",
+        "I couldn't read “old.png”: the model could not process it, so it is left out of this "
+        "conversation.\n\nAnswered without it.",
+        "Still fine.",
+    ]
