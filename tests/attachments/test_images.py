@@ -163,3 +163,36 @@ def test_any_image_gives_a_block_within_limits_or_a_one_line_refusal(data: bytes
         return
     _within_limits(ready.data, ready.detail["width"], ready.detail["height"])
     assert ready.detail["width"] * ready.detail["height"] <= MAX_PIXELS
+
+
+def test_a_large_transparent_png_is_reduced_by_bands_with_its_alpha() -> None:
+    image = Image.new("RGBA", (4000, 3000), (200, 30, 30, 255))
+    image.paste((20, 20, 220, 0), (0, 1500, 4000, 3000))  # the lower half fully transparent
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    ready = prepare_image(out.getvalue())
+    assert (ready.media_type, ready.width, ready.height) == ("image/png", 1238, 928)
+    with Image.open(io.BytesIO(ready.data)) as shown:
+        assert shown.mode == "RGBA"
+        upper = shown.crop((0, 0, 1238, 440))  # many band seams: none leaves a mark
+        assert upper.getextrema() == ((200, 200), (30, 30), (30, 30), (255, 255))
+        assert shown.crop((0, 490, 1238, 928)).getextrema()[3] == (0, 0)
+
+
+def test_a_large_palette_image_is_resized_in_colour() -> None:
+    image = Image.new("P", (3000, 2000))
+    image.putpalette([0, 0, 0, 250, 120, 10] + [0] * 762)
+    image.paste(1, (0, 0, 3000, 2000))
+    out = io.BytesIO()
+    image.save(out, format="GIF")
+    ready = prepare_image(out.getvalue())
+    assert max(ready.width, ready.height) <= MAX_EDGE
+    with Image.open(io.BytesIO(ready.data)) as shown:
+        assert shown.convert("RGB").getpixel((10, 10)) == (250, 120, 10)
+
+
+def test_a_side_over_12000_px_is_refused_from_the_header() -> None:
+    out = io.BytesIO()
+    Image.new("1", (12_001, 2)).save(out, format="PNG")
+    with pytest.raises(FileUnreadable, match="12001×2 pixels"):
+        prepare_image(out.getvalue())
