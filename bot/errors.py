@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # values only carried, never used here: no import at run time
-    from bot.ports.model import BudgetFacts
+    from bot.ports.model import BudgetFacts, LeftOut
     from bot.ports.records import Usage
     from bot.turns import HistoryEntry
 
@@ -142,8 +142,10 @@ class TurnFailed(ModelError):
         request: Mapping[str, Any] | None = None,
         usage: Usage | None = None,
         budget: BudgetFacts | None = None,
+        left_out: Sequence[LeftOut] = (),
     ) -> None:
         super().__init__(message)
+        self.left_out = tuple(left_out)  # content the API named as refused: out of replay too
         self.partial_text = partial_text
         self.entries = entries
         self.reply = reply  # what the person should be told, when not the default

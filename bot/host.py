@@ -39,7 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands, replies
+from bot import leftout, memory_commands, replies
 from bot.budget import Budgets, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
@@ -68,7 +68,7 @@ from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter, HistoryStore
 from bot.ports.intake import Admission, TurnResult
 from bot.ports.memory import MemoryCapture, MemoryStore
-from bot.ports.model import BudgetFacts, ModelRuntime, TurnOutcome, TurnPlan
+from bot.ports.model import BudgetFacts, LeftOut, ModelRuntime, TurnOutcome, TurnPlan
 from bot.ports.records import TurnRecord, Usage
 from bot.ports.tools import Tool
 from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
@@ -594,6 +594,9 @@ class Host:
                 attempts=failure.attempts,
                 details=_budget_details(failure.budget),
             )
+            user_entry, notice = await self._left_out(
+                request, plan, user_entry, notice, failure.left_out
+            )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
@@ -601,7 +604,28 @@ class Host:
             partial = heard.text if heard is not None else ""
             await asyncio.shield(self._cancelled(job, request, user_entry, started, partial))
             raise
+        user_entry, notice = await self._left_out(
+            request, plan, user_entry, notice, outcome.left_out
+        )
         return await self._answered(job, request, outcome, user_entry, started, notice)
+
+    async def _left_out(
+        self,
+        request: TurnRequest,
+        plan: TurnPlan,
+        user_entry: HistoryEntry,
+        notice: Sequence[str],
+        left_out: Sequence[LeftOut],
+    ) -> tuple[HistoryEntry, Sequence[str]]:
+        """Attachment content the model calls went without: a line for the person about each
+        file, and content the API refused kept out of this conversation's replays for good."""
+        if not left_out:
+            return user_entry, notice
+        refused = leftout.refused_ids(left_out)
+        if refused and self._attachments is not None:
+            await self._attachments.forget(request.conversation_key, refused)
+        lines = leftout.notice_lines(left_out, user_entry, plan.history)
+        return leftout.marked(user_entry, refused), [*notice, *lines]
 
     async def _answered(
         self,

@@ -204,10 +204,19 @@ IMAGE_BOMB = "the image has too many pixels to decode safely"
 PDF_DAMAGED = "the PDF could not be read (damaged or cut short)"
 PDF_LOCKED = "the PDF is password-protected"
 PDF_EMPTY = "the PDF has no pages"
+TEXT_UNDECODABLE = (
+    "it looks like a text file, but its encoding could not be recognised (saving it as UTF-8 "
+    "will do)"
+)
 DOWNLOAD_REFUSED = "the platform refused the download"
 DOWNLOAD_FAILED = "the download failed; please send it again"
 NOT_FETCHABLE = "files from here cannot be downloaded"
 ATTACHMENTS_OFF = "reading files is turned off here"
+LEFT_OUT_FOR_SIZE = (
+    "with the other files it would make the request larger than the model accepts (32 MB), so "
+    "it was left out"
+)
+MODEL_REFUSED_FILE = "the model could not process it, so it is left out of this conversation"
 
 
 def image_too_large(width: int, height: int) -> str:

@@ -5,7 +5,10 @@ The host calls `take` once per turn, before assembling. Each file is fetched thr
 `FileSource` of the route's platform (the channel owns the URL or file id; the core only says
 "attachment N"), refused early when its declared size is over the cap, read off the event loop
 (decoding a photo takes tens of milliseconds), and stored under the sha256 of what the model
-gets. Voice notes and audio files go to the `Transcriber` when there is one (the `voice` extra,
+gets. Files are read on `DECODE_SLOTS` threads of their own (one), shared by the whole process, so
+at most that many decodes run at once (one holds up to 64 MB of pixels; the model-call cap does
+not bound them, since reading comes before the call) and the same thread's memory serves the
+next. Voice notes and audio files go to the `Transcriber` when there is one (the `voice` extra,
 `voice.enabled`): their transcript is stored and replayed like a text file's text, never the
 audio. Without one they are never downloaded, and their marker says they were not transcribed.
 Nothing a file did wrong fails the turn: it becomes the file's `problem`, shown in its marker and
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
@@ -31,6 +35,8 @@ from bot.turns import Attached, Attachment, AttachmentBlock, HistoryEntry, TurnR
 
 log = structlog.get_logger(__name__)
 
+DECODE_SLOTS = 1
+_DECODER = ThreadPoolExecutor(max_workers=DECODE_SLOTS, thread_name_prefix="attachment-decode")
 _FETCH_PROBLEMS = {"refused": replies.DOWNLOAD_REFUSED, "failed": replies.DOWNLOAD_FAILED}
 
 
@@ -73,6 +79,12 @@ class AttachmentIntake:
         )
         return Attached(tuple(blocks), contents, problems)
 
+    async def forget(self, key: str, content_ids: Sequence[str]) -> None:
+        try:
+            await self._store.forget(key, content_ids)
+        except Exception as exc:  # the next refusal leaves it out again; the turn goes on
+            log.warning("attachments_forget_failed", error=type(exc).__name__)
+
     async def _load(self, key: str, wanted: Sequence[str]) -> Mapping[str, bytes]:
         try:
             return await self._store.load(key, list(dict.fromkeys(wanted)))
@@ -105,7 +117,9 @@ class AttachmentIntake:
                 block, problem=problem or _FETCH_PROBLEMS.get(reason, replies.DOWNLOAD_FAILED)
             )
         try:
-            ready = await asyncio.to_thread(read_file, item.name, item.media_type, data)
+            ready = await asyncio.get_running_loop().run_in_executor(
+                _DECODER, read_file, item.name, item.media_type, data
+            )
         except FileUnreadable as exc:
             log.info("attachment_refused", index=index + 1, size=len(data), reason=str(exc))
             return _with(block, size=len(data), problem=str(exc))

@@ -1,5 +1,6 @@
 """PDFs people share, checked before they reach the model: readable, not encrypted, and within
-the provider's limits (100 pages for a document block; the request's 32 MB). The only module that
+the provider's limits (100 pages for a document block; the request's 32 MB, which a PDF's base64
+text must fit with the rest of the request: 20 MB of PDF is 26.7 MB of it). The only module that
 imports pypdf.
 """
 
@@ -15,7 +16,7 @@ from bot import replies
 from bot.errors import FileUnreadable
 
 MAX_PAGES = 100
-MAX_BYTES = 32 * 1024 * 1024
+MAX_BYTES = 20 * 1024 * 1024
 
 # pypdf logs every repair it makes to a sloppy file as a warning; the outcome is what matters.
 logging.getLogger("pypdf").setLevel(logging.ERROR)

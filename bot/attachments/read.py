@@ -2,7 +2,9 @@
 
 The bytes decide, not the declared type: a file that starts like a PNG, JPEG, GIF, WebP or PDF is
 read as one (and refused if it does not decode); otherwise a file declared or named as text, or
-whose bytes are plainly text, is read as UTF-8 text. Anything else is an unsupported type.
+whose bytes are plainly text, is read as text: UTF-8 when it is that, else in the encoding
+charset-normalizer detects (cp1252, Shift-JIS, UTF-16 or UTF-32 with or without a byte order
+mark, ...), and kept as UTF-8. Anything else is an unsupported type.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+
+from charset_normalizer import from_bytes
 
 from bot import replies
 from bot.attachments.images import prepare_image
@@ -169,26 +173,29 @@ def _is_text_type(declared: str) -> bool:
 
 
 def _text(name: str, declared: str, data: bytes) -> str | None:
-    """The file's text when it is a text file, else None."""
+    """The file's text when it is a text file, else None; FileUnreadable when it says it is
+    text (by type or name) and no encoding reads it."""
     suffix = PurePosixPath(name.lower()).suffix
     textual = _is_text_type(declared) or suffix in _TEXT_SUFFIXES
     if not textual and declared not in _UNTYPED:
         return None
-    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return None
-    text = _decode(data)
-    if text is None or _odd_share(text) > _MAX_ODD_SHARE:
-        return None
-    return text
+    text = decode_text(data)
+    if text is not None and _odd_share(text) <= _MAX_ODD_SHARE:
+        return text
+    if textual:
+        raise FileUnreadable(replies.TEXT_UNDECODABLE)
+    return None
 
 
-def _decode(data: bytes) -> str | None:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError:
-            return None
-    return data.decode("utf-8-sig", errors="replace")
+def decode_text(data: bytes) -> str | None:
+    """`data` as text: UTF-8 (a byte order mark dropped) when it is that, else the encoding
+    charset-normalizer finds most plausible; None when none reads it."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    best = from_bytes(data).best()
+    return str(best) if best is not None else None
 
 
 def _odd_share(text: str) -> float:

@@ -5,7 +5,9 @@ attempts, honour a retry budget and put every wait through an injectable sleep.
 
 - retried: 408, 409, 429, 5xx and 529 (overloaded), the same error types arriving mid-stream,
   connection errors and timeouts;
-- `OVERFLOW`: a 400 (or 413) saying the prompt is too long: compaction may cure it;
+- `OVERFLOW`: a 400 saying the prompt is too long: compaction may cure it;
+- `REFUSED`: any other 400, or a 413 (the request's bytes): something the request carried was
+  refused; leaving out the content the API named (or every image and document) may cure it;
 - `AUTH`: 401, the key is wrong; `DENIED`: 403; everything else is `FATAL`. None of these is
   retried as is.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 import time
 from collections.abc import Mapping
 from enum import Enum
@@ -28,9 +31,13 @@ _RETRY_ERROR_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "time
 _OVERFLOW_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
 
 
+_BLOCK_PATH = re.compile(r"^messages\.(\d+)\.content\.(\d+)\b")
+
+
 class Verdict(Enum):
     RETRY = "retry"
     OVERFLOW = "overflow"
+    REFUSED = "refused"
     AUTH = "auth"
     DENIED = "denied"
     FATAL = "fatal"
@@ -44,8 +51,10 @@ def classify(exc: BaseException) -> Verdict:
     status = exc.status_code
     if status in _RETRY_STATUS or status >= 500:
         return Verdict.RETRY
-    if status in {400, 413} and _is_overflow(exc):
+    if status == 400 and _is_overflow(exc):
         return Verdict.OVERFLOW
+    if status in {400, 413}:
+        return Verdict.REFUSED
     if status == 401:
         return Verdict.AUTH
     if status == 403:
@@ -81,9 +90,16 @@ def _error_object(exc: anthropic.APIStatusError) -> Mapping[str, Any] | None:
     return None
 
 
+def refused_block(exc: BaseException) -> tuple[int, int] | None:
+    """(message, block) of the request block a refusal names (`messages.3.content.1...`)."""
+    if not isinstance(exc, anthropic.APIStatusError):
+        return None
+    error = _error_object(exc)
+    found = _BLOCK_PATH.match(str(error.get("message", ""))) if error else None
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def _is_overflow(exc: anthropic.APIStatusError) -> bool:
-    if exc.status_code == 413:
-        return True
     error = _error_object(exc)
     message = str(error.get("message", "")) if error else str(exc)
     return any(marker in message.lower() for marker in _OVERFLOW_MARKERS)

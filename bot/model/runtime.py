@@ -5,6 +5,13 @@ the tools the model asks for, and returns the final text with the turn's new his
 Every call goes through one retry loop (`_Calls.call`) whose waits use an injectable sleep and
 clock. Compaction (SPEC §4) replaces the older history with a summary when a call would reach 85%
 of the context window, or once after the provider says the prompt is too long.
+
+No poison turns (SPEC §11): every body sent is first fitted under the API's request size (images
+and documents left out oldest first), and when the API refuses a request for what it carried (a
+400 that is not an overflow, or a 413), the call is made again without the content it named (or
+without every image and document when it named none, or for a 413), as often as that leaves out
+something new. What was left out comes back on the outcome, so the host can tell the person and
+keep refused content out of later replays.
 """
 
 from __future__ import annotations
@@ -25,11 +32,12 @@ from bot import replies
 from bot.config import ModelSettings
 from bot.errors import ModelAuthError, ModelError, ToolError, TurnFailed
 from bot.model import compaction, wire
-from bot.model.retry import Verdict, classify, delay_for, error_message
+from bot.model.retry import Verdict, classify, delay_for, error_message, refused_block
 from bot.model.tooloutput import bound_tool_output
-from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
+from bot.ports.model import AssembledRequest, BudgetFacts, LeftOut, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
 from bot.ports.tools import Tool
+from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 
@@ -259,6 +267,9 @@ class _Turn:
         self.streamed: list[str] = []
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
+        self.refused: dict[str, bool] = {}  # content id -> the API named it
+        self.too_large: dict[str, None] = {}  # content ids left out for size, oldest first
+        self.byte_budget = REQUEST_BUDGET
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -312,7 +323,19 @@ class _Turn:
             usage=self.usage,
             attempts=self.attempts,
             budget=self.budget,
+            left_out=self._left_out(answered=True),
         )
+
+    def _left_out(self, *, answered: bool) -> tuple[LeftOut, ...]:
+        """What the calls went without. Refused content the API did not name counts only when
+        the turn was answered without it: a failure then says it was not the cause."""
+        refused = [
+            LeftOut(content_id, refused=True)
+            for content_id, named in self.refused.items()
+            if named or answered
+        ]
+        sized = [LeftOut(c, refused=False) for c in self.too_large if c not in self.refused]
+        return (*refused, *sized) if answered else tuple(refused)
 
     def _body(self, last: bool) -> dict[str, Any]:
         body = {k: v for k, v in self.request.body.items() if k != "stream"}
@@ -322,20 +345,50 @@ class _Turn:
                 body["tool_choice"] = {"type": "none"}
             note = {"type": "text", "text": ROUND_LIMIT_NOTE.format(limit=self.settings.max_turns)}
             rounds[-1] = {**rounds[-1], "content": [*rounds[-1]["content"], note]}
-        return wire.extend_messages(body, rounds)
+        fitted = fit_request(wire.extend_messages(body, rounds), self.refused, self.byte_budget)
+        for content_id in fitted.left_out:
+            if content_id not in self.too_large:
+                self.too_large[content_id] = None
+                log.warning("attachment_left_out", reason="request_size", turn_id=self.plan.turn_id)
+        return fitted.body
 
     async def _turn_call(self, last: bool) -> Message:
-        try:
-            return await self._send(self._body(last))
-        except _CallError as error:
-            if error.verdict is not Verdict.OVERFLOW or self.overflow_handled:
-                raise self._failed(error) from None
-            self.overflow_handled = True
-            await self._compact_after_overflow(error)
-        try:
-            return await self._send(self._body(last))
-        except _CallError as error:
-            raise self._failed(error) from None
+        while True:
+            try:
+                return await self._send(self._body(last))
+            except _CallError as error:
+                if error.verdict is Verdict.REFUSED and self._leave_out(error):
+                    continue
+                if error.verdict is not Verdict.OVERFLOW or self.overflow_handled:
+                    raise self._failed(error) from None
+                self.overflow_handled = True
+                await self._compact_after_overflow(error)
+
+    def _leave_out(self, error: _CallError) -> bool:
+        """Leave out what a refused request carried, for the next try: the block the API named,
+        else every image and document (for a 413, by size). False when nothing is left to try."""
+        found = list(media_blocks(self.last_body or {}))
+        if not found:
+            return False
+        cause = error.cause
+        if isinstance(cause, anthropic.APIStatusError) and cause.status_code == 413:
+            if self.byte_budget == 0:
+                return False
+            self.byte_budget = 0  # the size was misjudged: this turn goes without any media
+            log.warning("model_request_too_large", files=len(found), turn_id=self.plan.turn_id)
+            return True
+        place = refused_block(cause)
+        named = [block for m, b, block in found if (m, b) == place]
+        for block in named or [block for _, _, block in found]:
+            self.refused.setdefault(media_id(block), bool(named))
+        log.warning(
+            "model_refused_content",
+            named=bool(named),
+            files=len(named or found),
+            error=str(error),
+            turn_id=self.plan.turn_id,
+        )
+        return True
 
     async def _send(self, body: dict[str, Any]) -> Message:
         self.last_body = body
@@ -410,6 +463,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             budget=self.budget,
+            left_out=self._left_out(answered=False),
         )
 
     # --- compaction ---

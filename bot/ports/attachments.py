@@ -34,9 +34,15 @@ class AttachmentStore(Protocol):
     async def find(self, key: str, prefix: str) -> StoredAttachment | None:
         """The one attachment of conversation `key` whose content id starts with `prefix`."""
 
+    async def forget(self, key: str, content_ids: Sequence[str]) -> None:
+        """Conversation `key` no longer replays these (its history shows their markers alone)."""
+
 
 class AttachmentReader(Protocol):
     """Reads a turn's attachments (`bot.attachments.AttachmentIntake`)."""
 
     async def take(self, request: TurnRequest, history: Sequence[HistoryEntry]) -> Attached:
         """This turn's blocks, the bytes to replay (this turn's and history's), problem lines."""
+
+    async def forget(self, key: str, content_ids: Sequence[str]) -> None:
+        """Keep these out of conversation `key`'s replays from now on (the model refused them)."""

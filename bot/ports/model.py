@@ -41,6 +41,16 @@ class AssembledRequest:
         return BudgetFacts(self.estimated_tokens, self.history_used, self.floor_unmet)
 
 
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """An attachment's content (by content id) that the turn's model calls went without:
+    `refused` by the API for what it is (left out of every later replay too), or left out for
+    the request's size (this request only)."""
+
+    content_id: str
+    refused: bool
+
+
 class Assemble(Protocol):
     """Build the request for this turn over a given history (the runtime re-runs it after
     compaction)."""
@@ -68,6 +78,7 @@ class TurnOutcome:
     `entries` are this turn's new assistant/tool entries (not the user message). `history`, when
     set, is a compacted replacement for the history the plan carried. `budget` is what the
     budget decided for the last request assembled (None when none was, as for `/compact`).
+    `left_out`: attachment content the calls went without (see LeftOut), oldest first.
     """
 
     text: str
@@ -77,6 +88,7 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     budget: BudgetFacts | None = None
+    left_out: tuple[LeftOut, ...] = ()
 
 
 class ModelRuntime(Protocol):

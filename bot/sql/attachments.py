@@ -2,9 +2,11 @@
 the conversations that shared it, bounded in total bytes and in days since last use.
 
 A conversation reads only what it shared itself (`load` and `find` join on its references), so a
-content id learnt elsewhere opens nothing. Every replay touches what it read, so an attachment
-still in some conversation's history window stays; past `store_idle_days` without a replay, or
-past `store_max_bytes` (least recently used first), it goes, and history shows its marker alone.
+content id learnt elsewhere opens nothing; `forget` drops one conversation's reference (content
+the model refused is never replayed there again; its bytes age out as usual). Every replay
+touches what it read, so an attachment still in some conversation's history window stays; past
+`store_idle_days` without a replay, or past `store_max_bytes` (least recently used first), it
+goes, and history shows its marker alone.
 Pruning holds one lock (`Sql.lock`), so replicas storing at once prune one at a time and never
 drop what another has just stored.
 """
@@ -92,6 +94,20 @@ class Attachments:
             return None
         row = rows[0]
         return StoredAttachment(str(row["id"]), str(row["media_type"]), bytes(row["data"]))
+
+    async def forget(self, key: str, content_ids: Sequence[str]) -> None:
+        wanted = list(dict.fromkeys(content_ids))[:_MAX_LOAD]
+        if not wanted:
+            return
+
+        async def forget(tx: Sql) -> None:
+            await tx.execute(
+                f"DELETE FROM attachment_refs WHERE key = ? AND id IN ({marks(wanted)})",
+                key,
+                *wanted,
+            )
+
+        await self._db.transaction(forget)
 
     async def _touch(self, ids: list[str]) -> None:
         now = self._clock()

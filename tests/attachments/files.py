@@ -5,6 +5,7 @@ the provider) accept, never hand-written bytes that merely look right."""
 from __future__ import annotations
 
 import io
+import random
 import struct
 import zlib
 
@@ -83,3 +84,61 @@ def bomb_png(width: int = 30_000, height: int = 30_000) -> bytes:
         + chunk(b"IDAT", zlib.compress(b"\x00" * 1024))
         + chunk(b"IEND", b"")
     )
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def png_with_private_chunk(padding: int, width: int = 64, height: int = 48) -> bytes:
+    """A small PNG carrying a private ancillary chunk of `padding` random bytes (decoders skip
+    it; the file stays that large)."""
+    data = png(width, height)
+    return data[:33] + _chunk(b"prIv", random.Random(7).randbytes(padding)) + data[33:]
+
+
+def png16(width: int, height: int) -> bytes:
+    """A 16-bit RGBA PNG of noise (8 bytes a pixel that do not compress): 1500x700 is 8.4 MB.
+    Pillow writes no 16-bit colour PNG, so the chunks are assembled here and Pillow reads it."""
+    rng = random.Random(16)
+    rows = b"".join(b"\x00" + rng.randbytes(width * 8) for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 16, 6, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(rows, 1))
+        + _chunk(b"IEND", b"")
+    )
+
+
+def animated_gif(min_bytes: int, width: int = 640, height: int = 480) -> bytes:
+    """An animated GIF of noise frames, a little over `min_bytes` long."""
+    rng = random.Random(8)
+    palette = rng.randbytes(768)
+
+    def frame() -> Image.Image:
+        made = Image.frombytes("P", (width, height), rng.randbytes(width * height))
+        made.putpalette(palette)
+        return made
+
+    one = io.BytesIO()
+    frame().save(one, format="GIF")
+    frames = [frame() for _ in range(max(2, -(-min_bytes // len(one.getvalue()))))]
+    out = io.BytesIO()
+    frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=100)
+    return out.getvalue()
+
+
+def padded_pdf(size: int) -> bytes:
+    """A one-page PDF of about `size` bytes: it carries an embedded file of random bytes (which
+    readers list, never render), so the file is that large and still one valid page."""
+    writer = PdfWriter()
+    writer.add_blank_page(width=612, height=792)
+    base = io.BytesIO()
+    writer.write(base)
+    padding = max(0, size - len(base.getvalue()) - 64)
+    writer.add_attachment("padding.bin", random.Random(12).randbytes(padding))
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

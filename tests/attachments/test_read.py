@@ -105,3 +105,45 @@ def test_the_bytes_decide_not_the_declared_type() -> None:
     assert ready.kind == "image"
     with pytest.raises(FileUnreadable, match="could not be decoded"):
         read_file("fake.png", "image/png", b"hello, I am text")
+
+
+FRENCH = (
+    "Le café de la gare était fermé. Nous sommes allés à l'hôtel où le garçon nous a servi un "
+    "thé glacé. Prix : 12 € — « très cher », a dit Hélène.\n"
+) * 3
+JAPANESE = (
+    "これは日本語のテキストファイルです。\n東京都の天気は晴れです。今日はいい天気ですね。\n" * 3
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        (FRENCH, "cp1252"),
+        (JAPANESE, "shift_jis"),
+        (FRENCH, "utf-16-le"),  # no byte order mark
+        (JAPANESE, "utf-16-le"),
+        (FRENCH, "utf-32"),  # with a byte order mark
+        (FRENCH, "utf-32-le"),
+        (FRENCH, "utf-8"),
+    ],
+)
+def test_text_in_other_encodings_is_read_by_detection(text: str, encoding: str) -> None:
+    ready = read_file("notes.txt", "text/plain", text.encode(encoding))
+    assert ready.kind == "text"
+    assert ready.data.decode("utf-8") == text
+
+
+def test_a_text_file_no_encoding_reads_is_refused_without_contradiction() -> None:
+    with pytest.raises(FileUnreadable) as caught:
+        read_file("notes.txt", "text/plain", files.big_file(4096))
+    assert str(caught.value) == replies.TEXT_UNDECODABLE
+    assert "is not one I can read" not in str(caught.value)
+
+
+def test_a_pdf_whose_base64_cannot_fit_one_request_is_refused() -> None:
+    # 21 MB of PDF is 28 MB of base64: with the rest of a request, over what the API accepts.
+    with pytest.raises(FileUnreadable) as caught:
+        read_file("big.pdf", "application/pdf", files.padded_pdf(21 * 1024 * 1024))
+    assert str(caught.value) == replies.pdf_too_large(20)
+    assert read_file("ok.pdf", "application/pdf", files.padded_pdf(12 * 1024 * 1024)).kind == "pdf"

@@ -60,6 +60,17 @@ async def test_stored_once_and_seen_only_by_conversations_that_shared_it(store: 
     assert found.data == data
 
 
+async def test_a_forgotten_attachment_is_no_longer_replayed_there(store: Store) -> None:
+    data = files.png()
+    cid = _id(data)
+    await store.attachments.put("a", cid, "image/png", data)
+    await store.attachments.put("b", cid, "image/png", data)
+    await store.attachments.forget("a", [cid])
+    await store.attachments.forget("a", [])
+    assert await store.attachments.load("a", [cid]) == {}
+    assert await store.attachments.load("b", [cid]) == {cid: data}  # only that conversation
+
+
 async def test_bounded_in_bytes_least_recently_used_first(store: Store, clock: Clock) -> None:
     blobs = [bytes([i]) * (MB // 2 + 1) for i in range(5)]
     for blob in blobs:

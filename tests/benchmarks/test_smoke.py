@@ -23,6 +23,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
     "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
+    "images": (["--scale", "0.02", "--at-once", "2"], "x2: RSS"),
     "host_slack": (
         ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],
         "2 convs",

@@ -33,8 +33,9 @@ Replies, in order of precedence for each `/v1/messages` call:
 `fake.hang_midstream(partial)` streams `partial` and then nothing until the client hangs up
 (`fake.abandoned` lists those answers): a slow answer that a person stops.
 
-Records: `fake.requests` (every body received, failed ones too, in order), `fake.usages` (the
-`usage` of each successful answer), `fake.count_requests` (bodies sent to count_tokens).
+Records: `fake.requests` (every body received, failed ones too, in order), `fake.request_bytes`
+(the size of each body as it arrived), `fake.usages` (the `usage` of each successful answer),
+`fake.count_requests` (bodies sent to count_tokens).
 
 **Cache simulator.** The request is read as a chain of blocks in the provider's prefix order:
 tools, then system blocks, then each message's content blocks. A block with `cache_control`
@@ -50,9 +51,15 @@ rest), the way the provider does. Time comes from `clock` (default `time.monoton
 `ManualClock` for tests).
 
 **Images and documents** are validated the way the API does: a base64 source, a supported media
-type that matches the bytes (PNG, JPEG, GIF, WebP; PDF for documents), at most 5 MB and 8,000 px a
-side per image, at most 100 pages per PDF; anything else is a 400 `invalid_request_error` naming
-the block. An image costs width*height/750 tokens, a PDF page 2,000 (the provider's estimates).
+type that matches the bytes (PNG, JPEG, GIF, WebP; PDF for documents), at most 5 MB per image
+counted on the base64 text (5,242,880 characters: a 3.75 MB file is already over) and 8,000 px a
+side, at most 100 pages per PDF; anything else is a 400 `invalid_request_error` naming the block
+(`messages.N.content.M...`), with the API's own wording. A request body over `MAX_REQUEST_BYTES`
+(32 MB, read strictly as 32,000,000 bytes) is a 413 `request_too_large` before anything else is
+looked at, as the API's front door answers it. `fake.refuse_media(test)` refuses, with a 400
+naming the block, every request carrying an image or document whose decoded bytes pass `test`
+(content the API cannot process, which the host could not know was bad). An image costs
+width*height/750 tokens, a PDF page 2,000 (the provider's estimates).
 
 **Token counts** are a stable estimate, not Claude's tokenizer: each block costs its visible text
 (text, tool input JSON, tool result text, tool definition JSON) in tiktoken `cl100k_base` tokens,
@@ -201,7 +208,9 @@ def _block_text(block: Mapping[str, Any]) -> str:
 
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP"}
-IMAGE_MAX_BYTES = 5 * 1024 * 1024
+IMAGE_MAX_BASE64 = 5 * 1024 * 1024  # the API counts the base64 text, not the decoded bytes
+MAX_REQUEST_BYTES = 32_000_000
+TOO_LARGE = "Request exceeds the maximum allowed number of bytes."
 IMAGE_MAX_EDGE = 8000
 PDF_MAX_PAGES = 100
 PDF_PAGE_TOKENS = 2000
@@ -216,21 +225,25 @@ def _media(block: Mapping[str, Any], where: str) -> tuple[str, int]:
     source = block.get("source")
     if not isinstance(source, Mapping) or source.get("type") != "base64":
         raise MediaError(f"{where}.source: only base64 sources are accepted by this fake")
+    text = str(source.get("data", ""))
     try:
-        data = base64.b64decode(str(source.get("data", "")), validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise MediaError(f"{where}.source.data: invalid base64 data") from None
     media_type = source.get("media_type")
     if block.get("type") == "document":
         return "document", _pdf_tokens(data, media_type, where)
-    return "image", _image_tokens(data, media_type, where)
+    return "image", _image_tokens(data, len(text), media_type, where)
 
 
-def _image_tokens(data: bytes, media_type: Any, where: str) -> int:
+def _image_tokens(data: bytes, encoded: int, media_type: Any, where: str) -> int:
     if media_type not in IMAGE_TYPES:
         raise MediaError(f"{where}.source.media_type: Input should be one of {sorted(IMAGE_TYPES)}")
-    if len(data) > IMAGE_MAX_BYTES:
-        raise MediaError(f"{where}.source.base64: image exceeds 5 MB maximum: {len(data)} bytes")
+    if encoded > IMAGE_MAX_BASE64:
+        raise MediaError(
+            f"{where}.image.source.base64: image exceeds 5 MB maximum: {encoded} bytes > "
+            f"{IMAGE_MAX_BASE64} bytes"
+        )
     try:
         with Image.open(io.BytesIO(data)) as image:
             found, (width, height) = image.format, image.size
@@ -244,7 +257,8 @@ def _image_tokens(data: bytes, media_type: Any, where: str) -> int:
         )
     if max(width, height) > IMAGE_MAX_EDGE:
         raise MediaError(
-            f"{where}: image dimensions exceed max allowed size: {IMAGE_MAX_EDGE} pixels"
+            f"{where}.image.source.base64.data: At least one of the image dimensions exceed max "
+            f"allowed size: {IMAGE_MAX_EDGE} pixels"
         )
     return max(1, width * height // 750)
 
@@ -261,21 +275,32 @@ def _pdf_tokens(data: bytes, media_type: Any, where: str) -> int:
     return pages * PDF_PAGE_TOKENS
 
 
-def check_media(body: Mapping[str, Any]) -> str | None:
-    """The API's 400 message for the first invalid image or document block, or None."""
+def check_media(
+    body: Mapping[str, Any], refuse: Callable[[bytes], bool] | None = None
+) -> str | None:
+    """The API's 400 message for the first invalid image or document block, or None. `refuse`
+    marks content the API cannot process (the fake's `refuse_media` rule)."""
     for m, message in enumerate(body.get("messages") or []):
         content = message.get("content")
         if not isinstance(content, list):
             continue
         for b, block in enumerate(content):
             if isinstance(block, Mapping) and block.get("type") in {"image", "document"}:
+                where = f"messages.{m}.content.{b}"
                 if message.get("role") != "user":
-                    return f"messages.{m}.content.{b}: {block['type']} blocks are user content"
+                    return f"{where}: {block['type']} blocks are user content"
                 try:
-                    _media(block, f"messages.{m}.content.{b}")
+                    _media(block, where)
                 except MediaError as exc:
                     return str(exc)
+                if refuse is not None and refuse(_decoded(block)):
+                    kind = "image" if block["type"] == "image" else "document"
+                    return f"{where}.{kind}.source.base64.data: The {kind} could not be processed."
     return None
+
+
+def _decoded(block: Mapping[str, Any]) -> bytes:
+    return base64.b64decode(str(block["source"]["data"]))
 
 
 @lru_cache(maxsize=256)
@@ -422,6 +447,8 @@ class FakeAnthropic:
         self.context_window = context_window
         self.cache = CacheSimulator(clock, min_cacheable_tokens, lookback)
         self.requests: list[dict[str, Any]] = []
+        self.request_bytes: list[int] = []
+        self.refused_media: Callable[[bytes], bool] | None = None
         self.usages: list[dict[str, Any]] = []
         self.count_requests: list[dict[str, Any]] = []
         # Seconds between two text deltas of a streamed answer (0: all at once), so a test or
@@ -442,7 +469,7 @@ class FakeAnthropic:
         self.base_url = ""
 
     async def __aenter__(self) -> FakeAnthropic:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         self._runner = web.AppRunner(app, access_log=None)
@@ -502,6 +529,11 @@ class FakeAnthropic:
         if gate is not None:
             gate.set()
 
+    def refuse_media(self, test: Callable[[bytes], bool] | None) -> None:
+        """From now on, a request carrying an image or document whose decoded bytes pass `test`
+        is refused with a 400 naming that block (None lifts the rule)."""
+        self.refused_media = test
+
     def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
         self._responder = responder
 
@@ -522,8 +554,12 @@ class FakeAnthropic:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         denied = self._check_auth(request)
-        body = await request.json()
+        raw = await request.read()
+        body = json.loads(raw)
         self.requests.append(body)
+        self.request_bytes.append(len(raw))
+        if len(raw) > MAX_REQUEST_BYTES:  # the API's front door, before the key is looked at
+            return _error(413, TOO_LARGE, None)
         if denied is not None:
             return denied
         if self._gate is not None and not await self._opened(self._gate):
@@ -543,7 +579,7 @@ class FakeAnthropic:
                     return web.Response(status=503)  # the server is closing
             else:
                 return _error(failure.status, failure.body, failure.retry_after)
-        invalid = check_media(body)
+        invalid = check_media(body, self.refused_media)
         if invalid is not None:
             return _error(400, invalid, None)
         total = count_request(body)

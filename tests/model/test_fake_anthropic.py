@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import os
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import anthropic
 import pytest
+from PIL import Image
 
 from tests.fakes.anthropic import (
     BLOCK_OVERHEAD,
+    IMAGE_MAX_BASE64,
+    MAX_REQUEST_BYTES,
     FakeAnthropic,
     ManualClock,
     Reply,
@@ -258,3 +266,77 @@ async def test_reading_a_longer_prefix_keeps_the_shorter_ones_alive(
     # 600 s after it was written, the system-only prefix is still alive: the reads refreshed it.
     usage = await send(client, server, body("another thread"))
     assert usage["cache_read_input_tokens"] == system_tokens()
+
+
+# --- the API's limits on images and request size --------------------------------------------------
+
+
+def _with_image(data: bytes, media_type: str = "image/png") -> dict[str, Any]:
+    request = body("look")
+    encoded = base64.b64encode(data).decode("ascii")
+    source = {"type": "base64", "media_type": media_type, "data": encoded}
+    request["messages"][0]["content"].append({"type": "image", "source": source})
+    return request
+
+
+def _png_with_chunk(padding: int) -> bytes:
+    """A 64x48 PNG carrying a private ancillary chunk of `padding` bytes."""
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 200, 10)).save(out, format="PNG")
+    data = out.getvalue()
+    filler = os.urandom(padding)
+    chunk = struct.pack(">I", len(filler)) + b"prIv" + filler
+    chunk += struct.pack(">I", zlib.crc32(b"prIv" + filler) & 0xFFFFFFFF)
+    return data[:33] + chunk + data[33:]  # after the signature and IHDR
+
+
+async def test_an_image_over_5_mb_of_base64_is_refused_like_the_api(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # 3.9 MB decoded is 5.2 MB of base64: over, although the file is under 5 MB.
+    data = _png_with_chunk(3_940_000)
+    assert len(data) < IMAGE_MAX_BASE64 < len(base64.b64encode(data))
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await client.messages.create(**_with_image(data))
+    error = refused.value.body["error"]  # type: ignore[index]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(
+        "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum: "
+    )
+    assert error["message"].endswith("bytes > 5242880 bytes")
+    await client.messages.create(**_with_image(_png_with_chunk(3_000_000)))  # 4.0 MB: fine
+
+
+async def test_an_image_over_8000_px_a_side_is_refused(client: anthropic.AsyncAnthropic) -> None:
+    out = io.BytesIO()
+    Image.new("1", (8001, 10)).save(out, format="PNG")
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await client.messages.create(**_with_image(out.getvalue()))
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert message == (
+        "messages.0.content.1.image.source.base64.data: At least one of the image dimensions "
+        "exceed max allowed size: 8000 pixels"
+    )
+
+
+async def test_a_request_over_32_mb_gets_413_request_too_large(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        await client.messages.create(**body("x" * (MAX_REQUEST_BYTES + 10)))
+    assert refused.value.status_code == 413
+    assert refused.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert server.request_bytes[-1] > MAX_REQUEST_BYTES
+    assert server.usages == []  # refused at the door: nothing answered, nothing counted
+
+
+async def test_refuse_media_names_the_block_it_cannot_process(
+    client: anthropic.AsyncAnthropic, server: FakeAnthropic
+) -> None:
+    bad = _png_with_chunk(10)
+    server.refuse_media(lambda data: data == bad)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await client.messages.create(**_with_image(bad))
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert message.startswith("messages.0.content.1.image.source.base64.data: ")
+    await client.messages.create(**_with_image(_png_with_chunk(11)))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bot.cli.compose import App
+from channels.download import within
 from tests.attachments import files
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
@@ -98,3 +99,39 @@ async def test_voice_and_oversized_files_get_markers_and_one_line_answers(
         "I couldn't read “dump.bin”: it is larger than the 20.0 MB limit.\n\nToo big."
     )
     assert tg.downloads == []  # neither the voice note nor the 30 MB file was downloaded
+
+
+async def test_a_file_path_that_climbs_out_of_the_file_prefix_is_not_fetched(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    # A file path that, normalized, lands on the Bot API itself (getMe answers with the bot's
+    # own account): the download must be refused, not read as a text file.
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    climbing = tg.add_file(b"unused", f"documents/../../../bot{TOKEN}/getMe")
+    document = {**climbing, "file_name": "notes.txt", "mime_type": "text/plain"}
+    claude.script("No file.")
+    async with App(make_config()) as app:
+        await tg.push(tg.media_message(tg.private_chat(alice), alice, "read", document=document))
+        [answer] = await tg.wait_sent(1)
+        await app.host.idle()
+    [request] = claude.requests
+    text = _content(request)[0]["text"]
+    assert "[attachment 1: notes.txt, text/plain, 6 bytes, not read: the platform refused" in text
+    assert '"is_bot"' not in json.dumps(claude.requests)
+    assert answer.text.startswith("I couldn't read “notes.txt”: the platform refused")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a/../../x",
+        "%2e%2e/%2E%2E/x",
+        "a/..%2f..%2fx",
+        "docs/../../../botT/getMe",
+    ],
+)
+def test_within_refuses_any_path_that_climbs(path: str) -> None:
+    prefix = "http://127.0.0.1:8081/file/botT/"
+    assert within(prefix + path, prefix) is None
+    assert within(prefix + "documents/a b.pdf", prefix) is not None
+    assert within("not a url", prefix) is None
