@@ -38,8 +38,8 @@ def test_pings_and_misleading_links_are_inert_in_the_streamed_markdown() -> None
     assert "<!here>" not in shown
     assert f"<{JOINER}!here>" in shown
     assert "https://good.example (https://evil.example/p)" in shown
-    assert "[doc](https://good.example)" in shown  # a link that does not mislead stays live
-    assert f"@{JOINER}a" in shown
+    assert "[docs](https://good.example)" in shown  # a link that does not mislead stays live
+    assert f"@{JOINER}all" in shown
 
 
 def test_a_link_being_written_is_held_back() -> None:
