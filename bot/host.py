@@ -158,7 +158,8 @@ class Host:
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
-        self._delivery = Delivery(outbox, deliverers)
+        self._closing = asyncio.Event()  # set with _closed: wakes waits to retry (publish, parts)
+        self._delivery = Delivery(outbox, deliverers, self._closing)
         # Platforms whose stored requests leave names to look up at turn time.
         self._completers = dict(completers or {})
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
@@ -171,7 +172,6 @@ class Host:
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._closing = asyncio.Event()  # set with _closed: wakes publications waiting to retry
         # Until `resume()` has queued what an earlier process left, accepted items wait here so
         # that they run after it, in the order they were accepted.
         self._resumed = False

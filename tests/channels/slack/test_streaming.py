@@ -15,7 +15,7 @@ from bot.cli.compose import App
 from channels.slack.deliver import SlackDeliverer
 from channels.slack.split import MESSAGE_BUDGET
 from tests.channels.slack.conftest import ALICE, DM, GENERAL, MakeConfig
-from tests.channels.slack.test_scenarios import send
+from tests.channels.slack.test_scenarios import send, settle
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
@@ -162,4 +162,26 @@ async def test_a_turn_that_fails_mid_stream_leaves_one_apology_and_removes_the_r
     assert apology["text"].startswith("Sorry, I couldn't answer")
     assert apology.get("stream")  # the first streamed message, finished as the apology
     assert slack.deleted  # the rest of the partial answer is gone
+    assert not any(m.get("streaming") for m in slack.messages[GENERAL])
+
+
+async def test_a_finish_rate_limited_six_times_ends_as_the_final_answer_without_a_restart(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    text = "A **short** answer that streams, then is finished late."
+    claude.script(text)
+    claude.words_per_delta = 2
+    claude.hold_midway()
+    slack.fail("chat.update", status=429, retry_after=0.05, times=6)
+    async with App(make_config(FAST)) as app:
+        envelope = await slack.push(slack.mention(GENERAL, ALICE, "go"))
+        await slack.wait_for(lambda: "chat.startStream" in methods(slack))
+        claude.release_midway()
+        await settle(slack, app, envelope)
+        # Still the same process: the part was tried again in it until Slack took it.
+        assert [post["text"] for post in slack.posts] == expected(slack, text)
+        assert app.host is not None
+    updates = [call for call in slack.calls if call.method == "chat.update"]
+    assert [call.status for call in updates[:6]] == [429] * 6
+    assert updates[-1].status == 200
     assert not any(m.get("streaming") for m in slack.messages[GENERAL])

@@ -143,3 +143,23 @@ async def test_a_turn_that_fails_mid_stream_leaves_one_apology_and_removes_the_r
     assert apology.plain.startswith("Sorry, I couldn't answer")
     assert apology.reply_to is not None  # the first message, replying to the mention
     assert all(d.chat_id == GROUP_ID for d in tg.deleted)
+
+
+async def test_an_answer_shown_as_drafts_is_sent_as_a_message_even_when_sending_fails_a_while(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """The person saw only a draft: the answer must still become a real message, tried again
+    in-process past the deliverer's own retries, without waiting for a restart."""
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    text = "A **short** private answer."
+    claude.script(text)
+    claude.words_per_delta = 2
+    claude.hold_midway()
+    tg.fail("sendMessage", status=502, description="Bad Gateway", times=4)
+    async with App(make_config(FAST)) as app:
+        await tg.push(tg.message(tg.private_chat(alice), alice, "hi"))
+        await tg.wait_for(lambda: tg.drafts)
+        claude.release_midway()
+        await answered(tg, app, 1)
+    assert [sent.text for sent in tg.sent] == expected(text)
+    assert methods(tg).count("sendMessage") == 5  # four refused (the fake's), then sent
