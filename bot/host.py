@@ -488,6 +488,8 @@ class Host:
         notice: Sequence[str],
         stream: AnswerStream | None,
     ) -> TurnResult:
+        charged: list[Usage] = []  # what calls that ended without an answer may have cost
+        plan = replace(plan, on_charge=charged.append)
         try:
             async with self._model_calls:
                 try:
@@ -517,7 +519,8 @@ class Host:
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancelled(job, request, user_entry, started))
+            spent = sum(charged, Usage())
+            await asyncio.shield(self._cancelled(job, request, user_entry, started, spent))
             raise
         return await self._answered(job, request, outcome, user_entry, started, notice)
 
@@ -618,13 +621,15 @@ class Host:
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
         failure = await self._publish(publication)
+        # Charged before delivery, which may wait on a rate-limited platform: the calls are
+        # billed already, and a budget must see them at once (and also when publishing failed).
+        await self._charge(request, record)
         if failure is not None:  # the item stays pending: it runs again after the next start
             return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts, reconcile=job.resumed)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
-        await self._charge(request, record)
         outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
@@ -676,15 +681,21 @@ class Host:
         return True
 
     async def _cancelled(
-        self, job: _Job, request: TurnRequest, user_entry: HistoryEntry, started: datetime
+        self,
+        job: _Job,
+        request: TurnRequest,
+        user_entry: HistoryEntry,
+        started: datetime,
+        usage: Usage | None = None,
     ) -> None:
         """A turn cut short (shutdown past its grace). An inbox item stays pending and runs again
         after the next start, exactly as after a kill: nothing is published now, so the person
         gets one answer and history holds the turn once, with no continuity account beside it.
         A turn that will not run again (console, cron) records that it did not complete, so the
         next turn is not left guessing."""
-        record = self._record(request, started, Outcome.CANCELLED)
+        record = self._record(request, started, Outcome.CANCELLED, usage=usage)
         self._observe(record)
+        await self._charge(request, record)  # the API bills a call cut short all the same
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
