@@ -101,6 +101,7 @@ def test_unknown_key_names_the_key_and_the_known_ones(agent_dir: Path) -> None:
             "[[cron.jobs]]\nname = 'x'\nschedule = '* * * * *'\nprompt = 'p'\ntimezone = 'X/Y'\n",
             "cron.jobs[0].timezone = 'X/Y'",
         ),
+        ("[[surfaces]]\nplatform = 'slak'\n", "surfaces[0].platform = 'slak'"),
     ],
 )
 def test_bad_values_name_key_value_and_fix(agent_dir: Path, extra: str, expected: str) -> None:
