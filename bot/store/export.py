@@ -9,6 +9,7 @@ its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import tempfile
@@ -84,8 +85,9 @@ async def _source(path: Path) -> AsyncIterator[aiosqlite.Connection]:
     """The store at `path`, opened read-only (SQLite's `mode=ro`: not a byte of it changes, and
     a read-only snapshot can be copied). A file of an older schema is copied into a private
     temporary file first, and the copy is brought up to date, never the source."""
+    uri = f"{(await asyncio.to_thread(path.resolve)).as_uri()}?mode=ro"
     try:
-        conn = await aiosqlite.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = await aiosqlite.connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise StoreOpenError(
             f"{path}: cannot open the database to read it ({exc}). Fix: check that the file "
