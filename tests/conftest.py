@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import socket
 import sys
-import re
 import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator
