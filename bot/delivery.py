@@ -9,16 +9,26 @@ a crash is marked, not posted again. Other deliverers (the console) take the who
 A `LiveDeliverer` (Slack, Telegram) also streams answers while they are written (`stream`, driven
 by `bot.streaming`): the messages a stream opened become the parts' platform ids, and such a part
 is finished (`LiveDeliverer.finish`) rather than posted, so the answer is never shown twice.
+
+A part the platform does not take for a passing reason (rate limits past the deliverer's own
+waits, a timeout, a dropped connection) is tried again here, in-process, with backoff (never
+sooner than a `PartDelayed`'s `retry_after`), until it is taken, refused for good, or the host
+begins closing (then it stays in the outbox for the drain and the next start). So a finish that
+Slack rate-limits six times still ends as the final answer, without a restart; the
+conversation's later turns wait behind it, so order holds. A retry looks for the part on the
+platform first (`find`), as after a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 
 import structlog
 
-from bot.errors import PartFailed
+from bot.errors import PartDelayed, PartFailed
 from bot.inbox import LiveDeliverer, Outbox, OutboxPart, PartDeliverer
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.streaming import AnswerStream, Record
@@ -26,13 +36,24 @@ from bot.turns import ReplyRoute
 
 log = structlog.get_logger(__name__)
 
+RETRY_FIRST = 0.5  # seconds before a part is tried again in-process; doubles each time
+RETRY_MAX = 60.0
+
 
 class Delivery:
     """The host's way out: one deliverer per platform, and the outbox behind them."""
 
-    def __init__(self, outbox: Outbox, deliverers: Mapping[str, Deliverer]) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        deliverers: Mapping[str, Deliverer],
+        closing: asyncio.Event | None = None,
+    ) -> None:
         self._outbox = outbox
         self._deliverers = dict(deliverers)
+        # Set when the host begins closing: parts stop being retried in-process. Without one,
+        # a part that fails for a passing reason is left in the outbox at once.
+        self._closing = closing
 
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._deliverers.get(platform)
@@ -148,30 +169,46 @@ class Delivery:
     ) -> DeliveryReport:
         accepted = 0
         for position, part in enumerate(parts):
-            try:
-                found = None
-                if part.platform_id is None and reconcile:
-                    found = await deliverer.find(part, first)
-                if found is not None and isinstance(deliverer, LiveDeliverer):
-                    part = replace(part, platform_id=found)  # maybe a stream's: finish it
-                if part.platform_id is not None and isinstance(deliverer, LiveDeliverer):
-                    platform_id = await deliverer.finish(part, first)
-                else:
-                    platform_id = found or await deliverer.post(part, first)
-            except PartFailed as exc:
-                log.warning("part_refused", part_id=part.part_id, error=str(exc))
-                for rest in parts[position:]:
-                    await self._settle(self._outbox.abandon(rest.part_id, str(exc)))
-                return DeliveryReport(len(parts), accepted, str(exc))
-            except Exception as exc:  # left in the outbox: posted again at the next start
-                log.warning("part_unsent", part_id=part.part_id, error=type(exc).__name__)
-                return DeliveryReport(len(parts), accepted, type(exc).__name__)
+            wait = RETRY_FIRST
+            while True:
+                try:
+                    platform_id, found = await self._deliver(deliverer, part, first, reconcile)
+                    break
+                except PartFailed as exc:
+                    log.warning("part_refused", part_id=part.part_id, error=str(exc))
+                    for rest in parts[position:]:
+                        await self._settle(self._outbox.abandon(rest.part_id, str(exc)))
+                    return DeliveryReport(len(parts), accepted, str(exc))
+                except Exception as exc:  # passing: tried again while the host runs
+                    error = type(exc).__name__
+                    if self._closing is None or self._closing.is_set():
+                        log.warning("part_unsent", part_id=part.part_id, error=error)
+                        return DeliveryReport(len(parts), accepted, error)
+                    delay = min(RETRY_MAX, max(wait, _retry_after(exc)))
+                    log.info("part_retrying", part_id=part.part_id, error=error, wait=delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), delay)
+                    wait, reconcile = min(wait * 2, RETRY_MAX), True
             if found:
                 log.info("part_reconciled", part_id=part.part_id)
             await self._settle(self._outbox.delivered(part.part_id, platform_id))
             first = platform_id if part.index == 0 else first
             accepted += 1
         return DeliveryReport(len(parts), accepted)
+
+    @staticmethod
+    async def _deliver(
+        deliverer: PartDeliverer, part: OutboxPart, first: str | None, reconcile: bool
+    ) -> tuple[str, bool]:
+        """Post or finish one part; its platform id, and whether it was found already there."""
+        found = None
+        if part.platform_id is None and reconcile:
+            found = await deliverer.find(part, first)
+        if found is not None and isinstance(deliverer, LiveDeliverer):
+            part = replace(part, platform_id=found)  # maybe a stream's: finish it
+        if part.platform_id is not None and isinstance(deliverer, LiveDeliverer):
+            return await deliverer.finish(part, first), found is not None
+        return found or await deliverer.post(part, first), found is not None
 
     @staticmethod
     async def _settle(write: Awaitable[None]) -> None:
@@ -181,6 +218,10 @@ class Delivery:
             await write
         except Exception as exc:
             log.warning("part_mark_failed", error=type(exc).__name__)
+
+
+def _retry_after(exc: Exception) -> float:
+    return exc.retry_after if isinstance(exc, PartDelayed) else 0.0
 
 
 def _by_turn(parts: Sequence[OutboxPart]) -> list[list[OutboxPart]]:

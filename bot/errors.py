@@ -28,6 +28,7 @@ BotError
 │   └── UnknownSkill         a `/name` command that names no skill
 ├── DeliveryError            an answer could not be posted
 │   ├── PartFailed           the platform refused a part for good
+│   ├── PartDelayed          a part was not taken yet (rate limit): try again after `retry_after`
 │   ├── RouteError           a route or destination names no place on the platform
 │   ├── SplitError           the text cannot be split within the platform's limit
 │   ├── StreamRefused        the platform will not stream here (not enabled, scope, method)
@@ -212,6 +213,15 @@ class DeliveryError(BotError):
 
 class PartFailed(DeliveryError):
     """The platform refused a part for good (not a rate limit or a passing failure)."""
+
+
+class PartDelayed(DeliveryError):
+    """The platform did not take a part yet (rate-limited past the deliverer's own waits); the
+    host tries again in-process, not before `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RouteError(DeliveryError, ValueError):

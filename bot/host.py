@@ -168,7 +168,8 @@ class Host:
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
-        self._delivery = Delivery(outbox, deliverers)
+        self._closing = asyncio.Event()  # set with _closed: wakes waits to retry (publish, parts)
+        self._delivery = Delivery(outbox, deliverers, self._closing)
         # Platforms whose stored requests leave names to look up at turn time.
         self._completers = dict(completers or {})
         self._lanes: Lanes[_Job, TurnResult] = Lanes(
@@ -181,7 +182,6 @@ class Host:
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._closing = asyncio.Event()  # set with _closed: wakes publications waiting to retry
         # Until `resume()` has queued what an earlier process left, accepted items wait here so
         # that they run after it, in the order they were accepted.
         self._resumed = False
@@ -568,6 +568,8 @@ class Host:
         stream: AnswerStream | None,
         heard: _Heard | None = None,
     ) -> TurnResult:
+        charged: list[Usage] = []  # what calls that ended without an answer may have cost
+        plan = replace(plan, on_charge=charged.append)
         try:
             with self._stoppable(request):  # also while it waits for a model call slot
                 async with self._model_calls:
@@ -602,7 +604,8 @@ class Host:
             return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except asyncio.CancelledError:
             partial = heard.text if heard is not None else ""
-            await asyncio.shield(self._cancelled(job, request, user_entry, started, partial))
+            spent = sum(charged, Usage())
+            await asyncio.shield(self._cancelled(job, request, user_entry, started, partial, spent))
             raise
         user_entry, notice = await self._left_out(
             request, plan, user_entry, notice, outcome.left_out
@@ -724,13 +727,15 @@ class Host:
             request.conversation_key, entries, replaces, parts, job.item_id, state, record
         )
         failure = await self._publish(publication)
+        # Charged before delivery, which may wait on a rate-limited platform: the calls are
+        # billed already, and a budget must see them at once (and also when publishing failed).
+        await self._charge(request, record)
         if failure is not None:  # the item stays pending: it runs again after the next start
             return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts, reconcile=job.resumed)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
-        await self._charge(request, record)
         outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
@@ -788,18 +793,21 @@ class Host:
         user_entry: HistoryEntry,
         started: datetime,
         partial: str = "",
+        usage: Usage | None = None,
     ) -> None:
         """A turn cut short. At shutdown past its grace, an inbox item stays pending and runs
         again after the next start, exactly as after a kill: nothing is published now, so the
         person gets one answer and history holds the turn once, with no continuity account
         beside it. A turn that will not run again (a person stopped it; console, cron) records
         that it did not complete, with what it had written, so the next turn is not left
-        guessing; a stopped turn's item ends there and its answer's place says it was stopped."""
+        guessing; a stopped turn's item ends there and its answer's place says it was stopped.
+        Either way what its calls cost (`usage`) is charged: the API bills a call cut short."""
         if request.turn_id in self._stopped:
-            await self._stop(job, request, user_entry, started, partial)
+            await self._stop(job, request, user_entry, started, partial, usage)
             return
-        record = self._record(request, started, Outcome.CANCELLED)
+        record = self._record(request, started, Outcome.CANCELLED, usage=usage)
         self._observe(record)
+        await self._charge(request, record)  # the API bills a call cut short all the same
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
@@ -818,10 +826,11 @@ class Host:
         user_entry: HistoryEntry,
         started: datetime,
         partial: str,
+        usage: Usage | None,
     ) -> None:
         """A person stopped the turn: publish its continuity account, end its inbox item and
         finish what its stream showed with the stop note (nothing else is posted)."""
-        record = self._record(request, started, Outcome.CANCELLED, error=STOPPED)
+        record = self._record(request, started, Outcome.CANCELLED, error=STOPPED, usage=usage)
         account = continuity_account(user_entry, partial, "the person stopped it")
         say = replies.stopped(partial)
         await self._conclude(job, record, InboxState.STOPPED, say=say, entries=account)

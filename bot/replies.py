@@ -82,6 +82,15 @@ CONSOLE_THINKING = "(thinking…)"
 CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
 CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 
+
+def chat_unanswered(unanswered: int, asked: int, reason: str) -> str:
+    """One line on stderr when a piped `bot chat` could not answer every message."""
+    return (
+        f"bot chat: {unanswered} of {asked} messages got no answer ({reason}). "
+        "Fix: see the turn with `bot turns show` and the log; check the model is reachable."
+    )
+
+
 # --- turns that end without an answer from the model --------------------------------------------
 
 BUSY = (

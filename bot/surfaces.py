@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.budget import BudgetLimits
 from bot.errors import PolicyError
@@ -25,12 +25,15 @@ from bot.turns import TurnRequest
 
 INSTRUCTIONS_MAX_BYTES = 64 * 1024
 ANY_PLATFORM = "*"
+# The channel names a turn can carry (`TurnRequest.channel`), and `*`: a rule naming anything
+# else would silently never apply, so it is refused when the config is read.
+PLATFORMS = ("slack", "telegram", "console", "cron", "webhook", ANY_PLATFORM)
 
 
 class SurfaceRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    platform: Annotated[str, Field(pattern=r"^(\*|[a-z][a-z0-9_-]{0,31})$")]
+    platform: str
     kind: Literal["dm", "channel", "group"] | None = None
     id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     instructions: Annotated[str, Field(max_length=INSTRUCTIONS_MAX_BYTES)] | None = None
@@ -39,6 +42,17 @@ class SurfaceRule(BaseModel):
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] | None = None
     skills: list[str] = []
     budget: BudgetLimits | None = None
+
+    @field_validator("platform")
+    @classmethod
+    def _known_platform(cls, platform: str) -> str:
+        if platform not in PLATFORMS:
+            known = ", ".join(f'"{name}"' for name in PLATFORMS)
+            raise ValueError(
+                f"platform {platform!r} is not a channel this host runs, so the rule would never "
+                f"apply. Fix: use one of {known}"
+            )
+        return platform
 
     @model_validator(mode="after")
     def _one_instructions_source(self) -> SurfaceRule:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import socket
 import sys
 import textwrap
@@ -61,6 +62,16 @@ def agent_dir(tmp_path: Path) -> Path:
     (folder / "skills" / "summarize" / "SKILL.md").write_text(SKILL, encoding="utf-8")
     write_config(folder, "")
     return folder
+
+
+def whole_answers(extra: str) -> str:
+    """`stream = "off"` for a channel's table, unless `extra` sets `stream` or `stream_interval`.
+
+    Whether a live stream opens before a fast fake model has finished depends on timing (a
+    loaded machine streams where an idle one did not), so a test about anything but streaming
+    must not depend on it: its answers are posted whole. Streaming tests opt in by naming a
+    streaming setting (and make the stream open for sure with `FakeAnthropic.hold_midway`)."""
+    return "" if re.search(r"(?m)^\s*stream(_interval)?\s*=", extra) else 'stream = "off"\n'
 
 
 def write_config(folder: Path, extra: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,53 @@ from bot.prompt import TokenCounter
 from tests.conftest import write_config
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.
+TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks"}
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    for arg in typing.get_args(annotation) or (annotation,):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+        if typing.get_args(arg) and (inner := _model_in(arg)) is not None:
+            return inner
+    return None
+
+
+def _setting_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every key the config model reads, dotted: a table's keys under its name, an inline table
+    (a rule's `budget`) or a map (`budget.prices`) as one key."""
+    keys: set[str] = set()
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        table = _model_in(field.annotation)
+        nested = typing.get_origin(field.annotation) is None or path in TABLE_ARRAYS
+        if table is not None and nested:
+            keys |= _setting_keys(table, f"{path}.")
+        else:
+            keys.add(path)
+    return keys
+
+
+def _example_keys(text: str) -> set[str]:
+    """The keys the example names, set or commented out (`# key = value`), by section."""
+    section, keys = "", set()
+    for line in text.splitlines():
+        if header := re.match(r"^#?\s*\[\[?([a-z_.]+)\]\]?\s*(#.*)?$", line):
+            section = header.group(1) + "."
+        elif key := re.match(r"^#?\s*([a-z_0-9]+)\s*=", line):
+            keys.add(section + key.group(1))
+    return keys
+
+
+def test_the_example_config_lists_every_setting_and_no_other() -> None:
+    """config/bot.toml says it lists every setting: this keeps it true as settings are added."""
+    example = _example_keys((REPO / "config" / "bot.toml").read_text(encoding="utf-8"))
+    model = _setting_keys(Settings)
+    assert sorted(model - example) == [], "settings the example does not list"
+    assert sorted(example - model) == [], "keys in the example that no setting reads"
 
 
 def test_example_config_loads_with_defaults() -> None:
@@ -101,6 +149,7 @@ def test_unknown_key_names_the_key_and_the_known_ones(agent_dir: Path) -> None:
             "[[cron.jobs]]\nname = 'x'\nschedule = '* * * * *'\nprompt = 'p'\ntimezone = 'X/Y'\n",
             "cron.jobs[0].timezone = 'X/Y'",
         ),
+        ("[[surfaces]]\nplatform = 'slak'\n", "surfaces[0].platform = 'slak'"),
     ],
 )
 def test_bad_values_name_key_value_and_fix(agent_dir: Path, extra: str, expected: str) -> None:

@@ -3,6 +3,8 @@ start-up errors for rules and templates that cannot work."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -177,3 +179,14 @@ def test_a_turn_template_written_before_viewing_existed_still_loads(agent_dir: P
     settings = _settings(agent_dir, "[prompt]\nturn_template = 'turn.txt'\n")
     policy = load_policy(settings, load_agent(settings.agent))
     assert policy.turn_template.render({"timestamp": "T"}) == "Time: T"
+
+
+def test_the_readme_shows_the_label_preview_prints_for_its_own_example() -> None:
+    """The README's surface-rule example and the `bot preview` line it quotes agree."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Surface rules", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    rules = [SurfaceRule(**table) for table in tomllib.loads(example)["surfaces"]]
+    quoted = re.search(r"`surface rule: (surfaces\[\d+\] \([^)]*\))`", section)
+    assert quoted is not None
+    assert quoted.group(1) == rules[0].describe(0)

@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from bot import replies
 from bot.cli.settings import Config
 from bot.config import LoggingSettings
 from bot.logs import configure_logging
@@ -63,6 +64,12 @@ async def _chat(name: str | None, config: Config) -> int:
     if channel.interrupted:
         print()
         return 130
+    if channel.unanswered and not channel.interactive:  # a script must be able to tell
+        print(
+            replies.chat_unanswered(len(channel.unanswered), channel.asked, channel.unanswered[-1]),
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

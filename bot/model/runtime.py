@@ -17,6 +17,7 @@ keep refused content out of later replays.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import ssl
 import time
@@ -150,14 +151,16 @@ class AnthropicRuntime:
 
 
 class _Tally:
-    """Passes text deltas on and counts them, to know whether an attempt showed anything."""
+    """Passes text deltas on and keeps them, to know whether (and what) an attempt showed."""
 
     def __init__(self, on_text: OnText | None) -> None:
         self._on_text = on_text
         self.count = 0
+        self.text: list[str] = []
 
     async def __call__(self, delta: str) -> None:
         self.count += 1
+        self.text.append(delta)
         if self._on_text is not None:
             await self._on_text(delta)
 
@@ -179,7 +182,17 @@ class _Calls:
         self._clock = clock
         self._rng = rng
 
-    async def call(self, body: Mapping[str, Any], on_text: OnText | None, **fields: Any) -> _Call:
+    async def call(
+        self,
+        body: Mapping[str, Any],
+        on_text: OnText | None,
+        charge: Charge,
+        count: Callable[[str], int],
+        **fields: Any,
+    ) -> _Call:
+        """The call's answer. An attempt that ends without one but may have been billed (it
+        timed out, was cancelled, or streamed text first) is `charge`d at once with an estimate
+        (`count` over what was sent and what was streamed): the API bills it all the same."""
         started = self._clock()
         attempt = 0
         while True:
@@ -187,8 +200,13 @@ class _Calls:
             began = self._clock()
             streamed = _Tally(on_text)
             try:
-                message = await self._stream(body, streamed if on_text is not None else None)
+                message = await self._stream(body, streamed)
+            except asyncio.CancelledError:
+                charge(_estimate(body, streamed, count))
+                raise
             except (anthropic.APIError, TimeoutError) as exc:
+                if streamed.count or isinstance(exc, TimeoutError | anthropic.APITimeoutError):
+                    charge(_estimate(body, streamed, count))
                 spent = self._clock() - started
                 delay = self._retry_delay(exc, attempt, spent)
                 log.warning(
@@ -200,8 +218,8 @@ class _Calls:
                 )
                 if delay is None:
                     raise _CallError(classify(exc), exc, attempt, spent) from exc
-                if streamed.count:  # the reader saw part of an answer that will not finish
-                    await streamed(replies.ANSWER_RESTARTED)
+                if streamed.count and on_text is not None:  # the reader saw part of an answer
+                    await on_text(replies.ANSWER_RESTARTED)  # that will not finish
                 await self._sleep(delay)
                 continue
             usage = wire.usage_of(message.usage)
@@ -215,15 +233,14 @@ class _Calls:
         delay = delay_for(exc, attempt, self._rng)
         return delay if spent + delay <= self._settings.retry_budget else None
 
-    async def _stream(self, body: Mapping[str, Any], on_text: OnText | None) -> Message:
+    async def _stream(self, body: Mapping[str, Any], streamed: _Tally) -> Message:
         # The SDK's timeout bounds each read; this bounds the whole call, a trickling stream too.
         async with (
             asyncio.timeout(self._settings.timeout),
             self._client.messages.stream(**body) as stream,
         ):
-            if on_text is not None:
-                async for text in stream.text_stream:
-                    await on_text(text)
+            async for text in stream.text_stream:
+                await streamed(text)
             return await stream.get_final_message()
 
     @staticmethod
@@ -396,6 +413,8 @@ class _Turn:
         call = await self.calls.call(
             body,
             self._on_text,
+            self._charged,
+            self._count,
             purpose="turn",
             round=len(self.rounds) // 2,
             turn_id=self.plan.turn_id,
@@ -406,6 +425,17 @@ class _Turn:
             # The estimate covers the assembled request only, so only its first call teaches.
             self.counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
         return call.message
+
+    def _charged(self, usage: Usage) -> None:
+        """An attempt that failed after it may have been billed: counted in the turn's usage
+        and told to the host at once (a cancelled turn returns nothing else)."""
+        log.info("model_call_charged", estimated_tokens=usage.total, turn_id=self.plan.turn_id)
+        self.usage += usage
+        if self.plan.on_charge is not None:
+            self.plan.on_charge(usage)
+
+    def _count(self, text: str) -> int:
+        return self.counter.count(text) if self.counter is not None else len(text) // 4 + 1
 
     def _counted(self, entry: HistoryEntry) -> HistoryEntry:
         """The entry with its token estimate cached, so history is never re-tokenized."""
@@ -509,7 +539,9 @@ class _Turn:
         model = str(assembled.body.get("model") or s.name) if assembled else s.name
         body = compaction.summary_body(model, s.max_tokens, older, s.window)
         try:
-            call = await self.calls.call(body, None, purpose="summary", turn_id=self.plan.turn_id)
+            call = await self.calls.call(
+                body, None, self._charged, self._count, purpose="summary", turn_id=self.plan.turn_id
+            )
         except _CallError as exc:
             raise _CompactionFailed(f"the summary call failed: {exc}") from exc
         self.usage += call.usage
@@ -542,6 +574,17 @@ class _Turn:
             usage=self.usage,
             attempts=self.summary_attempts,
         )
+
+
+Charge = Callable[[Usage], None]
+
+
+def _estimate(body: Mapping[str, Any], streamed: _Tally, count: Callable[[str], int]) -> Usage:
+    """What an unfinished attempt may have cost: the request as sent and the text streamed."""
+    sent = json.dumps(
+        [body.get("system"), body.get("messages"), body.get("tools")], ensure_ascii=False
+    )
+    return Usage(input_tokens=count(sent), output_tokens=count("".join(streamed.text)))
 
 
 def _failure_message(error: _CallError, settings: ModelSettings) -> str:

@@ -70,8 +70,19 @@ class PgDatabase:
         try:
             async with pool.acquire() as conn:
                 await migrate(conn, where)
-        except BaseException:
+        except BaseException as exc:
             await pool.close()
+            if isinstance(exc, asyncpg.InvalidSchemaNameError):
+                raise StoreOpenError(
+                    f"{where}: PostgreSQL has no schema to create the store's tables in "
+                    f"({_reason(exc)}). Fix: the search_path in store.url names a schema that "
+                    "does not exist: create it (CREATE SCHEMA name) or name one that exists."
+                ) from None
+            if isinstance(exc, asyncpg.PostgresError):
+                raise StoreOpenError(
+                    f"{where}: cannot set up the store's tables ({_reason(exc)}). Fix: check "
+                    "that the user in store.url may create tables in its schema."
+                ) from None
             raise
         return cls(pool, where)
 

@@ -69,6 +69,9 @@ class TurnPlan:
     tools: Sequence[Tool] = ()
     compact_only: bool = False  # `/compact`: summarize history, call nothing else
     on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas
+    # Each estimate charged for a call that may have been billed without an answer (timed out,
+    # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.
+    on_charge: Callable[[Usage], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

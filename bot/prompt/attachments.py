@@ -74,6 +74,8 @@ def clock_text(seconds: float) -> str:
     minutes, secs = divmod(max(round(seconds), 0), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 _BRACKETS = str.maketrans("[]", "()")
 
 

@@ -3,12 +3,15 @@
 The host marks parts of a user message with a few XML-like tags (its "fences"). Text the host did
 not write (message bodies, display names, surface names, the person's own words, recalled memory)
 must never open or close one of those fences. A model reads look-alikes as the tag they resemble
-(`＜ｓреаkеr>`, `‹speaker>`, `<spe\u034faker>`), so tag forms are found in the folded copy of the
-text (`bot.prompt.lookalike`: compatibility forms, confusables, default-ignorables), and the
-character that opens each one is escaped in the text itself: `<` becomes `&lt;`, a look-alike
-`X` becomes `&#xHEX;`. Nothing else changes, so the words stay readable, and the escape is
-reversible (`restore`): an `&lt;` or `&#xHEX;` (or `&amp;lt;`, ...) that already precedes a tag
-form gains one more `amp;`, so escaping never merges with text that merely looks escaped.
+(`＜ｓреаkеr>`, `‹speaker>`, `<turn_conтext>`), and no list of look-alike spellings of the tag
+names is ever complete (Unicode's confusables map Cyrillic `т` to small capital `ᴛ`, not to `t`).
+So no tag is looked for: every character that folds to `<` (`bot.prompt.lookalike`: `<`, `＜`,
+`‹`, `〈`, `˂`, ...) is escaped wherever it is, whatever follows it: `<` becomes `&lt;`, a
+look-alike `X` becomes `&#xHEX;`. Without an opener nothing can read as a tag. Nothing else
+changes, so the words stay readable (text without such a character is returned as it is), and
+the escape is reversible (`restore`): an `&lt;` or `&#xHEX;` (or `&amp;lt;`, ...) already in the
+text gains one more `amp;`, so escaping never merges with text that merely looks escaped.
+`fence_forms` still finds tag forms (folded), for the tests and the checks that look for them.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ FENCE_TAGS = (
 _NAMES = "|".join(word_pattern(tag) for tag in FENCE_TAGS)
 _TAG_AFTER = re.compile(" */? *(?:" + _NAMES + r")(?![\w-])")
 _FOLDED_FORM = re.compile("<" + _TAG_AFTER.pattern)
-_ANY_NAME = re.compile(_NAMES)
 # What the escape writes (and so what an earlier escape looks like): case-sensitive on purpose.
 _ESCAPED = re.compile(r"&((?:amp;)*)(lt|#x[0-9A-F]+);")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -51,31 +53,27 @@ def fence_forms(text: str) -> list[str]:
 
 
 def neutralize(text: str) -> str:
-    """Escape every fence tag form in `text` so it cannot open or close a host fence."""
+    """Escape every character of `text` that reads as `<`, so nothing in it opens or closes a
+    host fence; text without one (and without an earlier escape) is returned unchanged."""
     if text.isascii() and "<" not in text and "&" not in text:
         return text
-    if _ANY_NAME.search(fold(text)) is None:
+    if "<" not in fold(text) and "&" not in text:
         return text
-    folded = _Folded(text)
-    edits = {i: _escape_opener(text[i]) for i, _ in folded.spans()}
+    edits = {
+        index: _escape_opener(ch)
+        for index, (ch, piece) in enumerate(zip(text, fold_pieces(text), strict=True))
+        if "<" in piece
+    }
     for match in _ESCAPED.finditer(text):
-        if folded.tag_at(match.end()):
-            edits[match.start()] = "&amp;"  # the `&` of an earlier escape gains one `amp;`
-    return _apply(text, edits)
+        edits[match.start()] = "&amp;"  # the `&` of what looks escaped gains one `amp;`
+    return _apply(text, edits) if edits else text
 
 
 def restore(text: str) -> str:
     """Undo `neutralize`: restore(neutralize(t)) == t for every string t."""
     if "&" not in text:
         return text
-    folded = _Folded(text)
-    out: list[str] = []
-    last = 0
-    for match in _ESCAPED.finditer(text):
-        if folded.tag_at(match.end()):
-            out += [text[last : match.start()], _restore_one(match)]
-            last = match.end()
-    return "".join(out) + text[last:] if out else text
+    return _ESCAPED.sub(_restore_one, text)
 
 
 class _Folded:
@@ -87,10 +85,6 @@ class _Folded:
         for piece in pieces:
             self.starts.append(self.starts[-1] + len(piece))
         self.text = "".join(pieces)
-
-    def tag_at(self, index: int) -> bool:
-        """Whether a tag form's rest (after its opener) starts at character `index`."""
-        return _TAG_AFTER.match(self.text, self.starts[index]) is not None
 
     def spans(self) -> list[tuple[int, int]]:
         """Where each fence tag form is, as character offsets of the original text."""

@@ -365,14 +365,23 @@ def _said(row: Row) -> str:
     return text[row["said_from"] : row["said_to"]] if row["said_to"] else ""
 
 
+_ROW_ID_MAX = 2**63 - 1  # the largest row id either engine stores (a signed 64-bit integer)
+
+
 def _row_id(memory_id: str) -> int:
     try:
-        return int(memory_id)
+        number = int(memory_id)
     except ValueError:
         raise ValueError(
             f"memory id {memory_id!r} is not a number. Fix: use an id that "
             "`bot memory search` printed."
         ) from None
+    if not 1 <= number <= _ROW_ID_MAX:
+        raise ValueError(
+            f"memory id {memory_id} is out of range (ids run from 1 to {_ROW_ID_MAX}). "
+            "Fix: use an id that `bot memory search` printed."
+        )
+    return number
 
 
 def _hit(row: Row) -> MemoryHit:

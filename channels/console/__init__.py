@@ -94,6 +94,26 @@ class ConsoleDeliverer:
         return ReplyRoute(PLATFORM, {"turn_id": destination})
 
 
+# Outcomes after which the person got no answer from the model (an apology or a notice at most).
+_UNANSWERED = frozenset(
+    {
+        Outcome.FAILED,
+        Outcome.CRASHED,
+        Outcome.REFUSED,
+        Outcome.OVER_BUDGET,
+        Outcome.BUSY,
+        Outcome.RATE_LIMITED,
+        Outcome.CLOSED,
+    }
+)
+_REASON_MAX = 300
+
+
+def _one_line(reason: str) -> str:
+    line = " ".join(reason.split()).rstrip(".")
+    return line if len(line) <= _REASON_MAX else line[: _REASON_MAX - 1] + "…"
+
+
 class ConsoleChannel:
     """Reads lines, runs each as a turn and waits for its answer before reading the next."""
 
@@ -123,6 +143,8 @@ class ConsoleChannel:
         self._turn: asyncio.Task[TurnResult] | None = None
         self._finishing = False
         self._conversing: asyncio.Task[None] | None = None
+        self.asked = 0  # messages run as turns
+        self.unanswered: list[str] = []  # why each message that got no answer got none
 
     def request(self, text: str) -> TurnRequest:
         turn_id = uuid.uuid4().hex
@@ -166,6 +188,9 @@ class ConsoleChannel:
                 result = await asyncio.shield(self._turn)
             finally:
                 self._turn = None
+            self.asked += 1
+            if result.outcome in _UNANSWERED:
+                self.unanswered.append(_one_line(result.error or str(result.outcome)))
             self._explain(result)
             if self.interrupted or self.deliverer.gone:
                 break  # nobody reads the answers: the rest of the input is not worth a model call

@@ -64,6 +64,19 @@ log = structlog.get_logger(__name__)
 
 EVENTS_PATH = "/slack/events"
 _BOLT_LOG = logging.getLogger("channels.slack.bolt")
+
+
+class _ClientChosen(logging.Filter):
+    """bolt's AsyncApp reads SLACK_BOT_TOKEN from the environment even when it is given a
+    client, and then warns on every start that the token will be unused. The client is ours on
+    purpose (its base URL, retries, the same token), and no argument stops bolt reading the
+    environment, so exactly that warning is dropped: a normal start logs none."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+_BOLT_LOG.addFilter(_ClientChosen())
 INBOX_SOURCE = "slack"
 STOP_GRACE = 10.0  # seconds stop() waits for events already being taken in
 HOOKS_FIX = (

@@ -41,7 +41,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.errors import DeliveryError, PartFailed
+from bot.errors import PartDelayed, PartFailed
 from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
@@ -304,7 +304,9 @@ class SlackDeliverer:
             backoff *= 2
             log.info("slack_retry", method=method, attempt=attempt, wait=delay, reason=reason)
             await self._sleep(delay)
-        raise _PostFailed(f"{method} failed after {MAX_ATTEMPTS} attempts ({reason})")
+        raise _PostFailed(
+            f"{method} failed after {MAX_ATTEMPTS} attempts ({reason})", retry_after=wait or 0.0
+        )
 
     @contextlib.asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
@@ -392,12 +394,13 @@ class SlackDeliverer:
             await asyncio.wait(set(self._signs), timeout=MAX_WAIT)
 
 
-class _PostFailed(DeliveryError):
+class _PostFailed(PartDelayed):
     """A part could not be posted; the message names the API method and Slack's error. `final`:
-    Slack refused it (posting it again would fail alike), rather than failing for a while."""
+    Slack refused it (posting it again would fail alike), rather than failing for a while; else
+    `retry_after` is the last Retry-After Slack gave (0 when it gave none)."""
 
-    def __init__(self, message: str, *, final: bool = False) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, final: bool = False, retry_after: float = 0.0) -> None:
+        super().__init__(message, retry_after)
         self.final = final
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from bot.links import misleading
 from channels.slack.split import FENCE
 
 # Raw HTML in an answer is shown as text, never interpreted.
@@ -173,5 +174,7 @@ def _link(url: str, label: str) -> str:
         return f"{label} ({target})" if label and url else label or target
     if not label or label == target:
         return f"<{target}>"
+    if misleading(unescape(label), url):  # the text names another address: show both
+        return f"{label} ({target})"
     # Slack's link syntax cannot hold a line break in the label.
     return f"<{target}|{label.replace(chr(10), ' ')}>"

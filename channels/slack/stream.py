@@ -2,7 +2,8 @@
 
 `native` streams with Slack's own methods: `chat.startStream` in the thread (the recipient's user
 and team ids, which Slack asks for, come from the route and stay here), `chat.appendStream` with
-the Markdown written since, `chat.stopStream` when the message is full. Slack requires a thread
+the Markdown written since (made inert first: `channels.slack.neutral`), `chat.stopStream` when
+the message is full. Slack requires a thread
 for a stream, so an answer at a DM's top level is shown with edits instead. `edits` posts the
 formatted text with `chat.postMessage` (carrying the part's metadata, so a restart can find it)
 and `chat.update`s it. Either way delivery then finishes each message with its final part
@@ -26,6 +27,7 @@ from bot.errors import StreamBusy, StreamRefused
 from bot.inbox import LiveView
 from bot.turns import ReplyRoute
 from channels.slack.api import error_code, retry_after
+from channels.slack.neutral import stream_text
 
 StreamMode = Literal["native", "edits", "off"]
 
@@ -110,13 +112,14 @@ class SlackLive:
         thread = self._values.get("thread_ts") or (first if index else None)
         if self._mode == "native" and thread:
             arguments: dict[str, Any] = {"channel": channel, "thread_ts": thread}
-            if view.markdown:
-                arguments["markdown_text"] = view.markdown[:MARKDOWN_LIMIT]
+            shown = stream_text(view.markdown)[:MARKDOWN_LIMIT]
+            if shown:
+                arguments["markdown_text"] = shown
             if self._values.get("user") and self._values.get("team"):
                 arguments["recipient_user_id"] = self._values["user"]
                 arguments["recipient_team_id"] = self._values["team"]
             response = await _call("chat.startStream", self._client.chat_startStream(**arguments))
-            self._sent[index] = view.markdown[:MARKDOWN_LIMIT]
+            self._sent[index] = shown
             ts = str(response["ts"])
             self._streaming.add(ts)
         else:
@@ -139,9 +142,10 @@ class SlackLive:
             update = self._client.chat_update(channel=channel, ts=platform_id, text=view.formatted)
             await _call("chat.update", update)
             return
-        if not view.markdown.startswith(sent) or len(view.markdown) == len(sent):
+        markdown = stream_text(view.markdown)
+        if not markdown.startswith(sent) or len(markdown) == len(sent):
             return  # nothing new to append (the final text is set when the part is finished)
-        more = view.markdown[len(sent) : len(sent) + MARKDOWN_LIMIT]
+        more = markdown[len(sent) : len(sent) + MARKDOWN_LIMIT]
         append = self._client.chat_appendStream(channel=channel, ts=platform_id, markdown_text=more)
         await _call("chat.appendStream", append)
         self._sent[index] = sent + more

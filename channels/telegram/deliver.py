@@ -43,7 +43,7 @@ from telegram.error import (
     TimedOut,
 )
 
-from bot.errors import DeliveryError, PartFailed, RouteError
+from bot.errors import DeliveryError, PartDelayed, PartFailed, RouteError
 from bot.inbox import OutboxPart
 from bot.ports.delivery import DeliveryReport
 from bot.turns import ReplyRoute
@@ -335,7 +335,9 @@ def _passing_or_failed(exc: TelegramError) -> Exception:
     """Passing trouble (flood control, a timeout, a dropped connection) leaves the part in the
     outbox; anything else the Bot API answered, a 400 included (PTB's BadRequest is a
     NetworkError), fails it with Telegram's reason: sending it again would change nothing."""
-    passing = isinstance(exc, RetryAfter | TimedOut) or (
+    if isinstance(exc, RetryAfter):
+        return PartDelayed(f"Telegram flood control: {exc.message}", retry_after_seconds(exc))
+    passing = isinstance(exc, TimedOut) or (
         isinstance(exc, NetworkError) and not isinstance(exc, BadRequest)
     )
     return exc if passing else PartFailed(f"{type(exc).__name__}: {exc.message}")

@@ -25,12 +25,17 @@ from dataclasses import dataclass, replace
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from bot.links import misleading
+
 # Tags carried across a split are re-opened in every part, so their length is bounded: a longer
 # (escaped) URL is written out as text instead (text can be split anywhere).
 MAX_HREF_LENGTH = 512
 # Bold inside italic inside strikethrough is plenty; deeper nesting drops the extra tags.
 MAX_INLINE_DEPTH = 3
-_LINK_SCHEMES = ("http://", "https://", "tg://")
+_LINK_SCHEMES = ("http://", "https://")
+# Telegram reads tg:// addresses as live even in plain text (a user mention, a join link); a word
+# joiner after the colon keeps the text readable and dead.
+_TG_ADDRESS = re.compile(r"(?i)(tg:)(//)")
 _LANGUAGE = re.compile(r"^[A-Za-z0-9_+#.-]{1,32}$")
 _RULE = "——————"
 
@@ -59,7 +64,7 @@ def plain_text(formatted: str) -> str:
 def to_telegram_html(markdown: str) -> str:
     """Render Markdown as Telegram HTML whose every tag and entity Telegram accepts."""
     root = SyntaxTreeNode(_markdown.parse(markdown))
-    return _blocks(root.children, _Context()).strip("\n")
+    return _TG_ADDRESS.sub("\\1\u2060\\2", _blocks(root.children, _Context()).strip("\n"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +218,7 @@ def _link(node: SyntaxTreeNode, ctx: _Context) -> str:
         and not ctx.in_quote
         and not ctx.in_link
         and label.strip()
+        and not misleading(plain_text(label), url)
     )
     if linkable:
         return f'<a href="{href}">{label}</a>'

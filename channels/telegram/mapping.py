@@ -279,7 +279,6 @@ def _request(
     received_at: datetime,
 ) -> TurnRequest:
     chat = message["chat"]
-    sender = message.get("from")
     topic = _topic(message)
     files = declared_files(message)
     values: dict[str, Any] = {
@@ -300,8 +299,19 @@ def _request(
         surface=surface(kind, surface_id, _surface_name(chat)),
         attachments=tuple(attachment for _, attachment in files),
         route=ReplyRoute(platform=PLATFORM, values=values),
-        person=person_id(sender["id"]) if isinstance(sender, Mapping) else None,
+        person=_person(message),
     )
+
+
+def _person(message: Mapping[str, Any]) -> str:
+    """Who answers for the message, for per-person limits and memory: its user; a channel post
+    (or an anonymous admin) has none and speaks for a chat, which then counts as the person, so
+    six posts cannot dodge a per-person budget or turn rate."""
+    sender = message.get("from")
+    if isinstance(sender, Mapping):
+        return person_id(sender["id"])
+    chat = message.get("sender_chat") or message.get("chat") or {}
+    return person_id(f"chat:{chat.get('id')}")
 
 
 def _speaker(message: Mapping[str, Any]) -> Speaker:

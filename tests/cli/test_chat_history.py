@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.conftest import subprocess_env
+from tests.conftest import subprocess_env, write_config
 from tests.fakes.anthropic import FakeAnthropic
 
 
@@ -83,3 +83,39 @@ async def test_a_piped_chat_whose_reader_went_away_stops_asking_the_model(agent_
     assert asked == 1, "only the turn that found the reader gone"
     assert "Traceback" not in err.decode()
     assert process.returncode == 0  # it stopped early, as asked: nothing went wrong
+
+
+async def test_a_piped_chat_whose_model_times_out_exits_non_zero_and_the_call_is_charged(
+    bot_command: list[str], agent_dir: Path
+) -> None:
+    """A script can tell a turn went unanswered (exit 1, one line on stderr saying why), and the
+    call that streamed and then timed out is in `bot usage`: the API billed it."""
+    write_config(agent_dir, "[model]\ntimeout = 0.5\nmax_retries = 0\n")
+    async with FakeAnthropic() as fake:
+        fake.script("word " * 400)
+        fake.words_per_delta = 1
+        fake.hold_midway()  # the answer stops after its first words, so the call times out
+        env = {"ANTHROPIC_API_KEY": "sk-ant-chat-0123456789", "ANTHROPIC_BASE_URL": fake.base_url}
+        process = await asyncio.create_subprocess_exec(
+            *bot_command,
+            "--config",
+            str(agent_dir / "bot.toml"),
+            "chat",
+            env={**subprocess_env(), **env},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(b"tell me a long story\n"), 60)
+        fake.release_midway()
+    assert process.returncode == 1
+    *_, line = err.decode().strip().splitlines()  # after the log's warnings (JSON lines)
+    assert line.startswith("bot chat: 1 of 1 messages got no answer (")
+    assert "Fix:" in line
+
+    code, output = await _bot(bot_command, agent_dir, "usage", "--json", env={})
+    assert code == 0, output
+    [*_, total] = json.loads(output)
+    assert total["turns"] == 1
+    assert total["input_tokens"] > 0
+    assert total["output_tokens"] > 0

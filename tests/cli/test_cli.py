@@ -158,6 +158,20 @@ def test_doctor_names_every_token_an_enabled_channel_needs(bot: RunBot, tmp_path
     assert result.returncode == 1
 
 
+def test_doctor_fails_a_surface_rule_for_a_platform_that_does_not_exist(
+    bot: RunBot, tmp_path: Path
+) -> None:
+    assert bot("init", "demo", cwd=tmp_path).returncode == 0
+    with (tmp_path / "demo" / "bot.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[[surfaces]]\nplatform = "slak"\ninstructions = "be brief"\n')
+    result = bot("doctor", "--offline", "--config", "demo/bot.toml", cwd=tmp_path)
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "surfaces[0].platform = 'slak'" in said
+    assert 'Fix: use one of "slack"' in said
+    assert "Traceback" not in said
+
+
 def test_doctor_fails_a_job_that_bot_run_would_refuse(bot: RunBot, tmp_path: Path) -> None:
     # SPEC §9: doctor checks the config and prints what is wrong and how to fix it; a job whose
     # schedule or destination `bot run` refuses must not pass as "ok".

@@ -89,6 +89,10 @@ def test_memory_search_and_forget(seeded: Path, capsys: pytest.CaptureFixture[st
     assert bot(seeded, "memory", "forget", found["id"]) == 1
     assert bot(seeded, "memory", "forget", "nope") == 1
     assert "not a number" in capsys.readouterr().err
+    assert bot(seeded, "memory", "forget", "99999999999999999999") == 1  # past 64 bits
+    [line] = capsys.readouterr().err.splitlines()
+    assert "out of range" in line
+    assert "Fix:" in line
     assert bot(seeded, "memory", "search", "badge") == 0
     assert "No memory entry matches." in capsys.readouterr().out
 

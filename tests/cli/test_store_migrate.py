@@ -126,3 +126,26 @@ async def test_history_and_doctor_work_on_postgresql(
     out = capsys.readouterr().out
     assert "ok    database" in out
     assert f"schema version {PG_SCHEMA_VERSION}" in out
+
+
+async def test_migrate_reads_its_source_and_never_writes_to_it(
+    engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The source is opened read-only (SQLite `mode=ro`): a snapshot is copied without a byte
+    of it changing, not even the header's change counter, and also when the copy is refused."""
+    live = tmp_path / "data" / "bot.sqlite3"
+    await seed(live)
+    snapshot = tmp_path / "snapshot.sqlite3"
+    snapshot.write_bytes(live.read_bytes())
+    before = snapshot.read_bytes()
+    url = str(engine.location)
+    cfg = str(config(tmp_path))
+
+    assert await bot("--config", cfg, "store", "migrate", "--from", str(snapshot), "--to", url) == 0
+    assert "Every count matches" in capsys.readouterr().out
+    assert snapshot.read_bytes() == before
+    assert await bot("--config", cfg, "store", "migrate", "--from", str(snapshot), "--to", url) == 1
+    assert "already holds data" in capsys.readouterr().err
+    after = snapshot.read_bytes()
+    assert after[24:28] == before[24:28]  # the file change counter
+    assert after == before

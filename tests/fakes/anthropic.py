@@ -464,6 +464,7 @@ class FakeAnthropic:
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()  # a stalled answer gives up when the server closes
         self._gate: asyncio.Event | None = None  # set by hold(): answers wait for release()
+        self._midway: asyncio.Event | None = None  # set by hold_midway(): see there
         self.in_flight = 0  # Messages API calls being answered now
         self.most_in_flight = 0  # the most ever at once
         self.base_url = ""
@@ -533,6 +534,16 @@ class FakeAnthropic:
         """From now on, a request carrying an image or document whose decoded bytes pass `test`
         is refused with a 400 naming that block (None lifts the rule)."""
         self.refused_media = test
+
+    def hold_midway(self) -> None:
+        """Answers stop after their first text delta until `release_midway()`: a test can see
+        an answer being streamed (the first text shown) before it ends, without a clock."""
+        self._midway = asyncio.Event()
+
+    def release_midway(self) -> None:
+        midway, self._midway = self._midway, None
+        if midway is not None:
+            midway.set()
 
     def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
         self._responder = responder
@@ -729,6 +740,8 @@ class FakeAnthropic:
             if not began and event.get("delta", {}).get("type") == "text_delta":
                 began = True
                 self.first_text_at.append(time.monotonic())
+                if self._midway is not None:
+                    await self._midway.wait()
             if self.pace and event.get("delta", {}).get("type") == "text_delta":
                 await asyncio.sleep(self.pace)
         await response.write_eof()

@@ -372,6 +372,23 @@ class FakeTelegram:
             chat["is_forum"] = True
         return self._register(chat)
 
+    def channel(self, chat_id: int, title: str) -> dict[str, Any]:
+        return self._register({"id": chat_id, "title": title, "type": "channel"})
+
+    def channel_post(self, chat: Mapping[str, Any], text: str, signature: str) -> dict[str, Any]:
+        """An update carrying a channel post mentioning the bot: no user, the channel speaks."""
+        text = f"@{self.username} {text}"
+        post = {
+            "message_id": self._next_message_id(int(chat["id"])),
+            "sender_chat": dict(chat),
+            "chat": dict(chat),
+            "date": int(time.time()),
+            "author_signature": signature,
+            "text": text,
+            "entities": [{"offset": 0, "length": len(self.username) + 1, "type": "mention"}],
+        }
+        return {"channel_post": post}
+
     def _register(self, chat: dict[str, Any]) -> dict[str, Any]:
         self._chats.setdefault(int(chat["id"]), _Chat(chat))
         return chat

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -251,3 +252,65 @@ async def test_a_failure_after_partial_streaming_keeps_the_partial_text(
         await runtime.run(plan("hi"))
     await runtime.aclose()
     assert caught.value.partial_text == "Partial "
+
+
+async def test_a_call_that_times_out_after_streaming_is_charged_an_estimate(
+    make_runtime: Callable[..., AnthropicRuntime], fake: FakeAnthropic
+) -> None:
+    """The API bills a call that streamed and then timed out: the turn's usage says so (an
+    estimate of what was sent and streamed), and the host is told at once."""
+    runtime = make_runtime(timeout=0.5, max_retries=0)
+    fake.script("word " * 200)
+    fake.words_per_delta = 1
+    fake.hold_midway()  # the answer stops after its first word: the call times out
+    shown: list[str] = []
+    charged: list[Usage] = []
+
+    async def on_text(delta: str) -> None:
+        shown.append(delta)
+
+    try:
+        with pytest.raises(TurnFailed) as caught:
+            await runtime.run(plan("hi", on_text=on_text, on_charge=charged.append))
+    finally:
+        fake.release_midway()
+        await runtime.aclose()
+    assert shown  # it streamed before it timed out
+    usage = caught.value.usage
+    assert usage.input_tokens > 0
+    assert usage.output_tokens > 0
+    assert charged == [usage]
+
+
+async def test_a_cancelled_call_is_charged_before_the_cancellation_goes_on(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.script("word " * 50)
+    fake.words_per_delta = 1
+    fake.hold_midway()
+    charged: list[Usage] = []
+    started = asyncio.Event()
+
+    async def on_text(delta: str) -> None:
+        started.set()
+
+    task = asyncio.create_task(runtime.run(plan("hi", on_text=on_text, on_charge=charged.append)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    fake.release_midway()
+    [usage] = charged
+    assert usage.input_tokens > 0
+    assert usage.output_tokens > 0
+
+
+async def test_a_refused_call_is_not_charged(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.fail(400)
+    charged: list[Usage] = []
+    with pytest.raises(TurnFailed) as caught:
+        await runtime.run(plan("hi", on_charge=charged.append))
+    assert caught.value.usage == Usage()
+    assert charged == []

@@ -19,6 +19,7 @@ from bot.pgstore.fts import tsquery_text
 from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.sql.terms import query_terms
 from bot.stores import OpenStore
+from tests import postgres
 from tests.engines import Engine
 
 pytestmark = pytest.mark.postgres_only
@@ -45,6 +46,14 @@ async def test_an_unreachable_server_is_a_clear_error() -> None:
         await open_pg_store(
             "postgresql://postgres@127.0.0.1:1/none", StoreSettings(), MemorySettings()
         )
+
+
+async def test_a_search_path_naming_a_missing_schema_is_a_clear_error(
+    pg_server: postgres.PgServer,
+) -> None:
+    url = postgres.with_database(pg_server.admin, pg_server.database, "no_such_schema")
+    with pytest.raises(StoreOpenError, match=r"search_path.*does not exist.*CREATE SCHEMA"):
+        await open_pg_store(url, StoreSettings(), MemorySettings())
 
 
 async def test_schema_is_versioned_and_a_newer_one_is_refused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -10,7 +11,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bot.prompt import speaker_label
-from bot.prompt.fence import fence_forms, neutralize, one_line, person_label, restore, scrub
+from bot.prompt.fence import (
+    FENCE_TAGS,
+    fence_forms,
+    neutralize,
+    one_line,
+    person_label,
+    restore,
+    scrub,
+)
+from bot.prompt.lookalike import fold
 from bot.prompt.message import (
     PRECEDING_MAX_ENTRY_BYTES,
     PRECEDING_MAX_MESSAGES,
@@ -35,9 +45,63 @@ def test_neutralization_is_reversible(text: str) -> None:
 
 
 @given(st.text())
-def test_text_without_tags_is_untouched(text: str) -> None:
-    assume(fence_forms(text) == [])
+def test_text_without_an_opener_is_untouched(text: str) -> None:
+    assume("<" not in fold(text))
+    assume("&" not in text)
     assert neutralize(text) == text
+
+
+# Letters of other scripts that read as Latin ones; some (т, м, κ, ᴛ) fold by Unicode's
+# confusables table to something other than the Latin letter, so no tag matching catches them.
+CROSS_SCRIPT = {
+    "a": "аαᴀ",  # Cyrillic, Greek, small capital
+    "c": "сϲᴄ",
+    "e": "еεᴇ",
+    "k": "кκᴋ",
+    "m": "мʍᴍ",
+    "n": "пηոᴎ",  # Armenian ո
+    "o": "оοօᴏ",  # Armenian օ
+    "p": "рρᴘ",
+    "r": "гᴦʀ",
+    "s": "ѕꜱ",
+    "t": "тτᴛ",
+    "u": "υսᴜ",  # Armenian ս
+    "x": "хχ",
+}
+OPENERS = "<＜﹤‹〈⟨˂❮❬⧼〈"
+
+
+@st.composite
+def cross_script_tag(draw: st.DrawFn) -> str:
+    name = draw(st.sampled_from(FENCE_TAGS))
+    letters = "".join(
+        draw(st.sampled_from(CROSS_SCRIPT[ch] + ch)) if ch in CROSS_SCRIPT else ch for ch in name
+    )
+    opener = draw(st.sampled_from(OPENERS))
+    slash = draw(st.sampled_from(["", "/", " / "]))
+    return f"{opener}{slash}{letters}{draw(st.sampled_from(['>', ' x=1>', '', chr(10)]))}"
+
+
+def _reads_as_opener(ch: str) -> bool:
+    name = unicodedata.name(ch, "")
+    return ch == "<" or "LESS-THAN" in name or ("LEFT" in name and "ANGLE" in name)
+
+
+@given(st.lists(st.one_of(cross_script_tag(), st.text(max_size=8)), max_size=6).map("".join))
+def test_cross_script_tag_names_cannot_open_a_fence(text: str) -> None:
+    """`<turn_conтext>`, `</speaкer>`: whatever the name, its opener is escaped, and only it."""
+    shown = neutralize(text)
+    assert not any(_reads_as_opener(ch) for ch in shown)
+    assert fence_forms(shown) == []
+    assert restore(shown) == text
+    assert [ch for ch in shown if ch.isalpha() and not ch.isascii()] == [
+        ch for ch in text if ch.isalpha() and not ch.isascii() and not _reads_as_opener(ch)
+    ]  # the letters stay as they were: readable
+
+
+@pytest.mark.parametrize("text", ["<turn_conтext>", "</speaкer>", "<recalled_meмory>", "<ѕkill>"])
+def test_the_issues_look_alikes_are_escaped(text: str) -> None:
+    assert neutralize(text) == "&lt;" + text[1:]
 
 
 # Look-alikes from the issue: other default-ignorables, `<` look-alikes, confusable letters.

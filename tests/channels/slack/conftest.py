@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.settings import Config, load_config
-from tests.conftest import write_config
+from tests.conftest import whole_answers, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.sinks import RecordingSink
@@ -36,12 +36,14 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 @pytest.fixture
 def make_config(agent_dir: Path, slack: FakeSlack, claude: FakeAnthropic) -> MakeConfig:
-    """A config with Slack enabled against the fake; `extra` TOML goes under [slack]."""
+    """A config with Slack enabled against the fake; `extra` TOML goes under [slack].
+    Answers are posted whole unless `extra` sets streaming (`whole_answers`)."""
 
     def make(extra: str = "", **env: str) -> Config:
         write_config(
             agent_dir,
             f'[model]\nmax_retries = 0\n\n[slack]\nenabled = true\napi_url = "{slack.api_url}"\n'
+            + whole_answers(extra)
             + extra,
         )
         environment = {

@@ -6,6 +6,7 @@ whole composition.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -430,3 +431,17 @@ async def test_a_thread_too_long_to_read_gives_no_preceding_rather_than_old_ones
     [request] = sink.requests
     assert request.preceding == ()
     assert len([call for call in slack.calls if call.method == "conversations.replies"]) == 5
+
+
+async def test_a_normal_start_logs_no_warning(
+    slack: FakeSlack,
+    start: Start,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The token in the environment, as in production: bolt is handed our client and says
+    nothing about a token it will not use."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack.bot_token)
+    with caplog.at_level(logging.WARNING):
+        await start()
+    assert [record.getMessage() for record in caplog.records] == []

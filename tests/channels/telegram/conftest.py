@@ -10,7 +10,7 @@ from telegram import Bot
 
 from bot.cli.settings import Config, load_config
 from channels.telegram import channel
-from tests.conftest import write_config
+from tests.conftest import whole_answers, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
@@ -40,12 +40,14 @@ async def bot(tg: FakeTelegram) -> AsyncIterator[Bot]:
 
 @pytest.fixture
 def make_config(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic) -> MakeConfig:
-    """A config with Telegram enabled against the fake; `extra` TOML goes under [telegram]."""
+    """A config with Telegram enabled against the fake; `extra` TOML goes under [telegram].
+    Answers are sent whole unless `extra` sets streaming (`whole_answers`)."""
 
     def make(extra: str = "", **env: str) -> Config:
         write_config(
             agent_dir,
             f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
+            + whole_answers(extra)
             + extra,
         )
         environment = {

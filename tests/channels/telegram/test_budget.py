@@ -54,3 +54,22 @@ async def test_a_spent_group_budget_gives_one_notice_and_no_model_calls(
     assert len(claude.requests) == 3
     assert [s.chat_id for s in tg.sent].count(GROUP_ID) == 2
     assert outcomes.count("over_budget") == 3  # second, third and fourth question
+
+
+async def test_channel_posts_count_against_the_channel_for_per_person_limits(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """A channel post has no person; it counts against its channel, so six posts with
+    `person_daily_tokens = 1` make one model call, not six."""
+    channel = tg.channel(-1_009_988_112_233, "Announcements")
+    config = make_config("\n[budget]\nperson_daily_tokens = 1\n")
+    async with App(config) as app:
+        await tg.push(tg.channel_post(channel, "first post", "Dana"))
+        await tg.wait_sent(1)
+        for n in range(5):
+            await tg.push(tg.channel_post(channel, f"post {n + 2}", "Dana"))
+        await tg.wait_for(lambda: not tg.pending_updates)
+        await app.host.idle()
+        outcomes = [record.outcome for record in await app.store.records.recent()]
+    assert len(claude.requests) == 1
+    assert outcomes.count("over_budget") == 5

@@ -160,7 +160,7 @@ def test_channel_post_mention_speaks_for_the_channel() -> None:
     assert request.speaker == Speaker("Dana Ivers")
     assert request.surface is not None
     assert request.surface.kind is SurfaceKind.CHANNEL
-    assert request.person is None
+    assert request.person == "telegram:chat:-1001122334455"  # it counts against the channel
 
 
 @pytest.mark.parametrize(

@@ -47,8 +47,11 @@ async def test_a_long_private_answer_streams_as_drafts_and_ends_as_the_split_ren
     parts = expected(text)
     claude.script(text)
     claude.pace, claude.words_per_delta = 0.002, 30
+    claude.hold_midway()  # until the first draft shows: then the stream has surely begun
     async with App(make_config(FAST)) as app:
         await tg.push(tg.message(tg.private_chat(alice), alice, "tell me everything"))
+        await tg.wait_for(lambda: tg.drafts)
+        claude.release_midway()
         await answered(tg, app, len(parts))
     assert len(parts) >= 2
     assert [sent.text for sent in tg.sent] == parts
@@ -68,9 +71,12 @@ async def test_a_group_answer_streams_as_one_edited_message_replying_to_the_ment
     parts = expected(text)
     claude.script(text)
     claude.pace, claude.words_per_delta = 0.002, 30
+    claude.hold_midway()  # until the first message shows: then the stream has surely begun
     async with App(make_config(FAST)) as app:
         mention = tg.message(group, alice, "tell me everything", mention=True)
         await tg.push(mention)
+        await tg.wait_sent(1)
+        claude.release_midway()
         await answered(tg, app, len(parts))
     assert [sent.text for sent in tg.sent] == parts
     assert tg.sent[0].reply_to == mention["message"]["message_id"]
@@ -91,11 +97,14 @@ async def test_refused_drafts_fall_back_to_a_normal_send_with_one_warning(
         tg.fail("sendMessageDraft", status=400, description=description, times=100)
     alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
     claude.script("First **answer**.", "Second answer.")
-    claude.pace, claude.words_per_delta = 0.002, 1
+    claude.words_per_delta = 1
+    claude.hold_midway()  # the first answer surely tries a draft before it is done
     with capture_logs() as logs:
         async with App(make_config(FAST)) as app:
             chat = tg.private_chat(alice)
             await tg.push(tg.message(chat, alice, "one"))
+            await tg.wait_for(lambda: "sendMessageDraft" in methods(tg))
+            claude.release_midway()
             await answered(tg, app, 1)
             await tg.push(tg.message(chat, alice, "two"))
             await answered(tg, app, 2)
@@ -143,3 +152,23 @@ async def test_a_turn_that_fails_mid_stream_leaves_one_apology_and_removes_the_r
     assert apology.plain.startswith("Sorry, I couldn't answer")
     assert apology.reply_to is not None  # the first message, replying to the mention
     assert all(d.chat_id == GROUP_ID for d in tg.deleted)
+
+
+async def test_an_answer_shown_as_drafts_is_sent_as_a_message_even_when_sending_fails_a_while(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """The person saw only a draft: the answer must still become a real message, tried again
+    in-process past the deliverer's own retries, without waiting for a restart."""
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    text = "A **short** private answer."
+    claude.script(text)
+    claude.words_per_delta = 2
+    claude.hold_midway()
+    tg.fail("sendMessage", status=502, description="Bad Gateway", times=4)
+    async with App(make_config(FAST)) as app:
+        await tg.push(tg.message(tg.private_chat(alice), alice, "hi"))
+        await tg.wait_for(lambda: tg.drafts)
+        claude.release_midway()
+        await answered(tg, app, 1)
+    assert [sent.text for sent in tg.sent] == expected(text)
+    assert methods(tg).count("sendMessage") == 5  # four refused (the fake's), then sent
