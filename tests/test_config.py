@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.
 TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks"}
+INLINE_TABLES = {"slack.commands"}  # written as one inline table in the example
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -46,7 +47,7 @@ def _setting_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
         path = f"{prefix}{name}"
         table = _model_in(field.annotation)
         nested = typing.get_origin(field.annotation) is None or path in TABLE_ARRAYS
-        if table is not None and nested:
+        if table is not None and nested and path not in INLINE_TABLES:
             keys |= _setting_keys(table, f"{path}.")
         else:
             keys.add(path)
