@@ -20,6 +20,7 @@ BotError
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
 │   ├── TurnFailed           the model runtime gave up on a turn (carries what finished)
+│   │   └── BreakerTripped   a cost breaker stopped it (a token cap, a repeated tool call)
 │   └── WindowExceeded       the request cannot fit the model's window even with no history
 ├── IntakeError              input the host will not take
 │   ├── IntakeUnavailable    not now (shutting down, store unwritable): do not acknowledge it
@@ -150,6 +151,22 @@ class TurnFailed(ModelError):
         self.request = request
         self.usage = usage
         self.budget = budget  # of the last request assembled, as on TurnOutcome
+
+
+class BreakerTripped(TurnFailed):
+    """A cost breaker stopped the turn (SPEC §17). `breaker` says which: `tokens` (a token cap;
+    `scope` names it: turn, run or day) or `repeat` (an identical tool call asked for again)."""
+
+    def __init__(self, message: str, *, breaker: str, scope: str, **carried: Any) -> None:
+        super().__init__(message, **carried)
+        self.breaker = breaker
+        self.scope = scope
+
+    @property
+    def code(self) -> str:
+        """What the turn record's error starts with: `breaker:<kind>`."""
+        kind = self.scope if self.breaker == "tokens" else self.breaker
+        return f"breaker:{kind}"
 
 
 class WindowExceeded(ModelError):

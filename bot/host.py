@@ -32,10 +32,11 @@ from typing import Any, Protocol, runtime_checkable
 import structlog
 
 from bot import memory_commands, replies
-from bot.budget import Budgets, surface_key
+from bot.budget import NO_CAPS, Budgets, SpendCaps, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.errors import (
+    BreakerTripped,
     ClaimLost,
     IntakeUnavailable,
     LaneFull,
@@ -143,6 +144,7 @@ class Host:
         clock: Callable[[], float] = time.monotonic,
         policies: Policies | None = None,
         budgets: Budgets | None = None,
+        caps: SpendCaps = NO_CAPS,
         attachments: AttachmentReader | None = None,
         share: WorkShare | None = None,
         sweep_seconds: float = SHARE_SWEEP_SECONDS,
@@ -158,6 +160,7 @@ class Host:
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
+        self._caps = caps
         self._delivery = Delivery(outbox, deliverers)
         # Platforms whose stored requests leave names to look up at turn time.
         self._completers = dict(completers or {})
@@ -463,6 +466,7 @@ class Host:
             assemble=prepared.request,
             tools=self._tools_for(request, recall),
             on_text=stream.on_text if stream is not None else self._streamer(request),
+            breakers=await self._caps.breakers(request, self._budgets, started),
         )
         # The progress sign (reaction, typing) stays up until the answer shows: posted, or its
         # stream opened (the deliverer takes the sign down then).
@@ -502,6 +506,20 @@ class Host:
                 request, started, Outcome.REFUSED, error=exc.code, details=details
             )
             return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
+        except BreakerTripped as stopped:
+            record = self._record(
+                request,
+                started,
+                Outcome.STOPPED,
+                error=f"{stopped.code}: {stopped}",
+                request_body=stopped.request,
+                usage=stopped.usage,
+                attempts=stopped.attempts,
+                details=_budget_details(stopped.budget),
+            )
+            account = continuity_account(user_entry, stopped.partial_text, str(stopped))
+            say = _noted(notice, stopped.reply or replies.TURN_FAILED)
+            return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except TurnFailed as failure:
             record = self._record(
                 request,

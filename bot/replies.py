@@ -119,6 +119,38 @@ def budget_reached(scope: str, resets_at: datetime) -> str:
     )
 
 
+# --- cost breakers (SPEC §17) -------------------------------------------------------------------
+
+
+def turn_stopped(breaker: str, max_tokens: int | None) -> str:
+    """What a person is told when a cost breaker stopped the answer to their message."""
+    if breaker == "repeat":
+        return (
+            "I stopped working on this: I kept repeating the same step without getting "
+            "anywhere. Please rephrase or narrow the request."
+        )
+    return (
+        f"I stopped working on this: the answer would have used more than {max_tokens} tokens, "
+        "the most one answer may use here. Please ask for something smaller."
+    )
+
+
+_BREAKER_WHY = {
+    "repeat": "it kept making the same tool call",
+    "run": "a run went over its token cap",
+    "day": "it reached its daily token cap",
+}
+
+
+def job_paused(name: str, breaker: str) -> str:
+    """The one line a scheduled job's destination gets when a breaker pauses the job."""
+    why = _BREAKER_WHY.get(breaker, "a cost breaker tripped")
+    return (
+        f'The scheduled job "{name}" is paused: {why}. An operator can resume it with '
+        f"`bot cron resume {name}`."
+    )
+
+
 # The agent's name, when its identity file introduces it the usual way ("You are Quill, ...").
 _NAME = re.compile(r"\bYou are ([A-Z][\w'’-]{0,39})\b")
 

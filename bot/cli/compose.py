@@ -21,7 +21,7 @@ from aiohttp import web
 
 from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
-from bot.budget import Budgets
+from bot.budget import Budgets, SpendCaps
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.departures import MemoryDepartures
@@ -321,6 +321,11 @@ class App:
             attachments=self._attachment_intake(store),
             policies=policy.policies,
             budgets=budgets,
+            caps=SpendCaps(
+                turn=settings.budget.max_tokens_per_turn,
+                run=settings.cron.max_tokens_per_run,
+                job_day=settings.cron.max_tokens_per_job_per_day,
+            ),
         )
         self.metrics = Metrics(lambda: host.queue_depth, self._channels_up, cost=budgets.cost_of)
         host.observers.append(self.metrics.observe)

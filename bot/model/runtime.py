@@ -10,6 +10,7 @@ of the context window, or once after the provider says the prompt is too long.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import ssl
 import time
@@ -23,7 +24,7 @@ from anthropic.types import Message
 
 from bot import replies
 from bot.config import ModelSettings
-from bot.errors import ModelAuthError, ModelError, ToolError, TurnFailed
+from bot.errors import BreakerTripped, ModelAuthError, ModelError, ToolError, TurnFailed
 from bot.model import compaction, wire
 from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
@@ -259,6 +260,8 @@ class _Turn:
         self.streamed: list[str] = []
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
+        self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
+        self.resent = 0  # input and output of the last call: the next call sends at least this
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -287,6 +290,7 @@ class _Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            self._check_tokens()
             message = await self._turn_call(last)
             text = wire.text_of(message.content)
             calls = wire.tool_calls(message.content)
@@ -295,12 +299,64 @@ class _Turn:
             if last:  # the model asked for tools anyway: end honestly, without the calls
                 note = replies.tool_round_limit(limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
+            self._check_repeats(calls, text)
             results = await self._run_tools(calls)
             self.entries += [
                 self._counted(wire.assistant_entry(text, calls)),
                 self._counted(wire.results_entry(results)),
             ]
             self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
+
+    # --- cost breakers (SPEC §17) ---
+
+    def _check_tokens(self) -> None:
+        """Stop before a call that would take the turn past its token cap: the next call sends
+        at least what the last one read and wrote (the first, what the budget estimated)."""
+        breakers = self.plan.breakers
+        if breakers.max_tokens is None:
+            return
+        coming = self.resent if self.rounds else self.request.estimated_tokens
+        spent = self.usage.total
+        if spent + coming <= breakers.max_tokens:
+            return
+        raise self._tripped(
+            "tokens",
+            f"the turn would pass its token cap ({breakers.tokens_scope}: "
+            f"{breakers.max_tokens} tokens; {spent} spent, the next call sends about {coming})",
+        )
+
+    def _check_repeats(self, calls: Sequence[ToolUseBlock], text: str) -> None:
+        """Stop before running a tool call that was already made `repeats` times, same name and
+        same arguments: a model that loops would otherwise spend until a cap."""
+        allowed = self.plan.breakers.repeats
+        if allowed is None:
+            return
+        keys = [_call_key(call) for call in calls]
+        for call, key in zip(calls, keys, strict=True):
+            if self.calls_seen.get(key, 0) + keys.count(key) > allowed:
+                raise self._tripped(
+                    "repeat",
+                    f"the model asked for tool {call.name!r} with the same arguments more than "
+                    f"{allowed} times",
+                )
+        for key in keys:
+            self.calls_seen[key] = self.calls_seen.get(key, 0) + 1
+
+    def _tripped(self, breaker: str, why: str) -> BreakerTripped:
+        scope = self.plan.breakers.tokens_scope
+        log.warning("breaker_tripped", breaker=breaker, scope=scope, tokens=self.usage.total)
+        return BreakerTripped(
+            f"stopped by a cost breaker: {why}.",
+            breaker=breaker,
+            scope=scope,
+            partial_text="".join(self.streamed),
+            entries=tuple(self.entries),
+            reply=replies.turn_stopped(breaker, self.plan.breakers.max_tokens),
+            attempts=self.attempts,
+            request=self.last_body,
+            usage=self.usage,
+            budget=self.budget,
+        )
 
     def _finish(self, text: str) -> TurnOutcome:
         self.entries.append(self._counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
@@ -349,6 +405,7 @@ class _Turn:
         )
         self.usage += call.usage
         self.attempts = call.attempts
+        self.resent = wire.total_input(call.usage) + call.usage.output_tokens
         if first_of_request and self.counter is not None:
             # The estimate covers the assembled request only, so only its first call teaches.
             self.counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
@@ -488,6 +545,12 @@ class _Turn:
             usage=self.usage,
             attempts=self.summary_attempts,
         )
+
+
+def _call_key(call: ToolUseBlock) -> str:
+    """A tool call's identity for the repeat breaker: its name and its arguments, canonical."""
+    arguments = json.dumps(call.input, sort_keys=True, ensure_ascii=False, default=str)
+    return f"{call.name}\x00{arguments}"
 
 
 def _failure_message(error: _CallError, settings: ModelSettings) -> str:

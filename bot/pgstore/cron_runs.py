@@ -8,13 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from bot.pgstore.db import PgDatabase
-from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.cron import CronRun, CronRunStatus, JobPause
 from bot.sql.cron_runs import (
     COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
     run_row,
+    stored_pause,
     stored_run,
     stored_time,
 )
@@ -107,6 +108,32 @@ class PgCronRuns:
             return bool(status == "INSERT 0 1")
 
         return await self._db.write(claim)
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        async def pause(conn: Any) -> bool:
+            status = await conn.execute(
+                "INSERT INTO cron_pauses (job, reason, paused_at) VALUES ($1, $2, $3) "
+                "ON CONFLICT DO NOTHING",
+                job,
+                reason,
+                at.timestamp(),
+            )
+            return bool(status == "INSERT 0 1")
+
+        return await self._db.write(pause)
+
+    async def resume(self, job: str) -> bool:
+        async def resume(conn: Any) -> bool:
+            status = await conn.execute("DELETE FROM cron_pauses WHERE job = $1", job)
+            return bool(status == "DELETE 1")
+
+        return await self._db.write(resume)
+
+    async def paused(self) -> list[JobPause]:
+        rows = await self._db.fetch_all(
+            "SELECT job, reason, paused_at FROM cron_pauses ORDER BY paused_at, job", ()
+        )
+        return [stored_pause(row) for row in rows]
 
     async def aclose(self) -> None:
         """The records share the store's pool, which the store closes."""

@@ -222,11 +222,21 @@ _V4_STREAMS = (
     "CREATE INDEX streams_by_age ON streams (opened_at)",
 )
 
+# Jobs a cost breaker paused (SPEC §17), until `bot cron resume NAME`.
+_V_CRON_PAUSES = (
+    """CREATE TABLE cron_pauses (
+        job TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        paused_at DOUBLE PRECISION NOT NULL
+    )""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
     _V3_ATTACHMENTS,
     _V4_STREAMS,
+    _V_CRON_PAUSES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -14,6 +14,7 @@ class CronRunStatus(StrEnum):
     SILENT = "silent"  # the agent answered with the silent token: nothing posted
     UNDELIVERED = "undelivered"  # the turn finished but the platform did not take every part
     FAILED = "failed"  # the turn did not finish, or the host refused it
+    STOPPED = "stopped"  # a cost breaker stopped the turn; the job is paused (never retried)
     INTERRUPTED = "interrupted"  # the process stopped while the run was in flight
 
 
@@ -46,6 +47,15 @@ class CronRun:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobPause:
+    """A job a cost breaker paused: why (`run`, `day` or `repeat`) and when."""
+
+    job: str
+    reason: str
+    paused_at: datetime
+
+
 class CronRuns(Protocol):
     """Durable run records, bounded (the newest records per job are kept)."""
 
@@ -68,3 +78,13 @@ class CronRuns(Protocol):
         """Claim one schedule slot of the job for this process: True for the first claim ever,
         False when another process (a replica on the same store) claimed it, so each slot runs
         once however many schedulers watch it."""
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        """Pause the job (durably, for every replica): True when this paused it, False when it
+        was paused already (so its destination is told once)."""
+
+    async def resume(self, job: str) -> bool:
+        """Lift the job's pause; True when it was paused."""
+
+    async def paused(self) -> list[JobPause]:
+        """Every paused job, oldest pause first."""

@@ -49,6 +49,21 @@ class Assemble(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Breakers:
+    """When the runtime stops a turn on its own (SPEC §17): `max_tokens` (input, cache and output
+    tokens of all its calls together; `tokens_scope` names the limit it comes from, for the
+    record and the notice) and `repeats` (how many identical tool calls, same name and
+    arguments, may run: the next identical one stops the turn instead). None: no such limit."""
+
+    max_tokens: int | None = None
+    tokens_scope: str = "turn"
+    repeats: int | None = None
+
+
+NO_BREAKERS = Breakers()
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -59,6 +74,7 @@ class TurnPlan:
     tools: Sequence[Tool] = ()
     compact_only: bool = False  # `/compact`: summarize history, call nothing else
     on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas
+    breakers: Breakers = NO_BREAKERS
 
 
 @dataclass(frozen=True, slots=True)

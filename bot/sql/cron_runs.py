@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import CronRun, CronRunStatus, CronTrigger, JobPause
 
 DEFAULT_KEEP_PER_JOB = 200
 DEFAULT_MAX_AGE_DAYS = 90.0
@@ -59,3 +59,8 @@ def stored_time(value: object) -> datetime | None:
     if value is None:
         return None
     return datetime.fromtimestamp(float(str(value)), UTC)
+
+
+def stored_pause(row: Iterable[object]) -> JobPause:
+    job, reason, paused_at = tuple(row)
+    return JobPause(str(job), str(reason), stored_time(paused_at) or datetime.fromtimestamp(0, UTC))

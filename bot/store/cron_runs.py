@@ -15,13 +15,14 @@ from pathlib import Path
 
 import aiosqlite
 
-from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.cron import CronRun, CronRunStatus, JobPause
 from bot.sql.cron_runs import (
     COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
     run_row,
+    stored_pause,
     stored_run,
     stored_time,
 )
@@ -51,6 +52,12 @@ _SCHEMA = (
         slot REAL NOT NULL,
         claimed_at REAL NOT NULL,
         PRIMARY KEY (job, slot)
+    )""",
+    # Jobs a cost breaker paused (SPEC §17), until `bot cron resume NAME`.
+    """CREATE TABLE IF NOT EXISTS cron_pauses (
+        job TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        paused_at REAL NOT NULL
     )""",
 )
 
@@ -127,6 +134,25 @@ class SqliteCronRuns:
         )
         return claimed
 
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        async with self._conn.execute(
+            "INSERT OR IGNORE INTO cron_pauses (job, reason, paused_at) VALUES (?, ?, ?)",
+            (job, reason, at.timestamp()),
+        ) as cursor:
+            return cursor.rowcount == 1
+
+    async def resume(self, job: str) -> bool:
+        async with self._conn.execute("DELETE FROM cron_pauses WHERE job = ?", (job,)) as cursor:
+            return cursor.rowcount == 1
+
+    async def paused(self) -> list[JobPause]:
+        if not await self._has_table("cron_pauses"):
+            return []
+        async with self._conn.execute(
+            "SELECT job, reason, paused_at FROM cron_pauses ORDER BY paused_at, job"
+        ) as cursor:
+            return [stored_pause(row) for row in await cursor.fetchall()]
+
     async def aclose(self) -> None:
         if self._owns:
             await self._conn.close()
@@ -148,14 +174,18 @@ class SqliteCronRuns:
             row = await cursor.fetchone()
         return row if row is not None and row[0] is not None else None
 
-    async def _has_table(self) -> bool:
-        """A store that never ran a job has no table yet (read-only views); that reads as empty."""
-        if not self._table:
-            async with self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cron_runs'"
-            ) as cursor:
-                self._table = await cursor.fetchone() is not None
-        return self._table
+    async def _has_table(self, name: str = "cron_runs") -> bool:
+        """A store that never ran a job has no table yet (read-only views); that reads as empty.
+        (A store an older version made has cron_runs but not cron_pauses.)"""
+        if self._table:
+            return True
+        async with self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ) as cursor:
+            found = await cursor.fetchone() is not None
+        if name == "cron_runs":
+            self._table = found
+        return found
 
 
 async def open_cron_runs(path: Path, *, read_only: bool = False) -> SqliteCronRuns:

@@ -7,6 +7,8 @@ Rules (SPEC §7):
 - misfires: a slot noticed late (the host was down, asleep or busy) runs once if it is at most
   `cron.misfire_grace` seconds old, else it is skipped and logged; never a burst of old slots.
   After a restart the durable run records say which slots already ran;
+- pauses: a job a cost breaker paused (durable, in the run records) skips its slots until
+  `bot cron resume NAME`; a stopped run is never retried;
 - retries: a failed turn is run again after a growing delay, at most `cron.retries` times and
   never past the job's next slot; an answer the platform took no part of is posted again rather
   than re-asked, and one it took only some parts of is not retried (that would repeat them).
@@ -178,7 +180,9 @@ class CronScheduler:
         """Run the slot (with retries), then the one slot that came meanwhile, if still fresh."""
         current: datetime | None = slot
         while current is not None and not self._stopping:
-            if await self._runs.claim_slot(job.plan.name, current):
+            if await self._paused(job.plan.name):
+                log.info("cron_slot_skipped_paused", job=job.plan.name, slot=current.isoformat())
+            elif await self._runs.claim_slot(job.plan.name, current):
                 await self._attempts(job, current, trigger)
             else:
                 log.info("cron_slot_claimed_elsewhere", job=job.plan.name, slot=current.isoformat())
@@ -187,6 +191,13 @@ class CronScheduler:
             if current is not None and self._now() - current > self._grace:
                 log.warning("cron_misfire_skipped", job=job.plan.name, slot=current.isoformat())
                 current = None
+
+    async def _paused(self, name: str) -> bool:
+        try:
+            return any(pause.job == name for pause in await self._runs.paused())
+        except Exception as exc:  # the store is away: run; a breaker still stops a bad run
+            log.warning("cron_pause_check_failed", job=name, error=type(exc).__name__)
+            return False
 
     async def _attempts(self, job: _Job, slot: datetime, trigger: CronTrigger) -> None:
         plan = job.plan

@@ -30,6 +30,10 @@ class CronSettings(Section):
     # times longer each time, never past the job's next slot.
     retries: Annotated[int, Field(ge=0, le=10)] = 2
     retry_delay: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # Cost breakers (SPEC §17): the most tokens (input, cache and output, every call) one run may
+    # use, and one job per day (midnight in the budget timezone); a job that trips one pauses.
+    max_tokens_per_run: Annotated[int, Field(ge=1000, le=10**10)] = 500_000
+    max_tokens_per_job_per_day: Annotated[int, Field(ge=1000, le=10**11)] | None = 5_000_000
     jobs: list[CronJob] = Field(default_factory=list)
 
     def check(self) -> None:
