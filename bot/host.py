@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands, replies
+from bot import memory_commands, replies, tracing
 from bot.budget import NO_CAPS, Budgets, SpendCaps, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
@@ -113,6 +113,7 @@ class _Job:
     item_id: int | None = None
     leftovers: tuple[OutboxPart, ...] = ()
     resumed: bool = False  # found pending at start: it may have run (and stopped) before
+    trace: tracing.TurnTrace = field(default=tracing.NO_TURN, compare=False)  # opened at intake
     # Messages this run's answer stream opened on the platform (index -> platform id).
     live: dict[int, str] = field(default_factory=dict, compare=False)
 
@@ -207,6 +208,22 @@ class Host:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closed:
             return Admission.CLOSED
+        trace = _open_trace(request)
+        with trace.active(), tracing.span("intake", bot__source=source) as intake:
+            admission = await self._accept(request, source, marks, consumes, trace)
+            intake.set(bot__admission=admission.value)
+        if not admission.acknowledge or admission is Admission.DUPLICATE:
+            trace.end()
+        return admission
+
+    async def _accept(
+        self,
+        request: TurnRequest,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None,
+        trace: tracing.TurnTrace,
+    ) -> Admission:
         try:
             item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
         except Exception as exc:  # not stored: the channel must not acknowledge
@@ -218,12 +235,12 @@ class Host:
         if self._share is not None:
             if not self._resumed or self._closed:
                 return Admission.ACCEPTED  # stored: the start-up sweep, or another replica, runs it
-            return await self._adopt(request.conversation_key, fresh=item.item_id)
+            return await self._adopt(request.conversation_key, fresh=item.item_id, trace=trace)
         if not self._resumed or self._closed:
             # Stored: it runs after what `resume()` queues, or after the next start.
             self._held.append(item)
             return Admission.ACCEPTED
-        return self._admit(_Job(request, item.item_id))[0]
+        return self._admit(_Job(request, item.item_id, trace=trace))[0]
 
     async def note(
         self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
@@ -240,7 +257,9 @@ class Host:
         """Queue a turn (not from the inbox) and wait until it is published and delivered."""
         if self._closed:
             return TurnResult(request.turn_id, Outcome.CLOSED)
-        admission, future = self._admit(_Job(request))
+        trace = _open_trace(request)
+        with trace.active(), tracing.span("intake", bot__source=request.channel):
+            admission, future = self._admit(_Job(request, trace=trace))
         if future is None:
             return TurnResult(request.turn_id, Outcome(admission.value))
         return await future
@@ -317,7 +336,9 @@ class Host:
 
     # --- replicas: adopting conversations ----------------------------------------------------
 
-    async def _adopt(self, key: str, fresh: int | None = None) -> Admission:
+    async def _adopt(
+        self, key: str, fresh: int | None = None, trace: tracing.TurnTrace = tracing.NO_TURN
+    ) -> Admission:
         """Adopt the conversation's unowned work and queue it on its lane in accepted order:
         parts a gone replica left first, then items. `fresh` (the item just accepted here) is
         admitted like any new turn; the rest is work taken on, never refused."""
@@ -332,7 +353,8 @@ class Host:
                     self._lanes.put(key, _Job(None, leftovers=adopted.parts), bounded=False)
                 for item in adopted.items:
                     if item.item_id == fresh:
-                        admission = self._admit(_Job(item.request, item.item_id))[0]
+                        job = _Job(item.request, item.item_id, trace=trace)
+                        admission = self._admit(job)[0]
                         continue
                     resumed = item.item_id in adopted.resumed
                     job = _Job(item.request, item.item_id, resumed=resumed)
@@ -381,8 +403,12 @@ class Host:
         if job.request is None:
             report = await self._delivery.leftovers(job.leftovers)
             return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
-        with structlog.contextvars.bound_contextvars(
-            turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
+        trace = job.trace if job.trace is not tracing.NO_TURN else _open_trace(job.request)
+        with (
+            trace.active(end=True),
+            structlog.contextvars.bound_contextvars(
+                turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
+            ),
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
                 return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
@@ -445,18 +471,20 @@ class Host:
         self, job: _Job, request: TurnRequest, surface: SurfacePrompt, words: str, started: datetime
     ) -> TurnResult:
         """Recall, prepare the prompt once, then call the model and publish what it said."""
-        history = await self._history.load(request.conversation_key)
-        attached = await self._attached(request, history)
-        recall = RecallCache(
-            self._memory,
-            memory_scope(request),
-            request_holds(request, history),
-            render=self._assembler.recalled_block,
-        )
-        hits = await recall.recall(words) if self._memory is not None else []
-        prepared = self._assembler.prepare(
-            request, history, hits, surface=surface, attached=attached
-        )
+        with tracing.span("recall") as recalled:
+            history = await self._history.load(request.conversation_key)
+            attached = await self._attached(request, history)
+            recall = RecallCache(
+                self._memory,
+                memory_scope(request),
+                request_holds(request, history),
+                render=self._assembler.recalled_block,
+            )
+            hits = await recall.recall(words) if self._memory is not None else []
+            prepared = self._assembler.prepare(
+                request, history, hits, surface=surface, attached=attached
+            )
+            recalled.set(bot__history_entries=len(history), bot__memory_hits=len(hits))
         self._log_context(request)
         stream = self._stream(job, request)
         plan = TurnPlan(
@@ -811,7 +839,7 @@ class Host:
             usage=usage or Usage(),
             attempts=attempts,
             error=error,
-            details={**(details or {}), **self._where(request)},
+            details={**(details or {}), **self._where(request), **_trace_details()},
         )
 
     def _observe(self, record: TurnRecord) -> None:
@@ -901,6 +929,18 @@ class Host:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _open_trace(request: TurnRequest) -> tracing.TurnTrace:
+    return tracing.open_turn(
+        turn_id=request.turn_id, channel=request.channel, kind=request.kind.value
+    )
+
+
+def _trace_details() -> dict[str, object]:
+    """The turn's trace id for its record, when traces are on."""
+    found = tracing.trace_id()
+    return {"trace_id": found} if found else {}
 
 
 def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:

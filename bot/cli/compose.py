@@ -9,6 +9,7 @@ store and the model client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot import tracing
 from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
 from bot.budget import Budgets, SpendCaps
@@ -253,6 +255,7 @@ class App:
 
     async def _start(self) -> None:
         settings = self.config.settings
+        self._start_tracing()
         agent = load_agent(settings.agent)
         policy = load_policy(settings, agent)
         # One counter: the runtime refines its calibration from the API's usage, and the
@@ -289,6 +292,22 @@ class App:
             await self._start_http()
         await self._start_channels(self._host)
         await self._start_cron()
+
+    def _start_tracing(self) -> None:
+        """One trace per turn, exported over OTLP/HTTP, when `[otel] endpoint` is set."""
+        otel = self.config.settings.otel
+        if otel.endpoint is None:
+            return
+        if not tracing.available():
+            raise ConfigError(
+                f"otel.endpoint = {otel.endpoint!r}, but the OpenTelemetry packages are not "
+                "installed. Fix: pip install -e '.[otel]' (the otel extra), or remove "
+                "otel.endpoint."
+            )
+        tracing.install(otel.endpoint, service=otel.service_name, content=otel.content)
+        # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
+        self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
+        log.info("traces_exporting", endpoint=otel.endpoint, content=otel.content)
 
     def _build_host(
         self,

@@ -23,7 +23,7 @@ class Settings(CoreSettings):
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
-        *("cron", "host", "logging", "prompt", "budget"),
+        *("cron", "host", "logging", "prompt", "budget", "otel"),
     )
 
     slack: SlackSettings = SlackSettings()

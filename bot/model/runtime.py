@@ -22,7 +22,7 @@ import anthropic
 import structlog
 from anthropic.types import Message
 
-from bot import replies
+from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import BreakerTripped, ModelAuthError, ModelError, ToolError, TurnFailed
 from bot.model import compaction, wire
@@ -148,9 +148,14 @@ class _Tally:
     def __init__(self, on_text: OnText | None) -> None:
         self._on_text = on_text
         self.count = 0
+        self.chars = 0
+        self.first_ns = 0  # when the first delta came (time.time_ns), for the streaming span
 
     async def __call__(self, delta: str) -> None:
+        if not self.count:
+            self.first_ns = tracing.now_ns()
         self.count += 1
+        self.chars += len(delta)
         if self._on_text is not None:
             await self._on_text(delta)
 
@@ -173,6 +178,39 @@ class _Calls:
         self._rng = rng
 
     async def call(self, body: Mapping[str, Any], on_text: OnText | None, **fields: Any) -> _Call:
+        model = str(body.get("model", self._settings.name))
+        with tracing.span(
+            f"chat {model}",
+            gen_ai__operation__name="chat",
+            gen_ai__provider__name="anthropic",
+            gen_ai__system="anthropic",
+            gen_ai__request__model=model,
+            gen_ai__request__max_tokens=body.get("max_tokens"),
+            bot__purpose=fields.get("purpose"),
+        ) as span:
+            try:
+                call = await self._call(body, on_text, **fields)
+            except _CallError as exc:
+                span.set(error__type=type(exc.cause).__name__, bot__attempts=exc.attempts)
+                span.failed(str(exc))
+                raise
+            usage, message = call.usage, call.message
+            span.set(
+                gen_ai__response__model=message.model,
+                gen_ai__response__id=message.id,
+                gen_ai__response__finish_reasons=[str(message.stop_reason)],
+                # input_tokens counts every input token, cached or not (the convention's);
+                # the cache reads and writes are also given apart.
+                gen_ai__usage__input_tokens=wire.total_input(usage),
+                gen_ai__usage__output_tokens=usage.output_tokens,
+                gen_ai__usage__cache_read__input_tokens=usage.cache_read_tokens,
+                gen_ai__usage__cache_creation__input_tokens=usage.cache_write_tokens,
+                bot__attempts=call.attempts,
+            )
+            span.text("gen_ai.output.text", wire.text_of(message.content))
+            return call
+
+    async def _call(self, body: Mapping[str, Any], on_text: OnText | None, **fields: Any) -> _Call:
         started = self._clock()
         attempt = 0
         while True:
@@ -199,6 +237,13 @@ class _Calls:
                 continue
             usage = wire.usage_of(message.usage)
             self._log_answer(message, usage, attempt, self._clock() - began, fields)
+            if streamed.count:
+                tracing.finished_span(
+                    "streaming",
+                    streamed.first_ns,
+                    bot__deltas=streamed.count,
+                    bot__chars=streamed.chars,
+                )
             return _Call(message, attempt, usage)
 
     def _retry_delay(self, exc: BaseException, attempt: int, spent: float) -> float | None:
@@ -272,7 +317,9 @@ class _Turn:
         return await self._loop()
 
     def _assemble(self, history: Sequence[HistoryEntry]) -> None:
-        assembled = self.plan.assemble(history)
+        with tracing.span("assembly") as span:
+            assembled = self.plan.assemble(history)
+            span.set(**_cache_figures(assembled))
         was_unmet = self.budget is not None and self.budget.floor_unmet
         if assembled.floor_unmet and not was_unmet:
             log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -430,17 +477,17 @@ class _Turn:
         self, call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
     ) -> ToolResultBlock:
         began = time.monotonic()
-        if tool is None:
-            known = ", ".join(sorted(tools)) or "none"
-            output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
-        else:
-            try:
-                output, failed = str(await tool(call.input)), False
-            except ToolError as exc:
-                output, failed = str(exc) or type(exc).__name__, True
-            except Exception as exc:  # any tool bug becomes an error result, not a lost turn
-                output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
-        content = bound_tool_output(output)
+        with tracing.span(
+            f"execute_tool {call.name}",
+            gen_ai__operation__name="execute_tool",
+            gen_ai__tool__name=call.name,
+            gen_ai__tool__call__id=call.id,
+        ) as span:
+            output, failed = await _answer(call, tool, tools)
+            content = bound_tool_output(output)
+            span.set(bot__ok=not failed, bot__result_bytes=len(content.encode(errors="replace")))
+            if failed:
+                span.failed("the tool call failed")
         log.info(
             "tool_call",
             tool=call.name,
@@ -545,6 +592,34 @@ class _Turn:
             usage=self.usage,
             attempts=self.summary_attempts,
         )
+
+
+async def _answer(
+    call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
+) -> tuple[str, bool]:
+    """The tool's output and whether it failed (any failure becomes an error result)."""
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return f"unknown tool {call.name!r}; the tools here are: {known}", True
+    try:
+        return str(await tool(call.input)), False
+    except ToolError as exc:
+        return str(exc) or type(exc).__name__, True
+    except Exception as exc:  # any tool bug becomes an error result, not a lost turn
+        return f"the tool failed: {type(exc).__name__}: {exc}", True
+
+
+def _cache_figures(assembled: AssembledRequest) -> dict[str, int | str | bool]:
+    """What the assembly span says of the request: its size and its cache breakpoints."""
+    body = assembled.body
+    ttls = sorted({str(mark.get("ttl", "5m")) for mark in wire.cache_marks(body)})
+    return {
+        "bot.prompt.estimated_tokens": assembled.estimated_tokens,
+        "bot.prompt.history_used": assembled.history_used,
+        "bot.prompt.floor_unmet": assembled.floor_unmet,
+        "bot.cache.breakpoints": wire.count_breakpoints(body),
+        "bot.cache.ttl": ",".join(ttls) or "none",
+    }
 
 
 def _call_key(call: ToolUseBlock) -> str:

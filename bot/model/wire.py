@@ -98,11 +98,20 @@ def _content_blocks(message: Mapping[str, Any]) -> list[Any]:
 
 
 def count_breakpoints(body: Mapping[str, Any]) -> int:
+    return len(cache_marks(body))
+
+
+def cache_marks(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every `cache_control` mark in the request, in order (tools, system, messages)."""
     system = body.get("system")
     blocks: list[Any] = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
     for message in body.get("messages") or []:
         blocks += _content_blocks(message)
-    return sum(1 for b in blocks if isinstance(b, Mapping) and "cache_control" in b)
+    return [
+        b["cache_control"]
+        for b in blocks
+        if isinstance(b, Mapping) and isinstance(b.get("cache_control"), Mapping)
+    ]
 
 
 def _without_cache_control(message: Mapping[str, Any]) -> dict[str, Any]:
