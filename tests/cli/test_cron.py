@@ -95,3 +95,24 @@ async def test_list_without_jobs_says_how_to_add_one(
     config = load_config(agent_dir / "bot.toml", env={})
     assert await cron_cli._list(config, NOW) == 0
     assert "No jobs" in capsys.readouterr().out
+
+
+async def test_list_shows_a_job_a_cost_breaker_paused_and_how_to_resume_it(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(agent_dir, JOBS)
+    config = load_config(agent_dir / "bot.toml", env={})
+    store = await open_store(StoreSettings(path=config.settings.store.path), MemorySettings())
+    await store.aclose()
+    runs = await open_cron_runs(config.settings.store.path)
+    assert await runs.pause("standup", "run", utc(2024, 5, 31, 7)) is True
+    assert await runs.pause("standup", "run", utc(2024, 5, 31, 8)) is False
+    await runs.aclose()
+    assert await cron_cli._list(config, NOW) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == (
+        "  next:   paused by a cost breaker (run; `bot cron resume standup`): would fire "
+        "Mon 2024-06-03 09:00 CEST (UTC+0200) (in 19h 0m)"
+    )
+    assert await cron_cli._resume(config, "standup") == 0
+    assert await cron_cli._resume(config, "standup") == 1
