@@ -259,6 +259,7 @@ class _Turn:
         self.streamed: list[str] = []
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
+        self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -312,6 +313,7 @@ class _Turn:
             usage=self.usage,
             attempts=self.attempts,
             budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
         )
 
     def _body(self, last: bool) -> dict[str, Any]:
@@ -373,9 +375,10 @@ class _Turn:
         self, call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
     ) -> ToolResultBlock:
         began = time.monotonic()
-        if tool is None:
+        if tool is None:  # not offered here (or invented): it reaches no server
             known = ", ".join(sorted(tools)) or "none"
             output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
+            log.warning("tool_refused", tool=call.name, turn_id=self.plan.turn_id)
         else:
             try:
                 output, failed = str(await tool(call.input)), False
@@ -384,13 +387,25 @@ class _Turn:
             except Exception as exc:  # any tool bug becomes an error result, not a lost turn
                 output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
         content = bound_tool_output(output)
+        size = len(content.encode("utf-8", errors="replace"))
+        latency_ms = round((time.monotonic() - began) * 1000, 1)
         log.info(
             "tool_call",
             tool=call.name,
             ok=not failed,
-            result_bytes=len(content.encode("utf-8", errors="replace")),
-            latency_ms=round((time.monotonic() - began) * 1000, 1),
+            result_bytes=size,
+            latency_ms=latency_ms,
             turn_id=self.plan.turn_id,
+        )
+        outcome = "refused" if tool is None else "error" if failed else "ok"
+        self.tool_calls.append(
+            {
+                "tool": call.name,
+                "arguments": call.input,
+                "result_bytes": size,
+                "duration_ms": latency_ms,
+                "outcome": outcome,
+            }
         )
         return ToolResultBlock(call.id, content, is_error=failed)
 
