@@ -44,6 +44,9 @@ log = structlog.get_logger(__name__)
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DESCRIPTION_MAX_CHARS = 4000
 STDERR_TAIL_BYTES = 600
+# Starting a server (a child's interpreter, its imports) and listing its tools may take longer
+# than one call is allowed: connecting waits at least this long.
+CONNECT_MIN_SECONDS = 10.0
 
 
 class CallFailed(ToolError):
@@ -116,6 +119,10 @@ class ServerLink:
 
     # --- lifecycle ------------------------------------------------------------------------------
 
+    @property
+    def _connect_timeout(self) -> float:
+        return max(self.settings.timeout_seconds, CONNECT_MIN_SECONDS)
+
     async def start(self) -> None:
         """Start the supervisor and wait (at most `timeout_seconds`) for its first attempt."""
         # The child writes to it (appending), `stderr_tail` reads it; closed by aclose.
@@ -123,7 +130,7 @@ class ServerLink:
         self._errlog = cast(TextIO, errlog)
         self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.settings.timeout_seconds):
+            async with asyncio.timeout(self._connect_timeout):
                 await self._tried.wait()
 
     async def aclose(self) -> None:
@@ -167,7 +174,9 @@ class ServerLink:
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[Client]:
-        timeout = self.settings.timeout_seconds
+        timeout = self._connect_timeout
+        if self._errlog is not None:
+            self._errlog.truncate(0)  # only this run's error output explains its failure
         async with contextlib.AsyncExitStack() as stack:
             if self.settings.command is not None:
                 command, *args = self.settings.command
@@ -233,7 +242,7 @@ class ServerLink:
     async def _list(self, client: Client) -> None:
         listed: list[Tool] = []
         cursor: str | None = None
-        async with asyncio.timeout(self.settings.timeout_seconds):
+        async with asyncio.timeout(self._connect_timeout):
             for _ in range(100):  # a server that pages forever cannot hang the host
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")
                 listed += page.tools
