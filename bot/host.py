@@ -68,7 +68,7 @@ from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, spe
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.streaming import AnswerStream
-from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
+from bot.surfaces import NO_POLICY, Policies, SurfacePolicy, SurfaceRule
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
     Attached,
@@ -101,7 +101,8 @@ class StreamingDeliverer(Protocol):
     async def stream(self, route: ReplyRoute, delta: str) -> None: ...
 
 
-ToolsFor = Callable[[TurnRequest, RecallCache], Sequence[Tool]]
+# The tools a turn offers: its request, its recall cache, the surface rule that applies.
+ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,6 +482,8 @@ class Host:
                 render=self._assembler.recalled_block,
             )
             hits = await recall.recall(words) if self._memory is not None else []
+            tools = self._tools_for(request, recall, self._policy(request).rule)
+            surface = replace(surface, tools=tuple(tool.spec for tool in tools))
             prepared = self._assembler.prepare(
                 request, history, hits, surface=surface, attached=attached
             )
@@ -492,7 +495,7 @@ class Host:
             conversation_key=request.conversation_key,
             history=history,
             assemble=prepared.request,
-            tools=self._tools_for(request, recall),
+            tools=tools,
             on_text=stream.on_text if stream is not None else self._streamer(request),
             breakers=await self._caps.breakers(request, self._budgets, started),
         )
@@ -590,7 +593,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=_budget_details(outcome.budget),
+            details=_budget_details(outcome.budget) | _tool_details(outcome.tool_calls),
         )
         ended = await self._conclude(
             job,
@@ -941,6 +944,11 @@ def _trace_details() -> dict[str, object]:
     """The turn's trace id for its record, when traces are on."""
     found = tracing.trace_id()
     return {"trace_id": found} if found else {}
+
+
+def _tool_details(calls: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+    """The turn's tool calls for its record (tool, arguments, result size, duration, outcome)."""
+    return {"tool_calls": [dict(call) for call in calls]} if calls else {}
 
 
 def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:

@@ -45,6 +45,7 @@ from bot.stores import OpenStore
 from bot.tools import Toolbox
 
 if TYPE_CHECKING:
+    from bot.mcp.hub import McpHub
     from channels.cron.plan import JobPlan
     from channels.cron.runner import CronRunner
     from channels.cron.scheduler import CronScheduler
@@ -67,9 +68,13 @@ def require_api_key(config: Config) -> str:
 
 
 def build_toolbox(
-    config: Config, agent: AgentTexts, files: AttachmentStore | None = None
+    config: Config,
+    agent: AgentTexts,
+    files: AttachmentStore | None = None,
+    hub: McpHub | None = None,
 ) -> Toolbox:
-    """The tools the configuration offers; `files` where shared files are kept (the host's)."""
+    """The tools the configuration offers; `files` where shared files are kept (the host's),
+    `hub` the started MCP servers (their tools)."""
     settings = config.settings
     return Toolbox(
         agent,
@@ -77,7 +82,15 @@ def build_toolbox(
         memory=settings.memory.enabled,
         attachments=settings.attachments.enabled,
         files=files if settings.attachments.enabled else None,
+        extra=hub.tools if hub is not None else tuple,
     )
+
+
+def build_hub(config: Config) -> McpHub:
+    """The configured MCP servers (not started), with the secrets their env and headers name."""
+    from bot.mcp.hub import McpHub
+
+    return McpHub(config.settings.mcp, config.secrets.values)
 
 
 def build_assembler(
@@ -210,6 +223,7 @@ class App:
         self.cron_runner: CronRunner | None = None
         self.cron_jobs: list[JobPlan] = []
         self.webhooks: WebhookEndpoint | None = None
+        self.mcp: McpHub | None = None
         self.channels: list[Channel] = []
         self.web = web.Application(middlewares=[guard])
         self._runner: web.AppRunner | None = None
@@ -282,7 +296,8 @@ class App:
         parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
-        toolbox = build_toolbox(self.config, agent, store.attachments)
+        hub = await self._start_mcp()
+        toolbox = build_toolbox(self.config, agent, store.attachments, hub)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         self.web.router.add_get("/healthz", self._healthz)
@@ -308,6 +323,17 @@ class App:
         # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
         self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
         log.info("traces_exporting", endpoint=otel.endpoint, content=otel.content)
+
+    async def _start_mcp(self) -> McpHub | None:
+        """Start the MCP servers (a server that fails keeps being retried; the host serves on).
+        Leaving stops them after the host has let running turns finish."""
+        if not self.config.settings.mcp.servers:
+            return None
+        hub = build_hub(self.config)
+        self._exits.push_async_callback(hub.aclose)
+        await hub.start()
+        self.mcp = hub
+        return hub
 
     def _build_host(
         self,
@@ -346,7 +372,12 @@ class App:
                 job_day=settings.cron.max_tokens_per_job_per_day,
             ),
         )
-        self.metrics = Metrics(lambda: host.queue_depth, self._channels_up, cost=budgets.cost_of)
+        self.metrics = Metrics(
+            lambda: host.queue_depth,
+            self._channels_up,
+            cost=budgets.cost_of,
+            mcp_servers=frozenset(server.name for server in settings.mcp.servers),
+        )
         host.observers.append(self.metrics.observe)
         return host
 

@@ -307,6 +307,7 @@ class _Turn:
         self.overflow_handled = False
         self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
         self.resent = 0  # input and output of the last call: the next call sends at least this
+        self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -415,6 +416,7 @@ class _Turn:
             usage=self.usage,
             attempts=self.attempts,
             budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
         )
 
     def _body(self, last: bool) -> dict[str, Any]:
@@ -483,18 +485,32 @@ class _Turn:
             gen_ai__tool__name=call.name,
             gen_ai__tool__call__id=call.id,
         ) as span:
+            if tool is None:  # not offered here (or invented): it reaches no server
+                log.warning("tool_refused", tool=call.name, turn_id=self.plan.turn_id)
             output, failed = await _answer(call, tool, tools)
             content = bound_tool_output(output)
-            span.set(bot__ok=not failed, bot__result_bytes=len(content.encode(errors="replace")))
+            size = len(content.encode("utf-8", errors="replace"))
+            span.set(bot__ok=not failed, bot__result_bytes=size)
             if failed:
                 span.failed("the tool call failed")
+        latency_ms = round((time.monotonic() - began) * 1000, 1)
         log.info(
             "tool_call",
             tool=call.name,
             ok=not failed,
-            result_bytes=len(content.encode("utf-8", errors="replace")),
-            latency_ms=round((time.monotonic() - began) * 1000, 1),
+            result_bytes=size,
+            latency_ms=latency_ms,
             turn_id=self.plan.turn_id,
+        )
+        outcome = "refused" if tool is None else "error" if failed else "ok"
+        self.tool_calls.append(
+            {
+                "tool": call.name,
+                "arguments": call.input,
+                "result_bytes": size,
+                "duration_ms": latency_ms,
+                "outcome": outcome,
+            }
         )
         return ToolResultBlock(call.id, content, is_error=failed)
 

@@ -93,6 +93,9 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     budget: BudgetFacts | None = None
+    # One entry per tool call, for the turn record: tool, arguments, result_bytes, duration_ms,
+    # outcome ("ok", "error", or "refused": not offered on this surface, so never run).
+    tool_calls: Sequence[Mapping[str, Any]] = ()
 
 
 class ModelRuntime(Protocol):

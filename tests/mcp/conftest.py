@@ -1,0 +1,70 @@
+"""Fixtures for the MCP tests: the notes server's command, its call log, and a config helper that
+adds `[[mcp.servers]]` and `[[surfaces]]` entries to the Slack test config."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cli.settings import Config
+from tests.channels.slack.conftest import MakeConfig, make_config, slack  # noqa: F401
+
+NOTES = [sys.executable, "-m", "tests.mcp_servers.notes"]
+SECRET = "notes-token-SECRET-0042-abcdef"
+
+
+class CallLog:
+    """What reached the notes server: one line per call it ran (its tool, arguments, pid)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+
+    def tools(self) -> list[str]:
+        return [call["tool"] for call in self.calls()]
+
+
+@pytest.fixture
+def call_log(tmp_path: Path) -> CallLog:
+    return CallLog(tmp_path / "calls.jsonl")
+
+
+def server_toml(
+    name: str = "notes",
+    *,
+    timeout: float = 10,
+    max_output_bytes: int = 4096,
+    url: str | None = None,
+) -> str:
+    where = f'url = "{url}"' if url else f"command = {json.dumps(NOTES)}"
+    env = "" if url else 'env = ["NOTES_CALLS", "NOTES_TOKEN"]\n'
+    return (
+        f'\n[[mcp.servers]]\nname = "{name}"\n{where}\n{env}'
+        f"timeout_seconds = {timeout}\nmax_output_bytes = {max_output_bytes}\n"
+    )
+
+
+def rule_toml(surface_id: str, tools: list[str]) -> str:
+    return f'\n[[surfaces]]\nplatform = "slack"\nid = "{surface_id}"\ntools = {json.dumps(tools)}\n'
+
+
+MakeMcpConfig = Callable[..., Config]
+
+
+@pytest.fixture
+def make_mcp_config(make_config: MakeConfig, call_log: CallLog) -> MakeMcpConfig:  # noqa: F811
+    """The Slack config plus `toml` (servers and rules), with the notes server's variables."""
+
+    def make(toml: str, **env: str) -> Config:
+        return make_config(toml, NOTES_CALLS=str(call_log.path), NOTES_TOKEN=SECRET, **env)
+
+    return make
