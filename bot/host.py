@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import memory_commands, replies, tracing
+from bot import memory_commands, replies, schedule_commands, tracing
 from bot.budget import NO_CAPS, Budgets, SpendCaps, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
@@ -57,6 +57,7 @@ from bot.inbox import (
 from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports.attachments import AttachmentReader
+from bot.ports.cron import ChatSchedules
 from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter, HistoryStore
 from bot.ports.intake import Admission, TurnResult
@@ -147,6 +148,8 @@ class Host:
         policies: Policies | None = None,
         budgets: Budgets | None = None,
         caps: SpendCaps = NO_CAPS,
+        schedules: ChatSchedules | None = None,
+        operators: frozenset[str] = frozenset(),
         attachments: AttachmentReader | None = None,
         share: WorkShare | None = None,
         sweep_seconds: float = SHARE_SWEEP_SECONDS,
@@ -163,6 +166,8 @@ class Host:
         self._policies = policies
         self._budgets = budgets
         self._caps = caps
+        self._schedules = schedules
+        self._operators = operators
         self._delivery = Delivery(outbox, deliverers)
         # Platforms whose stored requests leave names to look up at turn time.
         self._completers = dict(completers or {})
@@ -443,6 +448,8 @@ class Host:
         text = request.text
         if is_memory_command(text):  # the person's own memory: answered here, never the model,
             return await self._memory_command(job, request, started)  # nor refused for budget
+        if self._schedules is not None and schedule_commands.is_schedules_command(text):
+            return await self._schedules_command(job, request, started, self._schedules)
         policy = self._policy(request)
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
@@ -771,6 +778,14 @@ class Host:
         scope = memory_scope(request)
         reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
         record = self._record(request, started, Outcome.OK, details={"command": "memory"})
+        return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
+
+    async def _schedules_command(
+        self, job: _Job, request: TurnRequest, started: datetime, store: ChatSchedules
+    ) -> TurnResult:
+        """/schedules: the jobs set up in chat here, answered by the host at no token cost."""
+        reply = await schedule_commands.answer(request.text, request, store, self._operators)
+        record = self._record(request, started, Outcome.COMMAND, details={"command": "schedules"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 
     async def _over_budget(

@@ -88,9 +88,11 @@ class Toolbox:
         attachments: bool = False,
         files: AttachmentStore | None = None,
         extra: ToolSource = tuple,
+        own: Sequence[tuple[ToolSpec, MakeTool]] = (),
     ) -> None:
         """`files`: where shared files are kept (None: only the specs are needed, or the store
-        keeps none). `extra`: the MCP servers' tools, sorted by name."""
+        keeps none). `extra`: the MCP servers' tools, sorted by name. `own`: more of the host's
+        tools, made for each turn (the `schedule` tool)."""
         load_skill = LoadSkillTool(agent, skill_max_bytes)
         offered: list[tuple[ToolSpec, MakeTool]] = []
         if memory:
@@ -99,6 +101,7 @@ class Toolbox:
             offered.append((LOAD_SKILL_SPEC, lambda request, recall: load_skill))
         if attachments:
             offered.append((READ_ATTACHMENT_SPEC, lambda request, recall: _reader(files, request)))
+        offered += own
         self._offered = offered
         self._extra = extra
 

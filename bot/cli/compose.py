@@ -39,13 +39,15 @@ from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
+from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
-from bot.stores import OpenStore
-from bot.tools import Toolbox
+from bot.stores import OpenStore, RunRecords
+from bot.tools import MakeTool, Toolbox
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub
+    from channels.cron.chat import ScheduleDesk
     from channels.cron.plan import JobPlan
     from channels.cron.runner import CronRunner
     from channels.cron.scheduler import CronScheduler
@@ -72,10 +74,16 @@ def build_toolbox(
     agent: AgentTexts,
     files: AttachmentStore | None = None,
     hub: McpHub | None = None,
+    desk: ScheduleDesk | None = None,
 ) -> Toolbox:
     """The tools the configuration offers; `files` where shared files are kept (the host's),
-    `hub` the started MCP servers (their tools)."""
+    `hub` the started MCP servers (their tools), `desk` the schedules set up in chat."""
     settings = config.settings
+    own: list[tuple[ToolSpec, MakeTool]] = []
+    if desk is not None:
+        from channels.cron.chat import SCHEDULE_SPEC
+
+        own.append((SCHEDULE_SPEC, lambda request, recall: desk.tool(request)))
     return Toolbox(
         agent,
         skill_max_bytes=settings.agent.skill_max_bytes,
@@ -83,6 +91,7 @@ def build_toolbox(
         attachments=settings.attachments.enabled,
         files=files if settings.attachments.enabled else None,
         extra=hub.tools if hub is not None else tuple,
+        own=own,
     )
 
 
@@ -222,6 +231,7 @@ class App:
         self.cron: CronScheduler | None = None
         self.cron_runner: CronRunner | None = None
         self.cron_jobs: list[JobPlan] = []
+        self._records: RunRecords | None = None
         self.webhooks: WebhookEndpoint | None = None
         self.mcp: McpHub | None = None
         self.channels: list[Channel] = []
@@ -297,7 +307,8 @@ class App:
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         hub = await self._start_mcp()
-        toolbox = build_toolbox(self.config, agent, store.attachments, hub)
+        desk = await self._schedule_desk(store)
+        toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         self.web.router.add_get("/healthz", self._healthz)
@@ -323,6 +334,34 @@ class App:
         # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
         self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
         log.info("traces_exporting", endpoint=otel.endpoint, content=otel.content)
+
+    async def _schedule_desk(self, store: OpenStore) -> ScheduleDesk | None:
+        """Schedules from chat, when `[schedules] allowed` names anyone: their records (shared
+        with cron's) and the desk the `schedule` tool works at."""
+        settings = self.config.settings
+        if not settings.schedules.enabled:
+            return None
+        from channels.cron.chat import ScheduleDesk
+
+        records = await self._run_records(store)
+        return ScheduleDesk(
+            records,
+            settings.schedules,
+            settings.schedules.timezone or settings.agent.timezone,
+            operators=frozenset(settings.budget.operators),
+            changed=self._schedules_changed,
+        )
+
+    def _schedules_changed(self) -> None:
+        if self.cron is not None:
+            self.cron.changed()
+
+    async def _run_records(self, store: OpenStore) -> RunRecords:
+        """The store's cron records (runs, slots, pauses, chat schedules), opened once."""
+        if self._records is None:
+            self._records = await store.cron_runs()
+            self._exits.push_async_callback(self._records.aclose)
+        return self._records
 
     async def _start_mcp(self) -> McpHub | None:
         """Start the MCP servers (a server that fails keeps being retried; the host serves on).
@@ -366,6 +405,8 @@ class App:
             attachments=self._attachment_intake(store),
             policies=policy.policies,
             budgets=budgets,
+            schedules=self._records if settings.schedules.enabled else None,
+            operators=frozenset(settings.budget.operators),
             caps=SpendCaps(
                 turn=settings.budget.max_tokens_per_turn,
                 run=settings.cron.max_tokens_per_run,
@@ -419,16 +460,17 @@ class App:
             if self._runs.http
             else []
         )
-        if not jobs and not hooks:
+        chat = settings.schedules.enabled
+        if not jobs and not hooks and not chat:
             return
-        runs = await store.cron_runs()
-        self._exits.push_async_callback(runs.aclose)
+        runs = await self._run_records(store)
         self.cron_jobs = jobs
         self.cron_runner = CronRunner(self.host, deliverers, runs)
         if hooks:
             self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
             self.webhooks.install(self.web)
-        if jobs and self._runs.scheduler:
+        if (jobs or chat) and self._runs.scheduler:
+            from channels.cron.chat import job_plans
             from channels.cron.scheduler import CronScheduler
 
             self.cron = CronScheduler(
@@ -438,6 +480,7 @@ class App:
                 misfire_grace=settings.cron.misfire_grace,
                 retries=settings.cron.retries,
                 retry_delay=settings.cron.retry_delay,
+                source=(lambda: job_plans(runs)) if chat else None,
             )
 
     async def _start_cron(self) -> None:

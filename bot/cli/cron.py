@@ -12,7 +12,7 @@ from bot.cli.settings import Config
 from bot.config import LoggingSettings
 from bot.errors import ConfigError
 from bot.logs import configure_logging
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger
 
 HELP = "list scheduled jobs or run one now"
 WEBHOOK_PREFIX = "webhook:"
@@ -45,11 +45,12 @@ async def _list(config: Config, now: datetime) -> int:
     settings = config.settings
     jobs = plan_jobs(settings.cron, settings.platforms())
     hooks = [hook.name for hook in settings.webhooks]
-    if not jobs and not hooks:
+    chat = await _chat_schedules(config)
+    if not jobs and not hooks and not chat:
         print("No jobs: add [[cron.jobs]] entries to the config (see README, Scheduled posts).")
         return 0
     names = [job.name for job in jobs] + [WEBHOOK_PREFIX + hook for hook in hooks]
-    last, pauses = await _latest_runs(names, config)
+    last, pauses = await _latest_runs(names + [item.job for item in chat], config)
     for job in jobs:
         fire = job.schedule.next_after(now)
         state = "enabled" if job.enabled else "paused (enabled = false): would fire"
@@ -60,10 +61,47 @@ async def _list(config: Config, now: datetime) -> int:
         print(f"  next:   {state} {_local(job.schedule.local(fire))} ({_until(fire - now)})")
         print(f"  notify: {job.run.notify or 'none (the answer goes to history only)'}")
         print(f"  last:   {_outcome(last.get(job.name), job.schedule.timezone)}")
+    for item in chat:
+        _print_chat_schedule(item, now, last.get(item.job), pauses.get(item.job))
     for hook in hooks:
         print(f"webhook {hook}  POST /hooks/{hook}")
         print(f"  last:   {_outcome(last.get(WEBHOOK_PREFIX + hook), 'UTC')}")
     return 0
+
+
+def _print_chat_schedule(
+    item: ChatSchedule, now: datetime, last: CronRun | None, paused: str | None
+) -> None:
+    """A job set up in chat, beside the configured ones (where it posts stays unshown: a route)."""
+    from channels.cron.schedule import Schedule
+
+    schedule = Schedule.parse(item.expression, item.timezone)
+    fire = schedule.next_after(now)
+    state = "enabled"
+    if paused is not None:
+        state = f"paused by a cost breaker ({paused}; `bot cron resume {item.job}`): would fire"
+    print(f"{item.job}  [{item.expression}]  {item.timezone}  (set up in chat at {item.place})")
+    print(f"  next:   {state} {_local(schedule.local(fire))} ({_until(fire - now)})")
+    print(f"  does:   {' '.join(item.prompt.split())[:100]}")
+    print(f"  last:   {_outcome(last, item.timezone)}")
+
+
+async def _chat_schedules(config: Config) -> list[ChatSchedule]:
+    """The jobs set up in chat, read-only; none when the store was never created."""
+    from bot.cli.stored import open_configured
+
+    settings = config.settings
+    if not settings.store.url and not settings.store.path.expanduser().is_file():
+        return []
+    store = await open_configured(settings.store, settings.memory)
+    try:
+        runs = await store.cron_runs(read_only=True)
+        try:
+            return await runs.schedules()
+        finally:
+            await runs.aclose()
+    finally:
+        await store.aclose()
 
 
 async def _latest_runs(

@@ -11,7 +11,7 @@ from pydantic import Field
 from bot import config
 from bot.config import CoreSettings
 from bot.mcp.settings import McpSettings
-from channels.cron.settings import CronSettings, WebhookSettings
+from channels.cron.settings import CronSettings, SchedulesSettings, WebhookSettings
 from channels.slack import settings as slack
 from channels.slack.settings import SlackSettings
 from channels.telegram import settings as telegram
@@ -24,12 +24,13 @@ class Settings(CoreSettings):
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
-        *("cron", "host", "logging", "prompt", "budget", "mcp", "otel"),
+        *("cron", "schedules", "host", "logging", "prompt", "budget", "mcp", "otel"),
     )
 
     slack: SlackSettings = SlackSettings()
     telegram: TelegramSettings = TelegramSettings()
     cron: CronSettings = CronSettings()
+    schedules: SchedulesSettings = SchedulesSettings()
     webhooks: list[WebhookSettings] = Field(default_factory=list)
     mcp: McpSettings = McpSettings()
 

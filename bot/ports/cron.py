@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from bot.turns import ReplyRoute
+
 
 class CronRunStatus(StrEnum):
     RUNNING = "running"
@@ -88,3 +90,41 @@ class CronRuns(Protocol):
 
     async def paused(self) -> list[JobPause]:
         """Every paused job, oldest pause first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSchedule:
+    """A job someone set up in chat (SPEC §17). `place` is where it was set up and is listed
+    (`<channel>:<surface id>`), `route` where its runs post (the conversation it was asked in),
+    `creator` the person id: all three host-side, never shown to the model."""
+
+    id: str
+    place: str
+    route: ReplyRoute
+    creator: str
+    expression: str
+    timezone: str
+    prompt: str
+    created_at: datetime
+
+    @property
+    def job(self) -> str:
+        """The name its runs, slots and pause are recorded under."""
+        return f"{SCHEDULE_PREFIX}{self.id}"
+
+
+SCHEDULE_PREFIX = "schedule:"
+
+
+class ChatSchedules(Protocol):
+    """The jobs set up in chat, durable and shared by every replica."""
+
+    async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
+        """Store it unless its place already has `per_place` or its creator `per_person`
+        schedules: "" when stored, else which bound it met ("place" or "person")."""
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]:
+        """Every schedule (or those of one place), oldest first."""
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        """Remove it; True when it existed."""

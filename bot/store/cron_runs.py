@@ -15,15 +15,18 @@ from pathlib import Path
 
 import aiosqlite
 
-from bot.ports.cron import CronRun, CronRunStatus, JobPause
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, JobPause
 from bot.sql.cron_runs import (
     COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
+    SCHEDULE_COLUMNS,
     run_row,
+    schedule_row,
     stored_pause,
     stored_run,
+    stored_schedule,
     stored_time,
 )
 
@@ -153,6 +156,52 @@ class SqliteCronRuns:
         ) as cursor:
             return [stored_pause(row) for row in await cursor.fetchall()]
 
+    async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
+        # One write transaction: two processes on the file never both take the last free place.
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            met = await self._bound_met(schedule, per_place, per_person)
+            if not met:
+                await self._conn.execute(
+                    f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                    schedule_row(schedule),
+                )
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await self._conn.execute("ROLLBACK")
+            raise
+        return met
+
+    async def _bound_met(self, schedule: ChatSchedule, per_place: int, per_person: int) -> str:
+        for column, value, limit, name in (
+            ("place", schedule.place, per_place, "place"),
+            ("creator", schedule.creator, per_person, "person"),
+        ):
+            row = await self._one(
+                f"SELECT count(*) FROM chat_schedules WHERE {column} = ?",
+                (value,),
+                "chat_schedules",
+            )
+            if row is not None and int(row[0]) >= limit:
+                return name
+        return ""
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]:
+        if not await self._has_table("chat_schedules"):
+            return []
+        where, params = ("WHERE place = ?", (place,)) if place is not None else ("", ())
+        async with self._conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM chat_schedules {where} ORDER BY created_at, id",
+            params,
+        ) as cursor:
+            return [stored_schedule(row) for row in await cursor.fetchall()]
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        async with self._conn.execute(
+            "DELETE FROM chat_schedules WHERE id = ?", (schedule_id,)
+        ) as cursor:
+            return cursor.rowcount == 1
+
     async def aclose(self) -> None:
         if self._owns:
             await self._conn.close()
@@ -167,8 +216,10 @@ class SqliteCronRuns:
             (job, job, self._keep),
         )
 
-    async def _one(self, sql: str, params: tuple[object, ...]) -> sqlite3.Row | None:
-        if not await self._has_table():
+    async def _one(
+        self, sql: str, params: tuple[object, ...], table: str = "cron_runs"
+    ) -> sqlite3.Row | None:
+        if not await self._has_table(table):
             return None
         async with self._conn.execute(sql, params) as cursor:
             row = await cursor.fetchone()
@@ -177,7 +228,7 @@ class SqliteCronRuns:
     async def _has_table(self, name: str = "cron_runs") -> bool:
         """A store that never ran a job has no table yet (read-only views); that reads as empty.
         (A store an older version made has cron_runs but not cron_pauses.)"""
-        if self._table:
+        if self._table and name == "cron_runs":
             return True
         async with self._conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)

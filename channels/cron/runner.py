@@ -144,6 +144,10 @@ class CronRunner:
         return RunResult(finished, previous.text)
 
     def _route(self, plan: RunPlan) -> tuple[ReplyRoute | None, str | None]:
+        if plan.route is not None:
+            if plan.route.platform not in self._deliverers:
+                return None, f"the {plan.route.platform} channel is not running in this process"
+            return plan.route, None
         if plan.notify is None:
             return None, None
         deliverer = self._deliverers.get(plan.notify.platform)
@@ -167,7 +171,7 @@ class CronRunner:
             return await self._finish(
                 record, CronRunStatus.FAILED, error=f"{result.outcome}: {reason}"
             )
-        if plan.notify is None:
+        if not plan.notifies:
             return await self._finish(record, CronRunStatus.OK)
         report = result.delivery or DeliveryReport(parts=1, accepted=0, error="nothing was posted")
         status = CronRunStatus.OK if report.delivered else CronRunStatus.UNDELIVERED

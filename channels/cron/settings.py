@@ -1,4 +1,5 @@
-"""Cron's and webhooks' settings: the `[cron]` section and the `[[webhooks]]` entries."""
+"""Cron's and webhooks' settings: the `[cron]` section, the `[[webhooks]]` entries and the
+`[schedules]` section (jobs people set up in chat)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,25 @@ class WebhookSettings(Section):
     prompt_template: str
     notify: Annotated[str, Field(pattern=r"^(slack|telegram):\S+$")] | None = None
     conversation_id: str | None = None
+
+
+class SchedulesSettings(Section):
+    """`[schedules]`: who may set up jobs in chat (person ids, `slack:U0123ABCD` or
+    `telegram:4242`), their bounds, and the time zone plain times are read in."""
+
+    allowed: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*:\S+$")]] = Field(
+        default_factory=list
+    )
+    max_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 5
+    max_per_person: Annotated[int, Field(ge=1, le=10_000)] = 10
+    min_interval_minutes: Annotated[int, Field(ge=1, le=7 * 24 * 60)] = 60
+    timezone: str | None = None  # default: agent.timezone
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return None if value is None else check_timezone(value)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.allowed)
