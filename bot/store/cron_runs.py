@@ -9,6 +9,7 @@ each job, none older than `max_age_days`.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import datetime
 from pathlib import Path
@@ -81,6 +82,7 @@ class SqliteCronRuns:
         self._max_age = max_age_days * 86_400.0
         self._owns = owns_connection
         self._table = False
+        self._adding = asyncio.Lock()  # one transaction at a time on this connection
 
     async def ensure_table(self) -> None:
         for statement in _SCHEMA:
@@ -158,18 +160,19 @@ class SqliteCronRuns:
 
     async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
         # One write transaction: two processes on the file never both take the last free place.
-        await self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            met = await self._bound_met(schedule, per_place, per_person)
-            if not met:
-                await self._conn.execute(
-                    f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
-                    schedule_row(schedule),
-                )
-            await self._conn.execute("COMMIT")
-        except BaseException:
-            await self._conn.execute("ROLLBACK")
-            raise
+        async with self._adding:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                met = await self._bound_met(schedule, per_place, per_person)
+                if not met:
+                    await self._conn.execute(
+                        f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                        schedule_row(schedule),
+                    )
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
         return met
 
     async def _bound_met(self, schedule: ChatSchedule, per_place: int, per_person: int) -> str:

@@ -82,6 +82,7 @@ def job_plan(schedule: ChatSchedule) -> JobPlan:
         schedule.prompt,
         True,
         run,
+        since=schedule.created_at,
     )
 
 

@@ -86,6 +86,7 @@ class JobPlan:
     prompt: str
     enabled: bool
     run: RunPlan
+    since: datetime | None = None  # a job set up in chat: no slot before it was set up
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,7 +83,8 @@ class CronScheduler:
         self._source = source
         self._refresh = timedelta(seconds=refresh)
         self._sourced: set[str] = set()  # names of the jobs read from `source`
-        self._read_at: datetime | None = None
+        self._read_at: datetime | None = None  # the last read that succeeded
+        self._tried_at: datetime | None = None  # the last read, failed or not
         self._poked = asyncio.Event()
         self._runner = runner
         self._runs = runs
@@ -166,6 +167,7 @@ class CronScheduler:
         """Add the source's new jobs and drop its removed ones (a run in flight finishes)."""
         if self._source is None:
             return
+        self._tried_at = now  # a failed read is tried again at the next refresh, not at once
         try:
             plans = [plan for plan in await self._source() if plan.name not in self._configured]
         except Exception as exc:  # the store is away: keep what was read, try again later
@@ -179,7 +181,10 @@ class CronScheduler:
         for plan in plans:
             if plan.name in self._jobs:
                 continue
-            job = _Job(plan, plan.schedule.next_after(since or now))
+            # Read late, a job still gets the slots since the last read, never one before it
+            # was set up; the first read (at start) looks forward only, like configured jobs.
+            start = now if since is None else max(since, plan.since or since)
+            job = _Job(plan, plan.schedule.next_after(start))
             self._jobs[plan.name] = job
             if since is None and (missed := await self._missed_while_down(plan, now)):
                 self._fire(job, missed, CronTrigger.CATCH_UP)
@@ -189,7 +194,7 @@ class CronScheduler:
     def _due_to_read(self, now: datetime) -> bool:
         if self._source is None:
             return False
-        stale = self._read_at is None or now - self._read_at >= self._refresh
+        stale = self._tried_at is None or now - self._tried_at >= self._refresh
         return stale or self._poked.is_set()
 
     @property
@@ -208,8 +213,8 @@ class CronScheduler:
             if not self._jobs and self._source is None:
                 return
             wakes = [job.next_fire for job in self._jobs.values()]
-            if self._source is not None and self._read_at is not None:
-                wakes.append(self._read_at + self._refresh)
+            if self._source is not None and self._tried_at is not None:
+                wakes.append(self._tried_at + self._refresh)
             wake = min(wakes)
             await self._nap(min(max((wake - now).total_seconds(), 0.0), MAX_NAP_SECONDS))
 
