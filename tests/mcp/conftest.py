@@ -18,7 +18,8 @@ from bot.cli.settings import Config
 from tests.channels.slack.conftest import MakeConfig, make_config, slack  # noqa: F401
 from tests.waiting import GUARD
 
-NOTES = [sys.executable, "-m", "tests.mcp_servers.notes"]
+# Run as a script (by path), so it starts from any working folder.
+NOTES = [sys.executable, str(Path(__file__).parents[1] / "mcp_servers" / "notes.py")]
 SECRET = "notes-token-SECRET-0042-abcdef"
 
 
