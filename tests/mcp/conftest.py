@@ -16,6 +16,7 @@ import pytest
 
 from bot.cli.settings import Config
 from tests.channels.slack.conftest import MakeConfig, make_config, slack  # noqa: F401
+from tests.cli.conftest import bot  # noqa: F401
 from tests.waiting import GUARD
 
 # Run as a script (by path), so it starts from any working folder.

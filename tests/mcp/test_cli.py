@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.cli.conftest import RunBot, bot  # noqa: F401
+from tests.cli.conftest import RunBot
 from tests.conftest import write_config
 from tests.mcp.conftest import NOTES, SECRET, rule_toml, server_toml
 
@@ -22,7 +22,8 @@ GARBAGE = [sys.executable, "-c", "print('this is not JSON-RPC')"]
 def servers(tmp: Path) -> str:
     return (
         server_toml()
-        + f'\n[[mcp.servers]]\nname = "leaky"\ncommand = {json.dumps(LEAKY)}\nenv = ["NOTES_TOKEN"]\n'
+        + f'\n[[mcp.servers]]\nname = "leaky"\ncommand = {json.dumps(LEAKY)}\n'
+        + 'env = ["NOTES_TOKEN"]\n'
         + f'\n[[mcp.servers]]\nname = "garbage"\ncommand = {json.dumps(GARBAGE)}\n'
         + '\n[[mcp.servers]]\nname = "missing"\ncommand = ["/nonexistent/mcp-server"]\n'
     )
@@ -41,13 +42,17 @@ def test_doctor_lists_a_good_servers_tools_and_names_each_failure_without_secret
     assert good.startswith("ok")
     assert "stdio: 11 tool(s): add, auth, big, boom, crash, data, grow, image, search" in good
     [leaky] = [line for line in lines if "mcp server leaky" in line]
-    assert leaky.startswith("FAIL") and "my token is" in leaky and "Fix:" in leaky
+    assert leaky.startswith("FAIL")
+    assert "my token is" in leaky
+    assert "Fix:" in leaky
     [garbage] = [line for line in lines if "mcp server garbage" in line]
     assert garbage.startswith("FAIL")
     [missing] = [line for line in lines if "mcp server missing" in line]
-    assert missing.startswith("FAIL") and "cannot start '/nonexistent/mcp-server'" in missing
+    assert missing.startswith("FAIL")
+    assert "cannot start '/nonexistent/mcp-server'" in missing
     [unset] = [line for line in lines if line.split()[1:2] == ["NOTES_CALLS"]]
-    assert unset.startswith("FAIL") and "export NOTES_CALLS" in unset
+    assert unset.startswith("FAIL")
+    assert "export NOTES_CALLS" in unset
     assert SECRET not in result.stdout + result.stderr
 
 
@@ -58,9 +63,11 @@ def test_tools_lists_what_each_surface_is_offered(bot: RunBot, agent_dir: Path) 
     assert result.returncode == 0, result.stderr
     ruled, rest = result.stdout.split("none (no [[surfaces]] rule matches):")
     assert "surfaces[0] (platform slack, id C0GENERAL):" in ruled
-    assert "notes__search  (read-only)" in ruled and "notes__secret" in ruled
+    assert "notes__search  (read-only)" in ruled
+    assert "notes__secret" in ruled
     assert "notes__add" not in ruled
-    assert "notes__" not in rest and "memory_recall" in rest
+    assert "notes__" not in rest
+    assert "memory_recall" in rest
     one = bot(
         "tools",
         "--surface",
@@ -69,5 +76,6 @@ def test_tools_lists_what_each_surface_is_offered(bot: RunBot, agent_dir: Path) 
         str(agent_dir / "bot.toml"),
         env=env,
     )
-    assert "notes__search" in one.stdout and "none (no" not in one.stdout
+    assert "notes__search" in one.stdout
+    assert "none (no" not in one.stdout
     assert NOTES[0] not in one.stdout
