@@ -15,6 +15,7 @@ from tests.channels.slack.test_scenarios import send
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.fakes.slack import FakeSlack
 from tests.mcp.conftest import SECRET, CallLog, MakeMcpConfig, rule_toml, server_toml
+from tests.waiting import until
 
 ALLOWED = rule_toml(GENERAL, ["notes__*", "memory_recall"])
 
@@ -179,3 +180,16 @@ async def test_tool_lists_are_the_same_bytes_across_turns_and_surfaces(
     assert names[0] == "memory_recall"
     assert names[1:] == sorted(names[1:])
     assert "notes__add" in names
+
+
+async def test_shutdown_lets_a_running_call_finish_before_the_servers_stop(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig, call_log: CallLog
+) -> None:
+    claude.script(call("notes__sleep", seconds=1), "Slept well.")
+    async with App(make_mcp_config(server_toml() + ALLOWED)):
+        await slack.push(slack.mention(GENERAL, ALICE, "take a nap"))
+        await until(lambda: "sleep" in call_log.tools())
+    [slept] = tool_results(claude.requests[1])
+    assert slept.get("is_error", False) is False
+    assert "slept" in slept["content"]
+    assert [post["text"] for post in slack.posts] == ["Slept well."]
