@@ -81,7 +81,8 @@ async def overhead(
         row[f"host_{name}_ms"] = round(host_ms, 3)
         row[f"overhead_{name}_ms"] = round(host_ms - sdk_ms, 3)
     print(
-        f"{transport:>5}: server (SDK) p50 {row['sdk_p50_ms']:.2f} ms, p99 {row['sdk_p99_ms']:.2f} ms;"
+        f"{transport:>5}: server (SDK) p50 {row['sdk_p50_ms']:.2f} ms, "
+        f"p99 {row['sdk_p99_ms']:.2f} ms;"
         f" through the host p50 {row['host_p50_ms']:.2f} ms, p99 {row['host_p99_ms']:.2f} ms;"
         f" overhead p50 {row['overhead_p50_ms']:+.2f} ms, p99 {row['overhead_p99_ms']:+.2f} ms"
     )
@@ -137,7 +138,8 @@ async def cost(turns: int) -> list[dict[str, Any]]:
         f"\nwith the MCP server: weighted {with_mcp['mean_weighted']:.0f} tokens per turn "
         f"({with_mcp['mean_weighted'] - floor['mean_weighted']:+.0f} over the floor "
         f"{floor['mean_weighted']:.0f}; target <= {cache.TARGET_WEIGHTED}), share "
-        f"{with_mcp['mean_share']:.3f} (floor {floor['mean_share']:.3f}; target >= {cache.TARGET_SHARE})"
+        f"{with_mcp['mean_share']:.3f} (floor {floor['mean_share']:.3f}; "
+        f"target >= {cache.TARGET_SHARE})"
     )
     return summaries
 
