@@ -101,7 +101,12 @@ async def overheads(calls: int, warmup: int) -> list[dict[str, Any]]:
     rows = [await overhead("stdio", params, stdio, calls, warmup)]
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
-        *NOTES, "--http", str(port), env=dict(os.environ), stderr=asyncio.subprocess.DEVNULL
+        *NOTES,
+        "--http",
+        str(port),
+        env=dict(os.environ),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}/mcp"

@@ -99,7 +99,12 @@ async def http_notes(call_log: CallLog) -> AsyncIterator[str]:
     port = free_port()
     env = {**os.environ, "NOTES_CALLS": str(call_log.path), "NOTES_EXPECT": f"Bearer {SECRET}"}
     process = await asyncio.create_subprocess_exec(
-        *NOTES, "--http", str(port), env=env, stderr=asyncio.subprocess.DEVNULL
+        *NOTES,
+        "--http",
+        str(port),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         async with asyncio.timeout(GUARD):
