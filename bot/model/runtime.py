@@ -29,7 +29,7 @@ from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
-from bot.ports.tools import Tool
+from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 
@@ -260,6 +260,7 @@ class _Turn:
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+        self.images: dict[str, tuple[ToolImage, ...]] = {}  # by tool_use id, this round's
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -296,12 +297,16 @@ class _Turn:
             if last:  # the model asked for tools anyway: end honestly, without the calls
                 note = replies.tool_round_limit(limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
+            self.images = {}  # this round's only: later requests replay the results' text
             results = await self._run_tools(calls)
             self.entries += [
                 self._counted(wire.assistant_entry(text, calls)),
                 self._counted(wire.results_entry(results)),
             ]
-            self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
+            self.rounds += [
+                wire.assistant_message(message.content),
+                wire.results_message(results, self.images),
+            ]
 
     def _finish(self, text: str) -> TurnOutcome:
         self.entries.append(self._counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
@@ -381,7 +386,12 @@ class _Turn:
             log.warning("tool_refused", tool=call.name, turn_id=self.plan.turn_id)
         else:
             try:
-                output, failed = str(await tool(call.input)), False
+                returned = await tool(call.input)
+                if isinstance(returned, ToolOutput):
+                    output, failed = returned.text, False
+                    self.images[call.id] = returned.images
+                else:
+                    output, failed = str(returned), False
             except ToolError as exc:
                 output, failed = str(exc) or type(exc).__name__, True
             except Exception as exc:  # any tool bug becomes an error result, not a lost turn

@@ -18,9 +18,15 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from bot.mcp.hub import _ready
 from bot.mcp.results import fenced, result_text, sample
 from bot.prompt.fence import FENCE_TAGS, fence_forms
 from tests.prompt.strategies import untrusted_text
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 @given(st.text(), st.integers(min_value=64, max_value=4096))
@@ -59,7 +65,7 @@ def test_the_fence_names_the_tool_and_says_it_is_data() -> None:
     assert "reported an error" in error
 
 
-def test_text_images_audio_links_and_resources_are_rendered_without_their_bytes() -> None:
+def test_text_images_audio_links_and_resources_are_described_without_their_bytes() -> None:
     png = base64.b64encode(b"\x89PNG" + b"\0" * 96).decode()
     result = CallToolResult(
         content=[
@@ -80,7 +86,7 @@ def test_text_images_audio_links_and_resources_are_rendered_without_their_bytes(
     text = result_text(result)
     assert text.splitlines() == [
         "caption",
-        "[image image/png, 100 bytes: not shown]",
+        "[image image/png, 100 bytes]",
         "[audio audio/wav, 100 bytes: not shown]",
         "[resource link: report file:///r.txt]",
         "inline text",
@@ -94,3 +100,20 @@ def test_structured_content_is_shown_as_canonical_json_when_no_text_says_it() ->
     assert result_text(structured) == '{"a": "é", "b": 1}'
     both = CallToolResult(content=[TextContent(type="text", text="said")], structured_content={})
     assert result_text(both) == "said"
+
+
+async def test_images_are_made_ready_and_the_rest_described() -> None:
+    pixel = ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png")
+    broken = ImageContent(type="image", data="@@not base64@@", mime_type="image/png")
+    damaged = ImageContent(
+        type="image", data=base64.b64encode(b"not an image").decode(), mime_type="image/png"
+    )
+    shown, notes = await _ready([pixel, broken, damaged, pixel, pixel])
+    assert [image.media_type for image in shown] == ["image/png", "image/png"]
+    assert base64.b64decode(shown[0].data) == PNG
+    assert notes[0] == "[image 2 not shown: its data is not valid base64]"
+    assert notes[1].startswith("[image 3 not shown: ")
+    assert notes[2:] == [
+        "[1 more image(s) not shown]",
+        "[2 image(s) shown with this result, only this once]",
+    ]

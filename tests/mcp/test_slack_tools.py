@@ -209,3 +209,24 @@ async def test_shutdown_lets_a_running_call_finish_before_the_servers_stop(
     assert slept.get("is_error", False) is False
     assert "slept" in slept["content"]
     assert [post["text"] for post in slack.posts] == ["Slept well."]
+
+
+async def test_an_image_from_a_tool_is_shown_once_and_history_keeps_its_description(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig
+) -> None:
+    claude.script(call("notes__image"), "A clear pixel.", "Still here.")
+    async with App(make_mcp_config(server_toml() + ALLOWED)) as app:
+        thread = slack.mention(GENERAL, ALICE, "show me the picture")
+        await send(slack, app, thread)
+        ts = thread["event"]["ts"]
+        await send(slack, app, slack.mention(GENERAL, ALICE, "and now?", thread_ts=ts))
+    [shown] = tool_results(claude.requests[1])
+    text, image = shown["content"]
+    assert "[image image/png, 70 bytes]" in text["text"]
+    assert "a transparent pixel" in text["text"]
+    assert "1 image(s) shown with this result" in text["text"]
+    assert image["type"] == "image"
+    assert image["source"]["media_type"] == "image/png"
+    replayed = json.dumps(claude.requests[2]["messages"])
+    assert "[image image/png, 70 bytes]" in replayed
+    assert image["source"]["data"] not in replayed
