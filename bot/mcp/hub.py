@@ -10,18 +10,27 @@ the turn goes on.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
+from mcp.types import ImageContent
 
-from bot.errors import ToolError
+from bot.attachments.images import prepare_image
+from bot.errors import FileUnreadable, ToolError
 from bot.mcp.link import CallFailed, ServerLink, ToolInfo
-from bot.mcp.results import fenced, result_text
+from bot.mcp.results import fenced, images, result_text
 from bot.mcp.settings import McpSettings
-from bot.ports.tools import ToolSpec
+from bot.ports.tools import ToolImage, ToolOutput, ToolSpec
 
 log = structlog.get_logger(__name__)
+
+# Images of one result shown to the model (each downscaled like a shared photo); more are only
+# described. Larger than this, an image is not even decoded.
+MAX_IMAGES = 4
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
 
 
 class McpTool:
@@ -32,7 +41,7 @@ class McpTool:
         self.spec = ToolSpec(info.name, info.description, info.input_schema)
         self._link = link
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         info, limit = self.info, self._link.settings.max_output_bytes
         try:
             result = await self._link.call(info.tool, arguments)
@@ -42,7 +51,35 @@ class McpTool:
         text = result_text(result)
         if result.is_error:
             raise ToolError(fenced(info.name, text or "no reason given", limit, error=True))
-        return fenced(info.name, text, limit)
+        shown, notes = await _ready(images(result))
+        text = "\n".join([text, *notes]) if notes else text
+        body = fenced(info.name, text, limit)
+        return ToolOutput(body, shown) if shown else body
+
+
+async def _ready(found: Sequence[ImageContent]) -> tuple[tuple[ToolImage, ...], list[str]]:
+    """The images to show (downscaled within the API's limits, off the event loop) and a line
+    for each one that is not shown, saying why."""
+    shown: list[ToolImage] = []
+    notes: list[str] = []
+    for number, block in enumerate(found[:MAX_IMAGES], start=1):
+        try:
+            data = base64.b64decode(block.data, validate=True)
+            if len(data) > MAX_IMAGE_BYTES:
+                raise FileUnreadable(f"larger than {MAX_IMAGE_BYTES} bytes")
+            ready = await asyncio.to_thread(prepare_image, data)
+        except (binascii.Error, ValueError):
+            notes.append(f"[image {number} not shown: its data is not valid base64]")
+            continue
+        except FileUnreadable as exc:
+            notes.append(f"[image {number} not shown: {exc}]")
+            continue
+        shown.append(ToolImage(ready.media_type, base64.b64encode(ready.data).decode("ascii")))
+    if len(found) > MAX_IMAGES:
+        notes.append(f"[{len(found) - MAX_IMAGES} more image(s) not shown]")
+    if shown:
+        notes.append(f"[{len(shown)} image(s) shown with this result, only this once]")
+    return tuple(shown), notes
 
 
 class McpHub:

@@ -124,13 +124,14 @@ class ServerLink:
         return max(self.settings.timeout_seconds, CONNECT_MIN_SECONDS)
 
     async def start(self) -> None:
-        """Start the supervisor and wait (at most `timeout_seconds`) for its first attempt."""
+        """Start the supervisor and wait for its first attempt (connecting, listing the tools)."""
         # The child writes to it (appending), `stderr_tail` reads it; closed by aclose.
         errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._errlog = cast(TextIO, errlog)
         self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._connect_timeout):
+            # A little past the attempt's own timeout, so a hung start reports that timeout.
+            async with asyncio.timeout(self._connect_timeout + 2):
                 await self._tried.wait()
 
     async def aclose(self) -> None:
@@ -312,7 +313,7 @@ class ServerLink:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         if isinstance(exc, TimeoutError):
-            reason = f"no answer within {self.settings.timeout_seconds:g} s"
+            reason = f"no valid answer within {self._connect_timeout:g} s while connecting"
         elif isinstance(exc, FileNotFoundError | PermissionError):
             program = self.settings.command[0] if self.settings.command else ""
             reason = f"cannot start {program!r}: {exc.strerror}"

@@ -3,9 +3,11 @@
 What a server returns was written by neither the host nor the person, so it is treated like the
 preceding messages: lone surrogates replaced, every fence-tag form escaped (`neutralize`), and
 wrapped in `<tool_result>` with a line saying it is data, not instructions. Past the server's
-`max_output_bytes` the text keeps its head (60%) and tail (40%) with a marker between. Images,
-audio and binary resources are described by kind and size, never inlined (their bytes stay out of
-history); structured content is shown as canonical JSON when no text says it already.
+`max_output_bytes` the text keeps its head (60%) and tail (40%) with a marker between. Images are
+described in the text (history keeps only that) and the first few are handed over for the
+request that follows the call (`bot.mcp.hub` makes them fit the API's limits); audio and binary
+resources are described by kind and size only; structured content is shown as canonical JSON when
+no text says it already.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def result_text(result: CallToolResult) -> str:
 def _block_text(block: ContentBlock) -> str:
     if isinstance(block, TextContent):
         return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
+    if isinstance(block, ImageContent):
         mime = one_line(block.mime_type, 80)
-        return f"[{kind} {mime}, {_decoded_size(block.data)} bytes: not shown]"
+        return f"[image {mime}, {_decoded_size(block.data)} bytes]"
+    if isinstance(block, AudioContent):
+        mime = one_line(block.mime_type, 80)
+        return f"[audio {mime}, {_decoded_size(block.data)} bytes: not shown]"
     if isinstance(block, ResourceLink):
         return f"[resource link: {one_line(block.name, 200)} {one_line(str(block.uri), 500)}]"
     if isinstance(block, EmbeddedResource):
@@ -61,6 +65,11 @@ def _block_text(block: ContentBlock) -> str:
         uri = one_line(str(resource.uri), 500)
         return f"[resource {uri}: {mime}, {_decoded_size(resource.blob)} bytes: not shown]"
     return f"[{one_line(str(getattr(block, 'type', 'unknown')), 40)} content: not shown]"
+
+
+def images(result: CallToolResult) -> list[ImageContent]:
+    """The result's images, in order."""
+    return [block for block in result.content if isinstance(block, ImageContent)]
 
 
 def _decoded_size(data: str) -> int:

@@ -30,7 +30,7 @@ from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
-from bot.ports.tools import Tool
+from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
 
@@ -308,6 +308,7 @@ class _Turn:
         self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+        self.images: dict[str, tuple[ToolImage, ...]] = {}  # by tool_use id, this round's
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -348,12 +349,16 @@ class _Turn:
                 note = replies.tool_round_limit(limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
             self._check_repeats(calls, text)
+            self.images = {}  # this round's only: later requests replay the results' text
             results = await self._run_tools(calls)
             self.entries += [
                 self._counted(wire.assistant_entry(text, calls)),
                 self._counted(wire.results_entry(results)),
             ]
-            self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
+            self.rounds += [
+                wire.assistant_message(message.content),
+                wire.results_message(results, self.images),
+            ]
 
     # --- cost breakers (SPEC §17) ---
 
@@ -486,8 +491,21 @@ class _Turn:
             gen_ai__tool__call__id=call.id,
         ) as span:
             if tool is None:  # not offered here (or invented): it reaches no server
+                known = ", ".join(sorted(tools)) or "none"
+                output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
                 log.warning("tool_refused", tool=call.name, turn_id=self.plan.turn_id)
-            output, failed = await _answer(call, tool, tools)
+            else:
+                try:
+                    returned = await tool(call.input)
+                    if isinstance(returned, ToolOutput):
+                        output, failed = returned.text, False
+                        self.images[call.id] = returned.images
+                    else:
+                        output, failed = str(returned), False
+                except ToolError as exc:
+                    output, failed = str(exc) or type(exc).__name__, True
+                except Exception as exc:  # any tool bug becomes an error result, not a lost turn
+                    output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
             content = bound_tool_output(output)
             size = len(content.encode("utf-8", errors="replace"))
             span.set(bot__ok=not failed, bot__result_bytes=size)
@@ -608,21 +626,6 @@ class _Turn:
             usage=self.usage,
             attempts=self.summary_attempts,
         )
-
-
-async def _answer(
-    call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
-) -> tuple[str, bool]:
-    """The tool's output and whether it failed (any failure becomes an error result)."""
-    if tool is None:
-        known = ", ".join(sorted(tools)) or "none"
-        return f"unknown tool {call.name!r}; the tools here are: {known}", True
-    try:
-        return str(await tool(call.input)), False
-    except ToolError as exc:
-        return str(exc) or type(exc).__name__, True
-    except Exception as exc:  # any tool bug becomes an error result, not a lost turn
-        return f"the tool failed: {type(exc).__name__}: {exc}", True
 
 
 def _cache_figures(assembled: AssembledRequest) -> dict[str, int | str | bool]:

@@ -22,6 +22,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
     "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
+    "mcp_tools": (["--calls", "3", "--warmup", "1", "--turns", "2"], "with the MCP server:"),
     "host_slack": (
         ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],
         "2 convs",

@@ -1,6 +1,7 @@
 """A notes server for the tests: `python -m tests.mcp_servers.notes [--http PORT]`.
 
-Tools: `add` and `search` (notes kept in memory), `secret` (whether NOTES_TOKEN arrived), `big`
+Tools: `add` and `search` (notes kept in memory), `secret` (whether NOTES_TOKEN arrived), `auth`
+(whether an HTTP request's Authorization header is NOTES_EXPECT), `big`
 (a result of N bytes), `sleep` (hangs for N seconds), `crash` (the process exits at once),
 `boom` (raises: an error result), `image` (a tiny PNG), `data` (structured content), `grow` (adds
 a tool and says the list changed). Each call is appended to the file in NOTES_CALLS, when set,
@@ -59,6 +60,15 @@ def secret() -> str:
     """Say whether the token arrived (never its value)."""
     _record("secret", {})
     return "token present" if os.environ.get("NOTES_TOKEN") else "token missing"
+
+
+@server.tool()
+def auth(ctx: Context) -> str:
+    """Say whether the request carried the expected Authorization header (never its value)."""
+    _record("auth", {})
+    expected = os.environ.get("NOTES_EXPECT", "")
+    got = (ctx.headers or {}).get("authorization", "")
+    return "authorized" if expected and got == expected else "not authorized"
 
 
 @server.tool()
