@@ -113,15 +113,30 @@ def open_turn(**attributes: str | int | None) -> TurnTrace:
     return TurnTrace(span)
 
 
-@contextlib.contextmanager
-def span(
-    name: str, **attributes: str | int | float | bool | list[str] | None
-) -> Iterator[TraceSpan]:
+class _Off(contextlib.AbstractContextManager[TraceSpan]):
+    """The block's span when tracing is off: one shared object, nothing to do."""
+
+    def __enter__(self) -> TraceSpan:
+        return _OFF
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = _Off()
+
+
+def span(name: str, **attributes: Value) -> contextlib.AbstractContextManager[TraceSpan]:
     """A child of the current span for the block (`a__b` keys become `a.b` attributes)."""
+    if _state.tracer is None:
+        return _NO_SPAN
+    return _span(name, attributes)
+
+
+@contextlib.contextmanager
+def _span(name: str, attributes: dict[str, Value]) -> Iterator[TraceSpan]:
     tracer = _state.tracer
-    if tracer is None:
-        yield _OFF
-        return
+    assert tracer is not None
     with tracer.start_as_current_span(name, record_exception=False) as current:
         handle = TraceSpan(current)
         handle.set(**attributes)
