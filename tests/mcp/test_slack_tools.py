@@ -192,6 +192,9 @@ async def test_tool_lists_are_the_same_bytes_across_turns_and_surfaces(
         await send(slack, app, slack.mention(other, ALICE, "third"))
     listed = [json.dumps(body["tools"], ensure_ascii=False) for body in claude.requests]
     assert len(set(listed)) == 1
+    # The other channel's first turn is a new conversation: it still reads the tools and the
+    # agent-wide prompt from the cache the first channel wrote.
+    assert claude.usages[2]["cache_read_input_tokens"] > 0
     names = tool_names(claude.requests[0])
     assert names[0] == "memory_recall"
     assert names[1:] == sorted(names[1:])
