@@ -435,6 +435,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
         )
 
     # --- compaction ---

@@ -233,3 +233,21 @@ async def test_an_image_from_a_tool_is_shown_once_and_history_keeps_its_descript
     replayed = json.dumps(claude.requests[2]["messages"])
     assert "[image image/png, 70 bytes]" in replayed
     assert image["source"]["data"] not in replayed
+
+
+async def test_a_turn_that_fails_after_a_call_still_records_the_call(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig, call_log: CallLog
+) -> None:
+    def then_refuse(body: dict[str, Any]) -> Reply:
+        claude.fail(400)  # the request after the call
+        return call("notes__add", text="kept")
+
+    claude.script(then_refuse)
+    async with App(make_mcp_config(server_toml() + ALLOWED)) as app:
+        await send(slack, app, slack.mention(GENERAL, ALICE, "add and fail"))
+        [summary] = await app.store.records.recent()
+        record = await app.store.records.show(summary.turn_id)
+    assert call_log.tools() == ["add"]
+    assert record is not None
+    assert record["outcome"] == "failed"
+    assert [c["tool"] for c in record["details"]["tool_calls"]] == ["notes__add"]
