@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 
 from benchmarks import cache
 from bot.mcp.hub import McpHub, McpTool
@@ -98,7 +98,8 @@ def _free_port() -> int:
 async def overheads(calls: int, warmup: int) -> list[dict[str, Any]]:
     stdio = McpServerSettings(name="notes", command=NOTES)
     params = StdioServerParameters(command=NOTES[0], args=NOTES[1:])
-    rows = [await overhead("stdio", params, stdio, calls, warmup)]
+    with open(os.devnull, "w", encoding="utf-8") as quiet:  # the server's stderr: nowhere
+        rows = [await overhead("stdio", stdio_client(params, errlog=quiet), stdio, calls, warmup)]
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
         *NOTES,
