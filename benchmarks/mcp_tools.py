@@ -90,7 +90,7 @@ async def overhead(
 
 
 def _devnull() -> TextIO:
-    return open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by the caller
+    return open(os.devnull, "w", encoding="utf-8")
 
 
 def _free_port() -> int:
