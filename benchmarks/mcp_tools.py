@@ -29,10 +29,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 
 from benchmarks import cache
 from bot.mcp.hub import McpHub, McpTool
@@ -89,6 +89,10 @@ async def overhead(
     return row
 
 
+def _devnull() -> TextIO:
+    return open(os.devnull, "w", encoding="utf-8")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -98,7 +102,11 @@ def _free_port() -> int:
 async def overheads(calls: int, warmup: int) -> list[dict[str, Any]]:
     stdio = McpServerSettings(name="notes", command=NOTES)
     params = StdioServerParameters(command=NOTES[0], args=NOTES[1:])
-    rows = [await overhead("stdio", params, stdio, calls, warmup)]
+    quiet = _devnull()  # the server's error output: nowhere
+    try:
+        rows = [await overhead("stdio", stdio_client(params, errlog=quiet), stdio, calls, warmup)]
+    finally:
+        quiet.close()
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
         *NOTES,

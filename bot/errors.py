@@ -142,8 +142,10 @@ class TurnFailed(ModelError):
         request: Mapping[str, Any] | None = None,
         usage: Usage | None = None,
         budget: BudgetFacts | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__(message)
+        self.tool_calls = tool_calls  # the calls that ran before it gave up, as on TurnOutcome
         self.partial_text = partial_text
         self.entries = entries
         self.reply = reply  # what the person should be told, when not the default

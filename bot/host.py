@@ -567,7 +567,7 @@ class Host:
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
-                details=_budget_details(failure.budget),
+                details=_budget_details(failure.budget) | _tool_details(failure.tool_calls),
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
             say = _noted(notice, failure.reply or replies.TURN_FAILED)

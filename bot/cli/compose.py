@@ -1,10 +1,11 @@
-"""The composition root: settings -> model -> store -> channels -> host -> cron -> HTTP port.
+"""The composition root: settings -> model -> store -> MCP servers -> channels -> host -> cron ->
+HTTP port.
 
 The one place that imports everything. `App` is built from a list of channel builders and what
 the command runs (`Runs`); entering builds the parts, hands the host and cron the platform ->
 deliverer mapping, and starts the HTTP server and the channels; leaving stops intake first, lets
 running turns finish up to the shutdown grace, then closes the channels, the HTTP server, the
-store and the model client.
+MCP servers, the store and the model client.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from bot.errors import ToolError
-from bot.mcp.settings import SEPARATOR, McpServerSettings, McpSettings
+from bot.mcp.settings import SEPARATOR, McpServerSettings
 from bot.prompt.fence import one_line
 
 log = structlog.get_logger(__name__)
@@ -47,6 +47,10 @@ STDERR_TAIL_BYTES = 600
 # Starting a server (a child's interpreter, its imports) and listing its tools may take longer
 # than one call is allowed: connecting waits at least this long.
 CONNECT_MIN_SECONDS = 10.0
+# Reconnecting a lost server waits this long, doubling up to RESTART_MAX (and starts over after
+# a connection that lasted longer than that).
+RESTART_FIRST = 0.5
+RESTART_MAX = 30.0
 
 
 class CallFailed(ToolError):
@@ -146,7 +150,7 @@ class ServerLink:
             self._errlog = None
 
     async def _supervise(self) -> None:
-        delay = McpSettings.RESTART_FIRST
+        delay = RESTART_FIRST
         while True:
             began = time.monotonic()
             try:
@@ -167,11 +171,11 @@ class ServerLink:
                 self._client = None
                 self._up.clear()
                 self._tried.set()
-            if time.monotonic() - began > McpSettings.RESTART_MAX:
-                delay = McpSettings.RESTART_FIRST  # it ran a good while: start the backoff over
+            if time.monotonic() - began > RESTART_MAX:
+                delay = RESTART_FIRST  # it ran a good while: start the backoff over
             log.info("mcp_server_restart", server=self.name, in_seconds=delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, McpSettings.RESTART_MAX)
+            delay = min(delay * 2, RESTART_MAX)
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[Client]:

@@ -8,18 +8,17 @@ the environment only (never from the file) and redacted everywhere by value.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from bot.config import Section
 from bot.errors import ConfigError
+from bot.surfaces import TOOL_GLOB
 
 SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
-# A tool-name glob: the characters of MCP tool names and the glob's own (`*`, `?`, `[]`).
-TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!/]{1,128}$"
 SEPARATOR = "__"  # a tool reaches the model as <server>__<tool>
 
 
@@ -72,10 +71,6 @@ class McpServerSettings(Section):
 
 
 class McpSettings(Section):
-    # Where the tool list is re-read from a server that says it changed, and restarts wait.
-    RESTART_FIRST: ClassVar[float] = 0.5
-    RESTART_MAX: ClassVar[float] = 30.0
-
     servers: list[McpServerSettings] = Field(default_factory=list)
 
     def check(self) -> None:

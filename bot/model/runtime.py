@@ -548,6 +548,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
         )
 
     # --- compaction ---

@@ -192,6 +192,9 @@ async def test_tool_lists_are_the_same_bytes_across_turns_and_surfaces(
         await send(slack, app, slack.mention(other, ALICE, "third"))
     listed = [json.dumps(body["tools"], ensure_ascii=False) for body in claude.requests]
     assert len(set(listed)) == 1
+    # The other channel's first turn is a new conversation: it still reads the tools and the
+    # agent-wide prompt from the cache the first channel wrote.
+    assert claude.usages[2]["cache_read_input_tokens"] > 0
     names = tool_names(claude.requests[0])
     assert names[0] == "memory_recall"
     assert names[1:] == sorted(names[1:])
@@ -230,3 +233,21 @@ async def test_an_image_from_a_tool_is_shown_once_and_history_keeps_its_descript
     replayed = json.dumps(claude.requests[2]["messages"])
     assert "[image image/png, 70 bytes]" in replayed
     assert image["source"]["data"] not in replayed
+
+
+async def test_a_turn_that_fails_after_a_call_still_records_the_call(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig, call_log: CallLog
+) -> None:
+    def then_refuse(body: dict[str, Any]) -> Reply:
+        claude.fail(400)  # the request after the call
+        return call("notes__add", text="kept")
+
+    claude.script(then_refuse)
+    async with App(make_mcp_config(server_toml() + ALLOWED)) as app:
+        await send(slack, app, slack.mention(GENERAL, ALICE, "add and fail"))
+        [summary] = await app.store.records.recent()
+        record = await app.store.records.show(summary.turn_id)
+    assert call_log.tools() == ["add"]
+    assert record is not None
+    assert record["outcome"] == "failed"
+    assert [c["tool"] for c in record["details"]["tool_calls"]] == ["notes__add"]
