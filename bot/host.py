@@ -553,7 +553,7 @@ class Host:
                 request_body=stopped.request,
                 usage=stopped.usage,
                 attempts=stopped.attempts,
-                details=_budget_details(stopped.budget),
+                details=_budget_details(stopped.budget) | _tool_details(stopped.tool_calls),
             )
             account = continuity_account(user_entry, stopped.partial_text, str(stopped))
             say = _noted(notice, stopped.reply or replies.TURN_FAILED)

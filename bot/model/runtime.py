@@ -409,6 +409,7 @@ class _Turn:
             request=self.last_body,
             usage=self.usage,
             budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
         )
 
     def _finish(self, text: str) -> TurnOutcome:

@@ -43,6 +43,7 @@ async def test_a_fourth_identical_tool_call_stops_the_turn_before_it_runs(
     assert stopped.usage is not None
     assert stopped.usage.total > 0
     assert [e.role for e in stopped.entries] == ["assistant", "user"] * 3
+    assert [call["tool"] for call in stopped.tool_calls] == ["lookup"] * 3
     assert stopped.reply is not None
     assert "same step" in stopped.reply
 
