@@ -761,8 +761,9 @@ class Host:
         say = notice if self._notices.allow(request.person) else ""
 
         async def refuse() -> None:
-            record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
-            await self._conclude(job, record, InboxState.REFUSED, say=say)
+            with job.trace.active(end=True):  # the refused turn's trace ends with its notice
+                record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
+                await self._conclude(job, record, InboxState.REFUSED, say=say)
 
         self._in_background(refuse())
 
