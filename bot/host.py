@@ -240,10 +240,12 @@ class Host:
             return Admission.DUPLICATE
         if self._share is not None:
             if not self._resumed or self._closed:
+                trace.end()  # its run opens a trace of its own
                 return Admission.ACCEPTED  # stored: the start-up sweep, or another replica, runs it
             return await self._adopt(request.conversation_key, fresh=item.item_id, trace=trace)
         if not self._resumed or self._closed:
             # Stored: it runs after what `resume()` queues, or after the next start.
+            trace.end()  # its run opens a trace of its own
             self._held.append(item)
             return Admission.ACCEPTED
         return self._admit(_Job(request, item.item_id, trace=trace))[0]
