@@ -191,7 +191,8 @@ class ServerLink:
                     env={n: self._secrets[n] for n in self.settings.env if n in self._secrets},
                     encoding_error_handler="replace",
                 )
-                transport = stdio_client(params, errlog=self._errlog or _devnull(stack))
+                assert self._errlog is not None, "start() opens it"
+                transport = stdio_client(params, errlog=self._errlog)
             else:
                 assert self.settings.url is not None
                 headers = {
@@ -337,7 +338,3 @@ class ServerLink:
         size = errlog.seek(0, 2)
         errlog.seek(max(size - STDERR_TAIL_BYTES, 0))
         return " | ".join(line.strip() for line in errlog.read().splitlines() if line.strip())
-
-
-def _devnull(stack: contextlib.AsyncExitStack) -> TextIO:
-    return stack.enter_context(open("/dev/null", "w", encoding="utf-8"))
