@@ -111,7 +111,6 @@ class ServerLink:
         self.name = settings.name
         self.tools: tuple[ToolInfo, ...] = ()
         self.problem: str | None = "not started"
-        self.listed = False  # a tool list was read at least once
         self._secrets = secrets
         self._on_tools = on_tools
         self._client: Client | None = None
@@ -162,9 +161,7 @@ class ServerLink:
                     self._tried.set()
                     log.info("mcp_server_up", server=self.name, tools=len(self.tools))
                     await self._serve(client)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:
+            except Exception as exc:  # a server's failure never ends the host (nor this loop)
                 self.problem = self._reason(exc)
                 log.warning("mcp_server_failed", server=self.name, error=self.problem)
             finally:
@@ -264,7 +261,7 @@ class ServerLink:
                 infos.append(info)
         tools = tuple(sorted({info.name: info for info in infos}.values(), key=lambda t: t.name))
         changed = tools != self.tools
-        self.tools, self.listed = tools, True
+        self.tools = tools
         if changed:
             log.info("mcp_tools_listed", server=self.name, tools=[t.name for t in tools])
             self._on_tools()
