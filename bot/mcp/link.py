@@ -8,7 +8,7 @@ The last good tool list outlives a restart, so what the model is offered stays t
 
 Every call waits at most `timeout_seconds` in all (for a restart, then for the answer) and runs
 in the calling task, so the turn's cancellation cancels it. Whatever goes wrong becomes a
-`CallFailed` with a short reason for the model; nothing a server does reaches the turn as a crash.
+`ToolCallFailed` with a short reason for the model: nothing a server does crashes the turn.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from bot.errors import ToolError
+from bot.errors import ToolCallFailed
 from bot.mcp.settings import SEPARATOR, McpServerSettings
 from bot.prompt.fence import one_line
 
@@ -51,10 +51,6 @@ CONNECT_MIN_SECONDS = 10.0
 # a connection that lasted longer than that).
 RESTART_FIRST = 0.5
 RESTART_MAX = 30.0
-
-
-class CallFailed(ToolError):
-    """A call to an MCP server that produced no result; the message is the short reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +265,7 @@ class ServerLink:
     # --- calls ----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
-        """Call `tool` (the server's own name); raises CallFailed with a short reason."""
+        """Call `tool` (the server's own name); raises ToolCallFailed with a short reason."""
         timeout = self.settings.timeout_seconds
         try:
             async with asyncio.timeout(timeout):
@@ -277,30 +273,32 @@ class ServerLink:
                 client = self._client
                 if client is None:
                     problem = self.problem or "restarting"
-                    raise CallFailed(f"the server is not connected ({problem})")
+                    raise ToolCallFailed(f"the server is not connected ({problem})")
                 return await client.call_tool(tool, dict(arguments))
         except TimeoutError:
             if not self._up.is_set():
-                raise CallFailed(
+                raise ToolCallFailed(
                     f"the server is not available ({self.problem or 'still starting'}); "
                     f"waited {timeout:g} s"
                 ) from None
-            raise CallFailed(f"no answer within {timeout:g} s (timeout_seconds)") from None
+            raise ToolCallFailed(f"no answer within {timeout:g} s (timeout_seconds)") from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._lost()
-                raise CallFailed(
+                raise ToolCallFailed(
                     "the server's connection closed during the call (it may have crashed); "
                     "it is being restarted"
                 ) from None
-            raise CallFailed(f"the server refused the call: {one_line(exc.message, 300)}") from None
+            raise ToolCallFailed(
+                f"the server refused the call: {one_line(exc.message, 300)}"
+            ) from None
         except ValidationError:
-            raise CallFailed("the server's answer was not a valid MCP result") from None
-        except (CallFailed, asyncio.CancelledError):
+            raise ToolCallFailed("the server's answer was not a valid MCP result") from None
+        except (ToolCallFailed, asyncio.CancelledError):
             raise
         except Exception as exc:  # transport errors: the connection is no longer usable
             self._lost()
-            raise CallFailed(f"the call failed ({self._reason(exc)})") from None
+            raise ToolCallFailed(f"the call failed ({self._reason(exc)})") from None
 
     def _lost(self) -> None:
         if self._up.is_set():
