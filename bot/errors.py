@@ -37,6 +37,7 @@ BotError
 │   ├── FileRefused          not downloaded (too large, refused, failed): `reason` says which
 │   └── FileUnreadable       downloaded, but the model cannot be given it; the message says why
 └── ToolError                a tool call failed in a way the model should be told about
+    └── ToolCallFailed       a call to an MCP server produced no result (the short reason why)
 
 Errors that a validator raises (templates, rules, schedules, bad input, unreadable records) are
 ValueErrors too, so pydantic and the parsers' callers treat them as invalid values. This module
@@ -278,3 +279,8 @@ class FileUnreadable(FileError, ValueError):
 
 class ToolError(BotError):
     """A tool call failed in a way the model should be told about."""
+
+
+class ToolCallFailed(ToolError):
+    """A call to an MCP server produced no result (not started, hung, crashed, refused, garbage);
+    the message is the short reason the model is given."""

@@ -19,8 +19,8 @@ import structlog
 from mcp.types import ImageContent
 
 from bot.attachments.images import prepare_image
-from bot.errors import FileUnreadable, ToolError
-from bot.mcp.link import CallFailed, ServerLink, ToolInfo
+from bot.errors import FileUnreadable, ToolCallFailed, ToolError
+from bot.mcp.link import ServerLink, ToolInfo
 from bot.mcp.results import fenced, images, result_text
 from bot.mcp.settings import McpSettings
 from bot.ports.tools import ToolImage, ToolOutput, ToolSpec
@@ -45,7 +45,7 @@ class McpTool:
         info, limit = self.info, self._link.settings.max_output_bytes
         try:
             result = await self._link.call(info.tool, arguments)
-        except CallFailed as exc:
+        except ToolCallFailed as exc:
             log.warning("mcp_call_failed", server=info.server, tool=info.name, reason=str(exc))
             raise ToolError(fenced(info.name, str(exc), limit, error=True)) from None
         text = result_text(result)

@@ -8,7 +8,7 @@ The last good tool list outlives a restart, so what the model is offered stays t
 
 Every call waits at most `timeout_seconds` in all (for a restart, then for the answer) and runs
 in the calling task, so the turn's cancellation cancels it. Whatever goes wrong becomes a
-`CallFailed` with a short reason for the model; nothing a server does reaches the turn as a crash.
+`ToolCallFailed` with a short reason for the model: nothing a server does crashes the turn.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from bot.errors import ToolError
+from bot.errors import ToolCallFailed
 from bot.mcp.settings import SEPARATOR, McpServerSettings
 from bot.prompt.fence import one_line
 
@@ -51,10 +51,6 @@ CONNECT_MIN_SECONDS = 10.0
 # a connection that lasted longer than that).
 RESTART_FIRST = 0.5
 RESTART_MAX = 30.0
-
-
-class CallFailed(ToolError):
-    """A call to an MCP server that produced no result; the message is the short reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +107,6 @@ class ServerLink:
         self.name = settings.name
         self.tools: tuple[ToolInfo, ...] = ()
         self.problem: str | None = "not started"
-        self.listed = False  # a tool list was read at least once
         self._secrets = secrets
         self._on_tools = on_tools
         self._client: Client | None = None
@@ -162,9 +157,7 @@ class ServerLink:
                     self._tried.set()
                     log.info("mcp_server_up", server=self.name, tools=len(self.tools))
                     await self._serve(client)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:
+            except Exception as exc:  # a server's failure never ends the host (nor this loop)
                 self.problem = self._reason(exc)
                 log.warning("mcp_server_failed", server=self.name, error=self.problem)
             finally:
@@ -191,7 +184,8 @@ class ServerLink:
                     env={n: self._secrets[n] for n in self.settings.env if n in self._secrets},
                     encoding_error_handler="replace",
                 )
-                transport = stdio_client(params, errlog=self._errlog or _devnull(stack))
+                assert self._errlog is not None, "start() opens it"
+                transport = stdio_client(params, errlog=self._errlog)
             else:
                 assert self.settings.url is not None
                 headers = {
@@ -263,7 +257,7 @@ class ServerLink:
                 infos.append(info)
         tools = tuple(sorted({info.name: info for info in infos}.values(), key=lambda t: t.name))
         changed = tools != self.tools
-        self.tools, self.listed = tools, True
+        self.tools = tools
         if changed:
             log.info("mcp_tools_listed", server=self.name, tools=[t.name for t in tools])
             self._on_tools()
@@ -271,7 +265,7 @@ class ServerLink:
     # --- calls ----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
-        """Call `tool` (the server's own name); raises CallFailed with a short reason."""
+        """Call `tool` (the server's own name); raises ToolCallFailed with a short reason."""
         timeout = self.settings.timeout_seconds
         try:
             async with asyncio.timeout(timeout):
@@ -279,30 +273,32 @@ class ServerLink:
                 client = self._client
                 if client is None:
                     problem = self.problem or "restarting"
-                    raise CallFailed(f"the server is not connected ({problem})")
+                    raise ToolCallFailed(f"the server is not connected ({problem})")
                 return await client.call_tool(tool, dict(arguments))
         except TimeoutError:
             if not self._up.is_set():
-                raise CallFailed(
+                raise ToolCallFailed(
                     f"the server is not available ({self.problem or 'still starting'}); "
                     f"waited {timeout:g} s"
                 ) from None
-            raise CallFailed(f"no answer within {timeout:g} s (timeout_seconds)") from None
+            raise ToolCallFailed(f"no answer within {timeout:g} s (timeout_seconds)") from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._lost()
-                raise CallFailed(
+                raise ToolCallFailed(
                     "the server's connection closed during the call (it may have crashed); "
                     "it is being restarted"
                 ) from None
-            raise CallFailed(f"the server refused the call: {one_line(exc.message, 300)}") from None
+            raise ToolCallFailed(
+                f"the server refused the call: {one_line(exc.message, 300)}"
+            ) from None
         except ValidationError:
-            raise CallFailed("the server's answer was not a valid MCP result") from None
-        except (CallFailed, asyncio.CancelledError):
+            raise ToolCallFailed("the server's answer was not a valid MCP result") from None
+        except (ToolCallFailed, asyncio.CancelledError):
             raise
         except Exception as exc:  # transport errors: the connection is no longer usable
             self._lost()
-            raise CallFailed(f"the call failed ({self._reason(exc)})") from None
+            raise ToolCallFailed(f"the call failed ({self._reason(exc)})") from None
 
     def _lost(self) -> None:
         if self._up.is_set():
@@ -337,7 +333,3 @@ class ServerLink:
         size = errlog.seek(0, 2)
         errlog.seek(max(size - STDERR_TAIL_BYTES, 0))
         return " | ".join(line.strip() for line in errlog.read().splitlines() if line.strip())
-
-
-def _devnull(stack: contextlib.AsyncExitStack) -> TextIO:
-    return stack.enter_context(open("/dev/null", "w", encoding="utf-8"))

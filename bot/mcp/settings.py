@@ -31,7 +31,8 @@ class McpServerSettings(Section):
         Annotated[str, Field(pattern=HEADER_NAME)], Annotated[str, Field(pattern=ENV_NAME)]
     ] = Field(default_factory=dict)
     timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    max_output_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 65536
+    # Below the runtime's own bound on any tool result (256 KB), so the fenced result is kept whole.
+    max_output_bytes: Annotated[int, Field(ge=1024, le=200 * 1024)] = 65536
     approve: list[Annotated[str, Field(pattern=TOOL_GLOB)]] = Field(default_factory=list)
 
     @field_validator("name")

@@ -7,6 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
+from bot.cli import main
 from tests.cli.conftest import RunBot
 from tests.conftest import write_config
 from tests.mcp.conftest import NOTES, SECRET, rule_toml, server_toml
@@ -79,3 +82,34 @@ def test_tools_lists_what_each_surface_is_offered(bot: RunBot, agent_dir: Path) 
     assert "notes__search" in one.stdout
     assert "none (no" not in one.stdout
     assert NOTES[0] not in one.stdout
+
+
+def test_tools_and_doctor_in_process(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same commands in this process (their modules' own lines, measured by coverage).
+    write_config(
+        agent_dir,
+        server_toml()
+        + '\n[[mcp.servers]]\nname = "missing"\ncommand = ["/nonexistent/mcp-server"]\n'
+        + rule_toml("C0GENERAL", ["notes__search"]),
+    )
+    for name, value in {
+        "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "NOTES_TOKEN": SECRET,
+        "NOTES_CALLS": str(agent_dir / "calls.jsonl"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    config = str(agent_dir / "bot.toml")
+    assert main(["tools", "--surface", "slack:channel:C0GENERAL", "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert "warning: MCP server 'missing'" in out
+    assert "  notes__search  (read-only)" in out
+    assert main(["tools", "--surface", "slack:room", "--config", config]) == 2
+    assert "not a surface kind" in capsys.readouterr().err
+    assert main(["doctor", "--config", config]) == 1
+    out = capsys.readouterr().out
+    assert "mcp server missing" in out
+    assert "mcp server notes" in out
+    assert SECRET not in out

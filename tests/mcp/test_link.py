@@ -13,9 +13,9 @@ import pytest
 from mcp.types import Tool, ToolAnnotations
 
 from bot.cli.settings import load_config
-from bot.errors import ConfigError, ToolError
+from bot.errors import ConfigError, ToolCallFailed, ToolError
 from bot.mcp.hub import McpHub
-from bot.mcp.link import CallFailed, ServerLink, tool_info
+from bot.mcp.link import ServerLink, tool_info
 from bot.mcp.settings import McpServerSettings, McpSettings
 from tests.conftest import write_config
 from tests.mcp.conftest import NOTES, CallLog
@@ -84,7 +84,7 @@ async def test_a_server_that_cannot_start_costs_each_call_an_error_result() -> N
     try:
         assert link.problem is not None
         assert "cannot start" in link.problem
-        with pytest.raises(CallFailed, match="not available"):
+        with pytest.raises(ToolCallFailed, match="not available"):
             await link.call("anything", {})
     finally:
         await link.aclose()
