@@ -90,9 +90,16 @@ def moment(text: str) -> datetime:
 
 
 def write_config(
-    folder: Path, data: Mapping[str, Any], skills: str, memory: bool, tg: str, model: str
+    folder: Path,
+    data: Mapping[str, Any],
+    skills: str,
+    memory: bool,
+    tg: str,
+    model: str,
+    extra: str = "",
 ) -> Path:
-    """The scenario's texts as agent files and a `bot run` config for Telegram on the fakes."""
+    """The scenario's texts as agent files and a `bot run` config for Telegram on the fakes
+    (`extra`: more TOML, e.g. an MCP server and the group's surface rule)."""
     (folder / "IDENTITY.md").write_text(data["identity"], encoding="utf-8")
     (folder / "SOUL.md").write_text(data["guardrails"], encoding="utf-8")
     for skill in data["skills"]:
@@ -132,7 +139,8 @@ def write_config(
             enabled = true
             api_url = "{tg}"
             """
-        ),
+        )
+        + extra,
         encoding="utf-8",
     )
     return path
@@ -209,12 +217,12 @@ async def play(
 
 
 async def scenario(
-    data: Mapping[str, Any], skills: str, memory: bool
+    data: Mapping[str, Any], skills: str, memory: bool, extra: str = ""
 ) -> tuple[list[Figure], Figure, float]:
     turns = data["turns"]
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeTelegram() as tg, FakeAnthropic() as fake:
-            path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url)
+            path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url, extra)
             env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
             async with App(load_config(path, env=env), runs=Runs(http=False)) as app:
                 group = Group(tg, GROUP)

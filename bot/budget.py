@@ -8,6 +8,10 @@ midnight in `budget.timezone`. "Tokens" are every token a turn processed: input,
 and writes, and output; money weighs them by the price table, cache reads and writes priced as
 Anthropic does.
 
+Cost breakers (`SpendCaps`, SPEC §17) bound one turn rather than a day: a token cap on every turn
+people start, on every request-driven run (cron, webhooks), and each job's tokens per day; the
+model runtime stops a turn that would pass its cap (`bot.ports.model.Breakers`).
+
 When a budget is reached, the turn is refused before any model call, and the person gets one short
 notice with the reset time, once per budget and day (not per message). Operators are exempt.
 """
@@ -22,10 +26,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.ports.model import Breakers
 from bot.ports.records import Spent, TurnRecord, Usage, UsageEntry, UsageLedger
-from bot.turns import TurnRequest
+from bot.turns import ConversationKind, TurnRequest
 
 PER_MILLION = 1_000_000
+# A request-driven run may make one tool call (same name, same arguments) this many times; the
+# next identical call stops the run (SPEC §17).
+REPEATED_CALLS = 3
 # Anthropic's cache pricing, as multiples of the model's input price.
 CACHE_READ_FACTOR = 0.1
 CACHE_WRITE_5M_FACTOR = 1.25
@@ -72,6 +80,9 @@ DEFAULT_PRICES: Mapping[str, ModelPrice] = {
 class BudgetSettings(BudgetLimits):
     """`[budget]`: the overall limits, the default per-person limits, and how to count."""
 
+    # The most tokens (input, cache and output, all calls) one turn people start may use.
+    max_tokens_per_turn: Annotated[int, Field(ge=1000, le=10**10)] | None = 2_000_000
+
     timezone: str | None = None  # day boundaries; agent.timezone when unset
     operators: list[str] = []  # person ids (`slack:T…:U…`, `telegram:12345`) never limited
     prices: dict[str, ModelPrice] = {}
@@ -85,6 +96,35 @@ class BudgetSettings(BudgetLimits):
             except (ZoneInfoNotFoundError, ValueError) as exc:
                 raise ValueError("not a known IANA timezone (e.g. 'Europe/Berlin', 'UTC')") from exc
         return value
+
+
+@dataclass(frozen=True)
+class SpendCaps:
+    """Token caps for one turn: `turn` for turns people start, `run` for request-driven runs,
+    `job_day` for the tokens one job (one request-driven conversation) may use per day.
+    None: no such cap."""
+
+    turn: int | None = None
+    run: int | None = None
+    job_day: int | None = None
+    repeats: int = REPEATED_CALLS
+
+    async def breakers(
+        self, request: TurnRequest, budgets: Budgets | None, now: datetime
+    ) -> Breakers:
+        """What stops this turn: a request-driven run gets the smaller of its run cap and what
+        its job has left today (0 when nothing is left), and the repeated-call breaker."""
+        if request.kind is not ConversationKind.REQUEST:
+            return Breakers(self.turn, "turn")
+        if self.job_day is None or budgets is None:
+            return Breakers(self.run, "run", self.repeats)
+        left = max(self.job_day - await budgets.spent_tokens(request, now), 0)
+        if self.run is not None and self.run <= left:
+            return Breakers(self.run, "run", self.repeats)
+        return Breakers(left, "day", self.repeats)
+
+
+NO_CAPS = SpendCaps()
 
 
 def price_for(model: str, prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
@@ -237,6 +277,13 @@ class Budgets:
             None if exempt else limits.person_daily_usd,
             reset,
         )
+
+    async def spent_tokens(self, request: TurnRequest, now: datetime) -> int:
+        """Tokens used today where this turn happens (for a request-driven run: its job's
+        conversation)."""
+        start, _ = self.day(now)
+        spent = await self._ledger.spent(start, surface=surface_key(request), person=None)
+        return spent.tokens
 
     async def charge(self, request: TurnRequest, record: TurnRecord) -> None:
         """Count what a finished turn used (nothing when it used nothing)."""

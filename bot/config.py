@@ -212,6 +212,14 @@ class PromptSettings(Section):
     turn_template: Path | None = None
 
 
+class OtelSettings(Section):
+    """`[otel]`: OpenTelemetry traces, one per turn (needs the `otel` extra)."""
+
+    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    service_name: Annotated[str, Field(min_length=1, max_length=100)] = "bot"
+    content: bool = False  # message text on spans (bounded); off: sizes and counts only
+
+
 class CoreSettings(Section):
     """The sections the core reads. The composition root's model adds each part's own section
     (a channel's settings live with the channel) and the part's secret names to `SECRETS`."""
@@ -232,6 +240,7 @@ class CoreSettings(Section):
     prompt: PromptSettings = PromptSettings()
     surfaces: list[SurfaceRule] = []
     budget: BudgetSettings = BudgetSettings()
+    otel: OtelSettings = OtelSettings()
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this configuration reads credentials from."""

@@ -28,6 +28,7 @@ from dataclasses import replace
 
 import structlog
 
+from bot import tracing
 from bot.errors import PartDelayed, PartFailed
 from bot.inbox import LiveDeliverer, Outbox, OutboxPart, PartDeliverer
 from bot.ports.delivery import Deliverer, DeliveryReport
@@ -113,6 +114,16 @@ class Delivery:
         recorded), so each part is looked for on the platform first."""
         if route is None or not (text.strip() or parts):
             return None
+        with tracing.span("delivery", bot__platform=route.platform, bot__parts=len(parts)) as span:
+            report = await self._send(route, text, parts, reconcile)
+            span.set(bot__accepted=report.accepted, bot__delivered=report.delivered)
+            if not report.delivered:
+                span.failed(report.error or "not every part was accepted")
+        return report
+
+    async def _send(
+        self, route: ReplyRoute, text: str, parts: Sequence[OutboxPart], reconcile: bool
+    ) -> DeliveryReport:
         deliverer = self._deliverers.get(route.platform)
         if deliverer is None:
             log.error("no_deliverer", platform=route.platform)

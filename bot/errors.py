@@ -20,6 +20,7 @@ BotError
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
 │   ├── TurnFailed           the model runtime gave up on a turn (carries what finished)
+│   │   └── BreakerTripped   a cost breaker stopped it (a token cap, a repeated tool call)
 │   └── WindowExceeded       the request cannot fit the model's window even with no history
 ├── IntakeError              input the host will not take
 │   ├── IntakeUnavailable    not now (shutting down, store unwritable): do not acknowledge it
@@ -38,6 +39,7 @@ BotError
 │   ├── FileUnreadable       downloaded, but the model cannot be given it; the message says why
 │   └── AudioRefused         a voice note or audio file was not transcribed: `reason` says why
 └── ToolError                a tool call failed in a way the model should be told about
+    └── ToolCallFailed       a call to an MCP server produced no result (the short reason why)
 
 Errors that a validator raises (templates, rules, schedules, bad input, unreadable records) are
 ValueErrors too, so pydantic and the parsers' callers treat them as invalid values. This module
@@ -144,9 +146,11 @@ class TurnFailed(ModelError):
         usage: Usage | None = None,
         budget: BudgetFacts | None = None,
         left_out: Sequence[LeftOut] = (),
+        tool_calls: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__(message)
         self.left_out = tuple(left_out)  # content the API named as refused: out of replay too
+        self.tool_calls = tool_calls  # the calls that ran before it gave up, as on TurnOutcome
         self.partial_text = partial_text
         self.entries = entries
         self.reply = reply  # what the person should be told, when not the default
@@ -154,6 +158,22 @@ class TurnFailed(ModelError):
         self.request = request
         self.usage = usage
         self.budget = budget  # of the last request assembled, as on TurnOutcome
+
+
+class BreakerTripped(TurnFailed):
+    """A cost breaker stopped the turn (SPEC §17). `breaker` says which: `tokens` (a token cap;
+    `scope` names it: turn, run or day) or `repeat` (an identical tool call asked for again)."""
+
+    def __init__(self, message: str, *, breaker: str, scope: str, **carried: Any) -> None:
+        super().__init__(message, **carried)
+        self.breaker = breaker
+        self.scope = scope
+
+    @property
+    def code(self) -> str:
+        """What the turn record's error starts with: `breaker:<kind>`."""
+        kind = self.scope if self.breaker == "tokens" else self.breaker
+        return f"breaker:{kind}"
 
 
 class WindowExceeded(ModelError):
@@ -283,3 +303,8 @@ class AudioRefused(FileError):
 
 class ToolError(BotError):
     """A tool call failed in a way the model should be told about."""
+
+
+class ToolCallFailed(ToolError):
+    """A call to an MCP server produced no result (not started, hung, crashed, refused, garbage);
+    the message is the short reason the model is given."""

@@ -39,11 +39,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
-from bot import leftout, memory_commands, replies
-from bot.budget import Budgets, surface_key
+from bot import leftout, memory_commands, replies, schedule_commands, tracing
+from bot.budget import NO_CAPS, Budgets, SpendCaps, surface_key
 from bot.config import HostSettings
 from bot.delivery import Delivery
 from bot.errors import (
+    BreakerTripped,
     ClaimLost,
     IntakeUnavailable,
     LaneFull,
@@ -64,6 +65,7 @@ from bot.inbox import (
 from bot.lanes import Lanes
 from bot.memory_commands import is_memory_command
 from bot.ports.attachments import AttachmentReader
+from bot.ports.cron import ChatSchedules
 from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter, HistoryStore
 from bot.ports.intake import Admission, TurnResult
@@ -75,7 +77,7 @@ from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, spe
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.streaming import AnswerStream
-from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
+from bot.surfaces import NO_POLICY, Policies, SurfacePolicy, SurfaceRule
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
     Attached,
@@ -110,7 +112,8 @@ class StreamingDeliverer(Protocol):
     async def stream(self, route: ReplyRoute, delta: str) -> None: ...
 
 
-ToolsFor = Callable[[TurnRequest, RecallCache], Sequence[Tool]]
+# The tools a turn offers: its request, its recall cache, the surface rule that applies.
+ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,7 @@ class _Job:
     item_id: int | None = None
     leftovers: tuple[OutboxPart, ...] = ()
     resumed: bool = False  # found pending at start: it may have run (and stopped) before
+    trace: tracing.TurnTrace = field(default=tracing.NO_TURN, compare=False)  # opened at intake
     # Messages this run's answer stream opened on the platform (index -> platform id).
     live: dict[int, str] = field(default_factory=dict, compare=False)
 
@@ -153,6 +157,9 @@ class Host:
         clock: Callable[[], float] = time.monotonic,
         policies: Policies | None = None,
         budgets: Budgets | None = None,
+        caps: SpendCaps = NO_CAPS,
+        schedules: ChatSchedules | None = None,
+        operators: frozenset[str] = frozenset(),
         attachments: AttachmentReader | None = None,
         share: WorkShare | None = None,
         sweep_seconds: float = SHARE_SWEEP_SECONDS,
@@ -168,6 +175,9 @@ class Host:
         self._settings = settings
         self._policies = policies
         self._budgets = budgets
+        self._caps = caps
+        self._schedules = schedules
+        self._operators = operators
         self._closing = asyncio.Event()  # set with _closed: wakes waits to retry (publish, parts)
         self._delivery = Delivery(outbox, deliverers, self._closing)
         # Platforms whose stored requests leave names to look up at turn time.
@@ -217,6 +227,22 @@ class Host:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closed:
             return Admission.CLOSED
+        trace = _open_trace(request)
+        with trace.active(), tracing.span("intake", bot__source=source) as intake:
+            admission = await self._accept(request, source, marks, consumes, trace)
+            intake.set(bot__admission=admission.value)
+        if not admission.acknowledge or admission is Admission.DUPLICATE:
+            trace.end()
+        return admission
+
+    async def _accept(
+        self,
+        request: TurnRequest,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None,
+        trace: tracing.TurnTrace,
+    ) -> Admission:
         try:
             item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
         except Exception as exc:  # not stored: the channel must not acknowledge
@@ -227,13 +253,15 @@ class Host:
             return Admission.DUPLICATE
         if self._share is not None:
             if not self._resumed or self._closed:
+                trace.end()  # its run opens a trace of its own
                 return Admission.ACCEPTED  # stored: the start-up sweep, or another replica, runs it
-            return await self._adopt(request.conversation_key, fresh=item.item_id)
+            return await self._adopt(request.conversation_key, fresh=item.item_id, trace=trace)
         if not self._resumed or self._closed:
             # Stored: it runs after what `resume()` queues, or after the next start.
+            trace.end()  # its run opens a trace of its own
             self._held.append(item)
             return Admission.ACCEPTED
-        return self._admit(_Job(request, item.item_id))[0]
+        return self._admit(_Job(request, item.item_id, trace=trace))[0]
 
     async def note(
         self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None
@@ -250,7 +278,9 @@ class Host:
         """Queue a turn (not from the inbox) and wait until it is published and delivered."""
         if self._closed:
             return TurnResult(request.turn_id, Outcome.CLOSED)
-        admission, future = self._admit(_Job(request))
+        trace = _open_trace(request)
+        with trace.active(), tracing.span("intake", bot__source=request.channel):
+            admission, future = self._admit(_Job(request, trace=trace))
         if future is None:
             return TurnResult(request.turn_id, Outcome(admission.value))
         return await future
@@ -366,7 +396,9 @@ class Host:
 
     # --- replicas: adopting conversations ----------------------------------------------------
 
-    async def _adopt(self, key: str, fresh: int | None = None) -> Admission:
+    async def _adopt(
+        self, key: str, fresh: int | None = None, trace: tracing.TurnTrace = tracing.NO_TURN
+    ) -> Admission:
         """Adopt the conversation's unowned work and queue it on its lane in accepted order:
         parts a gone replica left first, then items. `fresh` (the item just accepted here) is
         admitted like any new turn; the rest is work taken on, never refused."""
@@ -381,7 +413,8 @@ class Host:
                     self._lanes.put(key, _Job(None, leftovers=adopted.parts), bounded=False)
                 for item in adopted.items:
                     if item.item_id == fresh:
-                        admission = self._admit(_Job(item.request, item.item_id))[0]
+                        job = _Job(item.request, item.item_id, trace=trace)
+                        admission = self._admit(job)[0]
                         continue
                     resumed = item.item_id in adopted.resumed
                     job = _Job(item.request, item.item_id, resumed=resumed)
@@ -430,8 +463,12 @@ class Host:
         if job.request is None:
             report = await self._delivery.leftovers(job.leftovers)
             return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
-        with structlog.contextvars.bound_contextvars(
-            turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
+        trace = job.trace if job.trace is not tracing.NO_TURN else _open_trace(job.request)
+        with (
+            trace.active(end=True),
+            structlog.contextvars.bound_contextvars(
+                turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
+            ),
         ):
             if job.resumed and job.item_id is not None and await self._gave_up(job):
                 return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
@@ -491,6 +528,8 @@ class Host:
             say = await self._usage(request.person) if dm else replies.USAGE_PRIVATE
             record = self._record(request, started, Outcome.COMMAND, details={"command": "usage"})
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
+        if self._schedules is not None and schedule_commands.is_schedules_command(text):
+            return await self._schedules_command(job, request, started, self._schedules)
         policy = self._policy(request)
         refused = await self._over_budget(job, request, policy, started)
         if refused is not None:
@@ -520,18 +559,22 @@ class Host:
         self, job: _Job, request: TurnRequest, surface: SurfacePrompt, words: str, started: datetime
     ) -> TurnResult:
         """Recall, prepare the prompt once, then call the model and publish what it said."""
-        history = await self._history.load(request.conversation_key)
-        attached = await self._attached(request, history)
-        recall = RecallCache(
-            self._memory,
-            memory_scope(request),
-            request_holds(request, history),
-            render=self._assembler.recalled_block,
-        )
-        hits = await recall.recall(words) if self._memory is not None else []
-        prepared = self._assembler.prepare(
-            request, history, hits, surface=surface, attached=attached
-        )
+        with tracing.span("recall") as recalled:
+            history = await self._history.load(request.conversation_key)
+            attached = await self._attached(request, history)
+            recall = RecallCache(
+                self._memory,
+                memory_scope(request),
+                request_holds(request, history),
+                render=self._assembler.recalled_block,
+            )
+            hits = await recall.recall(words) if self._memory is not None else []
+            tools = self._tools_for(request, recall, self._policy(request).rule)
+            surface = replace(surface, tools=tuple(tool.spec for tool in tools))
+            prepared = self._assembler.prepare(
+                request, history, hits, surface=surface, attached=attached
+            )
+            recalled.set(bot__history_entries=len(history), bot__memory_hits=len(hits))
         self._log_context(request)
         stream = self._stream(job, request)
         heard = _Heard(stream.on_text if stream is not None else self._streamer(request))
@@ -540,8 +583,9 @@ class Host:
             conversation_key=request.conversation_key,
             history=history,
             assemble=prepared.request,
-            tools=self._tools_for(request, recall),
+            tools=tools,
             on_text=heard.on_text if heard.streams else None,  # None: the call need not stream
+            breakers=await self._caps.breakers(request, self._budgets, started),
         )
         # The progress sign (reaction, typing) stays up until the answer shows: posted, or its
         # stream opened (the deliverer takes the sign down then).
@@ -585,6 +629,20 @@ class Host:
                 request, started, Outcome.REFUSED, error=exc.code, details=details
             )
             return await self._conclude(job, record, InboxState.REFUSED, say=replies.TOO_LARGE)
+        except BreakerTripped as stopped:
+            record = self._record(
+                request,
+                started,
+                Outcome.STOPPED,
+                error=f"{stopped.code}: {stopped}",
+                request_body=stopped.request,
+                usage=stopped.usage,
+                attempts=stopped.attempts,
+                details=_budget_details(stopped.budget) | _tool_details(stopped.tool_calls),
+            )
+            account = continuity_account(user_entry, stopped.partial_text, str(stopped))
+            say = _noted(notice, stopped.reply or replies.TURN_FAILED)
+            return await self._conclude(job, record, InboxState.FAILED, say=say, entries=account)
         except TurnFailed as failure:
             record = self._record(
                 request,
@@ -594,7 +652,7 @@ class Host:
                 request_body=failure.request,
                 usage=failure.usage,
                 attempts=failure.attempts,
-                details=_budget_details(failure.budget),
+                details=_budget_details(failure.budget) | _tool_details(failure.tool_calls),
             )
             user_entry, notice = await self._left_out(
                 request, plan, user_entry, notice, failure.left_out
@@ -653,7 +711,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=_budget_details(outcome.budget),
+            details=_budget_details(outcome.budget) | _tool_details(outcome.tool_calls),
         )
         ended = await self._conclude(
             job,
@@ -844,8 +902,9 @@ class Host:
         say = notice if self._notices.allow(request.person) else ""
 
         async def refuse() -> None:
-            record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
-            await self._conclude(job, record, InboxState.REFUSED, say=say)
+            with job.trace.active(end=True):  # the refused turn's trace ends with its notice
+                record = self._record(request, datetime.now(UTC), Outcome.REFUSED, error=why.value)
+                await self._conclude(job, record, InboxState.REFUSED, say=say)
 
         self._in_background(refuse())
 
@@ -861,6 +920,14 @@ class Host:
         scope = memory_scope(request)
         reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
         record = self._record(request, started, Outcome.OK, details={"command": "memory"})
+        return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
+
+    async def _schedules_command(
+        self, job: _Job, request: TurnRequest, started: datetime, store: ChatSchedules
+    ) -> TurnResult:
+        """/schedules: the jobs set up in chat here, answered by the host at no token cost."""
+        reply = await schedule_commands.answer(request.text, request, store, self._operators)
+        record = self._record(request, started, Outcome.COMMAND, details={"command": "schedules"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 
     async def _over_budget(
@@ -932,7 +999,7 @@ class Host:
             usage=usage or Usage(),
             attempts=attempts,
             error=error,
-            details={**(details or {}), **self._where(request)},
+            details={**(details or {}), **self._where(request), **_trace_details()},
         )
 
     def _observe(self, record: TurnRecord) -> None:
@@ -1049,6 +1116,23 @@ class _Heard:
 def _first_word(text: str) -> str:
     words = text.split(maxsplit=1)
     return words[0].lower() if words else ""
+
+
+def _open_trace(request: TurnRequest) -> tracing.TurnTrace:
+    return tracing.open_turn(
+        turn_id=request.turn_id, channel=request.channel, kind=request.kind.value
+    )
+
+
+def _trace_details() -> dict[str, object]:
+    """The turn's trace id for its record, when traces are on."""
+    found = tracing.trace_id()
+    return {"trace_id": found} if found else {}
+
+
+def _tool_details(calls: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+    """The turn's tool calls for its record (tool, arguments, result size, duration, outcome)."""
+    return {"tool_calls": [dict(call) for call in calls]} if calls else {}
 
 
 def _budget_details(budget: BudgetFacts | None) -> dict[str, object]:

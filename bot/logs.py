@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import structlog
 
 from bot.config import LoggingSettings, Secrets
+from bot.tracing import add_trace_ids
 
 REDACTED = "[redacted]"
 
@@ -90,6 +91,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

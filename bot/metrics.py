@@ -1,4 +1,5 @@
-"""Prometheus metrics for the host: turns, latency, tokens, deliveries, queue depth, liveness.
+"""Prometheus metrics for the host: turns, latency, tokens, deliveries, queue depth, liveness,
+and MCP tool calls per server (read from each turn record's `tool_calls`).
 
 Each `Metrics` owns its own registry (not the process-global one), so several hosts in one test
 process never share counters.
@@ -23,9 +24,13 @@ class Metrics:
         queue_depth: Callable[[], int],
         channels_up: Callable[[], dict[str, bool]],
         cost: Callable[[TurnRecord], float] | None = None,
+        mcp_servers: frozenset[str] = frozenset(),
     ) -> None:
+        """`mcp_servers`: the configured server names (the only `server` label values, so a
+        tool name the model invents cannot add series)."""
         self.registry = CollectorRegistry()
         self._cost = cost
+        self._servers = mcp_servers
         self.turns = Counter(
             "bot_turns",
             "Turns finished, by channel and outcome",
@@ -63,6 +68,12 @@ class Metrics:
             "bot_deliveries",
             "Answers delivered or failed, by channel",
             ["channel", "result"],
+            registry=self.registry,
+        )
+        self.tool_calls = Counter(
+            "bot_mcp_tool_calls",
+            "Calls to MCP server tools, by server and outcome (ok, error, refused)",
+            ["server", "outcome"],
             registry=self.registry,
         )
         self._channels_up = channels_up
@@ -103,6 +114,13 @@ class Metrics:
         delivered = record.details.get("delivered")
         if delivered is not None:
             self.deliveries.labels(record.channel, "delivered" if delivered else "failed").inc()
+        self._count_tool_calls(record.details.get("tool_calls"))
+
+    def _count_tool_calls(self, calls: object) -> None:
+        for call in calls if isinstance(calls, list | tuple) else ():
+            server = str(call.get("tool", "")).partition("__")[0] if isinstance(call, dict) else ""
+            if server in self._servers:
+                self.tool_calls.labels(server, str(call.get("outcome", "error"))).inc()
 
     def render(self) -> bytes:
         for name, up in self._channels_up().items():

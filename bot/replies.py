@@ -171,6 +171,80 @@ def budget_reached(scope: str, resets_at: datetime) -> str:
     )
 
 
+# --- cost breakers (SPEC §17) -------------------------------------------------------------------
+
+
+def turn_stopped(breaker: str, max_tokens: int | None) -> str:
+    """What a person is told when a cost breaker stopped the answer to their message."""
+    if breaker == "repeat":
+        return (
+            "I stopped working on this: I kept repeating the same step without getting "
+            "anywhere. Please rephrase or narrow the request."
+        )
+    return (
+        f"I stopped working on this: the answer would have used more than {max_tokens} tokens, "
+        "the most one answer may use here. Please ask for something smaller."
+    )
+
+
+_BREAKER_WHY = {
+    "repeat": "it kept making the same tool call",
+    "run": "a run went over its token cap",
+    "day": "it reached its daily token cap",
+}
+
+
+def job_paused(name: str, breaker: str) -> str:
+    """The one line a scheduled job's destination gets when a breaker pauses the job."""
+    why = _BREAKER_WHY.get(breaker, "a cost breaker tripped")
+    return (
+        f'The scheduled job "{name}" is paused: {why}. An operator can resume it with '
+        f"`bot cron resume {name}`."
+    )
+
+
+# --- schedules set up in chat (SPEC §17) ---------------------------------------------------
+
+SCHEDULE_NOT_ALLOWED = (
+    "Sorry, you can't set up or change scheduled jobs here: only people the operator has "
+    "allowed can. Ask whoever runs this bot if you need one."
+)
+SCHEDULE_NOWHERE = "Scheduled jobs can only be set up in a Slack or Telegram conversation."
+SCHEDULE_NOT_YOURS = "Sorry, only the person who set up that job, or an operator, can remove it."
+SCHEDULES_NONE = "There are no scheduled jobs here."
+SCHEDULES_LIST = "Scheduled jobs here ({count}):"
+SCHEDULES_HOW_TO_REMOVE = "To remove one: /schedules remove ID."
+SCHEDULES_USAGE = "Say /schedules to list the jobs here, or /schedules remove ID to remove one."
+SCHEDULE_REMOVED = "Done: I removed the scheduled job {id}."
+
+
+def schedule_too_often(minutes: int) -> str:
+    return (
+        f"That would run more often than once every {minutes} minutes, the most often a job may "
+        "run here. Please choose a wider schedule."
+    )
+
+
+def schedule_limit(bound: str, limit: int) -> str:
+    """A new job over the bound of jobs per place ("place") or per person ("person")."""
+    where = "here" if bound == "place" else "for you"
+    return (
+        f"There are already {limit} scheduled jobs {where}, the most allowed. Remove one first "
+        "(/schedules lists them)."
+    )
+
+
+def schedule_unknown(schedule_id: str, known: Sequence[str]) -> str:
+    listed = ", ".join(known) if known else "none"
+    return f'There is no scheduled job "{schedule_id}" here (jobs here: {listed}).'
+
+
+def schedule_line(schedule_id: str, expression: str, timezone: str, prompt: str, mine: bool) -> str:
+    """One job in the /schedules list."""
+    who = " (yours)" if mine else ""
+    return f"{schedule_id}: {expression} ({timezone}){who}: {prompt}"
+
+
 # The agent's name, when its identity file introduces it the usual way ("You are Quill, ...").
 _NAME = re.compile(r"\bYou are ([A-Z][\w'’-]{0,39})\b")
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from bot.inbox import Inbox, Outbox, WorkShare
 from bot.ports.attachments import AttachmentStore
-from bot.ports.cron import CronRun
+from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.history import ChatBuffer, HistoryStore
 from bot.ports.leadership import Leadership
 from bot.ports.memory import MemoryStore
@@ -57,6 +57,20 @@ class RunRecords(Protocol):
     async def interrupt_running(self, finished_at: datetime) -> int: ...
 
     async def claim_slot(self, job: str, slot: datetime) -> bool: ...
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool: ...
+
+    async def resume(self, job: str) -> bool: ...
+
+    async def paused(self) -> list[JobPause]: ...
+
+    async def add_schedule(
+        self, schedule: ChatSchedule, *, per_place: int, per_person: int
+    ) -> str: ...
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]: ...
+
+    async def remove_schedule(self, schedule_id: str) -> bool: ...
 
     async def aclose(self) -> None: ...
 

@@ -7,13 +7,15 @@ a kind beats a platform alone, a platform beats `*`; among equals the first in t
 
 A rule may set `instructions` (text, or `instructions_path` to a file), `model`, `max_tokens`,
 `skills` (whose bodies ride the session block, so the agent-wide prompt prefix stays the same
-bytes for every surface) and a daily `budget`. Reading the instruction files is the only I/O here.
+bytes for every surface), a daily `budget` and `tools` (globs over the tool names the model sees,
+`offered_tools`: least privilege per surface). Reading the instruction files is the only I/O here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -28,6 +30,10 @@ ANY_PLATFORM = "*"
 # The channel names a turn can carry (`TurnRequest.channel`), and `*`: a rule naming anything
 # else would silently never apply, so it is refused when the config is read.
 PLATFORMS = ("slack", "telegram", "console", "cron", "webhook", ANY_PLATFORM)
+# The host's own read-only tools: what a surface without a `tools` rule is offered.
+BUILTIN_TOOLS = frozenset({"memory_recall", "read_attachment", "load_skill"})
+# A tool glob: the characters of tool names (`server__tool`) and the glob's own (`*`, `?`, `[]`).
+TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!]{1,128}$"
 
 
 class SurfaceRule(BaseModel):
@@ -42,6 +48,8 @@ class SurfaceRule(BaseModel):
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] | None = None
     skills: list[str] = []
     budget: BudgetLimits | None = None
+    # None: the built-in tools only; a list: exactly the tools whose names match one of its globs.
+    tools: list[Annotated[str, Field(pattern=TOOL_GLOB)]] | None = None
 
     @field_validator("platform")
     @classmethod
@@ -107,6 +115,17 @@ class SurfacePolicy:
 
 
 NO_POLICY = SurfacePolicy()
+
+
+def offered_tools(rule: SurfaceRule | None, names: Sequence[str]) -> tuple[str, ...]:
+    """The names among `names` (every tool the host has, sorted) offered on a surface whose
+    applying rule is `rule`: with a `tools` list, those matching one of its globs (case-sensitive,
+    built-in tools included only when matched); without one (or no rule), the built-in tools.
+    Keeps the order of `names`, so equal allowed sets give equal lists."""
+    globs = rule.tools if rule is not None else None
+    if globs is None:
+        return tuple(name for name in names if name in BUILTIN_TOOLS)
+    return tuple(name for name in names if any(fnmatchcase(name, glob) for glob in globs))
 
 
 class Policies:

@@ -1,5 +1,5 @@
-"""The host's own read-only tools, listed once in the `Toolbox`: the specs every request offers
-and, for each turn, the tools that answer them.
+"""The host's tools, listed once in the `Toolbox`: its own read-only ones and those of MCP servers
+(`extra`, from `bot.mcp`), and for each turn the ones its surface offers (`offered_tools`).
 
 `load_skill` lets the model read the body of a skill that the index lists; `memory_recall` (in
 `bot.recall`) searches long-term memory; `read_attachment` (in `bot.attachments.tool`) reads a
@@ -8,7 +8,7 @@ long shared text file. All are read-only: the model changes nothing with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.attachments.tool import READ_ATTACHMENT_SPEC, ReadAttachmentTool
@@ -18,6 +18,7 @@ from bot.ports.tools import Tool, ToolSpec
 from bot.prompt import AgentTexts
 from bot.prompt.skills import capped_body
 from bot.recall import MEMORY_RECALL_SPEC, RecallCache
+from bot.surfaces import SurfaceRule, offered_tools
 from bot.turns import TurnRequest
 
 LOAD_SKILL_SPEC = ToolSpec(
@@ -60,6 +61,8 @@ class LoadSkillTool:
 
 
 MakeTool = Callable[[TurnRequest, RecallCache], Tool]
+# Tools beyond the host's own, read at each turn (an MCP server's list may change while running).
+ToolSource = Callable[[], Sequence[Tool]]
 
 
 class _NoFiles:
@@ -72,9 +75,9 @@ class _NoFiles:
 
 
 class Toolbox:
-    """The tools, listed once: `specs` go into every request (the assembler's tool definitions)
-    and `for_turn` gives the tools that answer them, in the same fixed order, so the request
-    prefix stays cacheable and no spec is offered without its tool."""
+    """The tools, listed once: `specs` are every definition (the assembler's estimate of their
+    size) and `for_turn` gives the tools a surface offers, the host's own first in a fixed order,
+    then the others sorted by name, so the same allowed set is the same request prefix."""
 
     def __init__(
         self,
@@ -84,9 +87,12 @@ class Toolbox:
         memory: bool,
         attachments: bool = False,
         files: AttachmentStore | None = None,
+        extra: ToolSource = tuple,
+        own: Sequence[tuple[ToolSpec, MakeTool]] = (),
     ) -> None:
         """`files`: where shared files are kept (None: only the specs are needed, or the store
-        keeps none)."""
+        keeps none). `extra`: the MCP servers' tools, sorted by name. `own`: more of the host's
+        tools, made for each turn (the `schedule` tool)."""
         load_skill = LoadSkillTool(agent, skill_max_bytes)
         offered: list[tuple[ToolSpec, MakeTool]] = []
         if memory:
@@ -95,14 +101,32 @@ class Toolbox:
             offered.append((LOAD_SKILL_SPEC, lambda request, recall: load_skill))
         if attachments:
             offered.append((READ_ATTACHMENT_SPEC, lambda request, recall: _reader(files, request)))
+        offered += own
         self._offered = offered
+        self._extra = extra
 
     @property
     def specs(self) -> list[ToolSpec]:
-        return [spec for spec, _ in self._offered]
+        return [spec for spec, _ in self._offered] + [tool.spec for tool in self._extra()]
 
-    def for_turn(self, request: TurnRequest, recall: RecallCache) -> list[Tool]:
-        return [make(request, recall) for _, make in self._offered]
+    def names(self) -> list[str]:
+        """Every tool's name, sorted: what a surface rule's `tools` globs choose from."""
+        return sorted(spec.name for spec in self.specs)
+
+    def offered(self, rule: SurfaceRule | None) -> list[ToolSpec]:
+        """The definitions a surface under `rule` is offered, in request order."""
+        allowed = set(offered_tools(rule, self.names()))
+        return [spec for spec in self.specs if spec.name in allowed]
+
+    def for_turn(
+        self, request: TurnRequest, recall: RecallCache, rule: SurfaceRule | None = None
+    ) -> list[Tool]:
+        """The tools this turn's surface offers (`rule`: the surface rule that applies)."""
+        extra = list(self._extra())
+        names = [spec.name for spec, _ in self._offered] + [tool.spec.name for tool in extra]
+        allowed = set(offered_tools(rule, sorted(names)))
+        own = [make(request, recall) for spec, make in self._offered if spec.name in allowed]
+        return own + [tool for tool in extra if tool.spec.name in allowed]
 
 
 def _reader(files: AttachmentStore | None, request: TurnRequest) -> Tool:

@@ -37,6 +37,7 @@ class Outcome(StrEnum):
     REFUSED = "refused"  # no model call: unknown skill, too large, busy or too fast (see error)
     OVER_BUDGET = "over_budget"  # no model call: a daily budget is reached
     FAILED = "failed"  # the model runtime gave up, or the turn could not be published
+    STOPPED = "stopped"  # a cost breaker stopped it: a token cap, or a repeated tool call
     CRASHED = "crashed"  # the host failed, or the turn was interrupted too often
     # Cut short: by shutdown (it runs again after the next start), or by a person (Slack's stop
     # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.

@@ -14,6 +14,7 @@ STORED = {
     "compacted",
     "refused",
     "over_budget",
+    "stopped",
     "failed",
     "crashed",
     "cancelled",

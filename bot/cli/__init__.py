@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
     "store": ("bot.cli.store", "copy the SQLite store into PostgreSQL (migrate --to URL)"),
+    "tools": (
+        "bot.cli.tools",
+        "list the tools each surface is offered (MCP servers' and built-in)",
+    ),
     "init": ("bot.cli.init", "write a starter config folder"),
     "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),
 }

@@ -1,14 +1,16 @@
-"""The composition root: settings -> model -> store -> channels -> host -> cron -> HTTP port.
+"""The composition root: settings -> model -> store -> MCP servers -> channels -> host -> cron ->
+HTTP port.
 
 The one place that imports everything. `App` is built from a list of channel builders and what
 the command runs (`Runs`); entering builds the parts, hands the host and cron the platform ->
 deliverer mapping, and starts the HTTP server and the channels; leaving stops intake first, lets
 running turns finish up to the shutdown grace, then closes the channels, the HTTP server, the
-store and the model client.
+MCP servers, the store and the model client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -19,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot import tracing
 from bot.agentfiles import load_agent
 from bot.attachments.intake import AttachmentIntake
-from bot.budget import Budgets
+from bot.budget import Budgets, SpendCaps
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.departures import MemoryDepartures
@@ -37,13 +40,16 @@ from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
+from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
-from bot.stores import OpenStore
-from bot.tools import Toolbox
+from bot.stores import OpenStore, RunRecords
+from bot.tools import MakeTool, Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
+    from bot.mcp.hub import McpHub
+    from channels.cron.chat import ScheduleDesk
     from channels.cron.plan import JobPlan
     from channels.cron.runner import CronRunner
     from channels.cron.scheduler import CronScheduler
@@ -66,17 +72,36 @@ def require_api_key(config: Config) -> str:
 
 
 def build_toolbox(
-    config: Config, agent: AgentTexts, files: AttachmentStore | None = None
+    config: Config,
+    agent: AgentTexts,
+    files: AttachmentStore | None = None,
+    hub: McpHub | None = None,
+    desk: ScheduleDesk | None = None,
 ) -> Toolbox:
-    """The tools the configuration offers; `files` where shared files are kept (the host's)."""
+    """The tools the configuration offers; `files` where shared files are kept (the host's),
+    `hub` the started MCP servers (their tools), `desk` the schedules set up in chat."""
     settings = config.settings
+    own: list[tuple[ToolSpec, MakeTool]] = []
+    if desk is not None:
+        from channels.cron.chat import SCHEDULE_SPEC
+
+        own.append((SCHEDULE_SPEC, lambda request, recall: desk.tool(request)))
     return Toolbox(
         agent,
         skill_max_bytes=settings.agent.skill_max_bytes,
         memory=settings.memory.enabled,
         attachments=settings.attachments.enabled,
         files=files if settings.attachments.enabled else None,
+        extra=hub.tools if hub is not None else tuple,
+        own=own,
     )
+
+
+def build_hub(config: Config) -> McpHub:
+    """The configured MCP servers (not started), with the secrets their env and headers name."""
+    from bot.mcp.hub import McpHub
+
+    return McpHub(config.settings.mcp, config.secrets.values)
 
 
 def build_assembler(
@@ -208,7 +233,9 @@ class App:
         self.cron: CronScheduler | None = None
         self.cron_runner: CronRunner | None = None
         self.cron_jobs: list[JobPlan] = []
+        self._records: RunRecords | None = None
         self.webhooks: WebhookEndpoint | None = None
+        self.mcp: McpHub | None = None
         self.channels: list[Channel] = []
         self.web = web.Application(middlewares=[guard])
         self._runner: web.AppRunner | None = None
@@ -254,6 +281,7 @@ class App:
 
     async def _start(self) -> None:
         settings = self.config.settings
+        self._start_tracing()
         agent = load_agent(settings.agent)
         policy = load_policy(settings, agent)
         # One counter: the runtime refines its calibration from the API's usage, and the
@@ -280,7 +308,9 @@ class App:
         parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
-        toolbox = build_toolbox(self.config, agent, store.attachments)
+        hub = await self._start_mcp()
+        desk = await self._schedule_desk(store)
+        toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         self.web.router.add_get("/healthz", self._healthz)
@@ -290,6 +320,61 @@ class App:
             await self._start_http()
         await self._start_channels(self._host)
         await self._start_cron()
+
+    def _start_tracing(self) -> None:
+        """One trace per turn, exported over OTLP/HTTP, when `[otel] endpoint` is set."""
+        otel = self.config.settings.otel
+        if otel.endpoint is None:
+            return
+        if not tracing.available():
+            raise ConfigError(
+                f"otel.endpoint = {otel.endpoint!r}, but the OpenTelemetry packages are not "
+                "installed. Fix: pip install -e '.[otel]' (the otel extra), or remove "
+                "otel.endpoint."
+            )
+        tracing.install(otel.endpoint, service=otel.service_name, content=otel.content)
+        # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
+        self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
+        log.info("traces_exporting", endpoint=otel.endpoint, content=otel.content)
+
+    async def _schedule_desk(self, store: OpenStore) -> ScheduleDesk | None:
+        """Schedules from chat, when `[schedules] allowed` names anyone: their records (shared
+        with cron's) and the desk the `schedule` tool works at."""
+        settings = self.config.settings
+        if not settings.schedules.enabled:
+            return None
+        from channels.cron.chat import ScheduleDesk
+
+        records = await self._run_records(store)
+        return ScheduleDesk(
+            records,
+            settings.schedules,
+            settings.schedules.timezone or settings.agent.timezone,
+            operators=frozenset(settings.budget.operators),
+            changed=self._schedules_changed,
+        )
+
+    def _schedules_changed(self) -> None:
+        if self.cron is not None:
+            self.cron.changed()
+
+    async def _run_records(self, store: OpenStore) -> RunRecords:
+        """The store's cron records (runs, slots, pauses, chat schedules), opened once."""
+        if self._records is None:
+            self._records = await store.cron_runs()
+            self._exits.push_async_callback(self._records.aclose)
+        return self._records
+
+    async def _start_mcp(self) -> McpHub | None:
+        """Start the MCP servers (a server that fails keeps being retried; the host serves on).
+        Leaving stops them after the host has let running turns finish."""
+        if not self.config.settings.mcp.servers:
+            return None
+        hub = build_hub(self.config)
+        self._exits.push_async_callback(hub.aclose)
+        await hub.start()
+        self.mcp = hub
+        return hub
 
     def _build_host(
         self,
@@ -322,8 +407,20 @@ class App:
             attachments=self._attachment_intake(store),
             policies=policy.policies,
             budgets=budgets,
+            schedules=self._records if settings.schedules.enabled else None,
+            operators=frozenset(settings.budget.operators),
+            caps=SpendCaps(
+                turn=settings.budget.max_tokens_per_turn,
+                run=settings.cron.max_tokens_per_run,
+                job_day=settings.cron.max_tokens_per_job_per_day,
+            ),
         )
-        self.metrics = Metrics(lambda: host.queue_depth, self._channels_up, cost=budgets.cost_of)
+        self.metrics = Metrics(
+            lambda: host.queue_depth,
+            self._channels_up,
+            cost=budgets.cost_of,
+            mcp_servers=frozenset(server.name for server in settings.mcp.servers),
+        )
         host.observers.append(self.metrics.observe)
         return host
 
@@ -368,16 +465,17 @@ class App:
             if self._runs.http
             else []
         )
-        if not jobs and not hooks:
+        chat = settings.schedules.enabled
+        if not jobs and not hooks and not chat:
             return
-        runs = await store.cron_runs()
-        self._exits.push_async_callback(runs.aclose)
+        runs = await self._run_records(store)
         self.cron_jobs = jobs
         self.cron_runner = CronRunner(self.host, deliverers, runs)
         if hooks:
             self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
             self.webhooks.install(self.web)
-        if jobs and self._runs.scheduler:
+        if (jobs or chat) and self._runs.scheduler:
+            from channels.cron.chat import job_plans
             from channels.cron.scheduler import CronScheduler
 
             self.cron = CronScheduler(
@@ -387,6 +485,7 @@ class App:
                 misfire_grace=settings.cron.misfire_grace,
                 retries=settings.cron.retries,
                 retry_delay=settings.cron.retry_delay,
+                source=(lambda: job_plans(runs)) if chat else None,
             )
 
     async def _start_cron(self) -> None:

@@ -1,4 +1,5 @@
-"""`bot cron`: list the scheduled jobs (next fire time, last outcome) or run one now."""
+"""`bot cron`: list the scheduled jobs (next fire time, last outcome), run one now, or resume one
+a cost breaker paused."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from bot.cli.settings import Config
 from bot.config import LoggingSettings
 from bot.errors import ConfigError
 from bot.logs import configure_logging
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger
 
 HELP = "list scheduled jobs or run one now"
 WEBHOOK_PREFIX = "webhook:"
@@ -22,11 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_parser("list", help="each job with its next fire time and last outcome")
     run = actions.add_parser("run", help="run one job now and say whether its answer was posted")
     run.add_argument("name", metavar="NAME", help="the job's name from [[cron.jobs]]")
+    resume = actions.add_parser("resume", help="resume a job a cost breaker paused")
+    resume.add_argument("name", metavar="NAME", help="the job's name, as `bot cron list` shows")
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     if args.action == "list":
         return asyncio.run(_list(config, datetime.now(UTC)))
+    if args.action == "resume":
+        return asyncio.run(_resume(config, args.name))
     _quiet_logs(config)
     return asyncio.run(_run_now(config, args.name))
 
@@ -40,41 +45,111 @@ async def _list(config: Config, now: datetime) -> int:
     settings = config.settings
     jobs = plan_jobs(settings.cron, settings.platforms())
     hooks = [hook.name for hook in settings.webhooks]
-    if not jobs and not hooks:
+    chat = await _chat_schedules(config)
+    if not jobs and not hooks and not chat:
         print("No jobs: add [[cron.jobs]] entries to the config (see README, Scheduled posts).")
         return 0
     names = [job.name for job in jobs] + [WEBHOOK_PREFIX + hook for hook in hooks]
-    last = await _latest_runs(names, config)
+    last, pauses = await _latest_runs(names + [item.job for item in chat], config)
     for job in jobs:
         fire = job.schedule.next_after(now)
         state = "enabled" if job.enabled else "paused (enabled = false): would fire"
+        if job.name in pauses:
+            state = f"paused by a cost breaker ({pauses[job.name]}; `bot cron resume {job.name}`)"
+            state += ": would fire"
         print(f"{job.name}  [{job.schedule.expression}]  {job.schedule.timezone}")
         print(f"  next:   {state} {_local(job.schedule.local(fire))} ({_until(fire - now)})")
         print(f"  notify: {job.run.notify or 'none (the answer goes to history only)'}")
         print(f"  last:   {_outcome(last.get(job.name), job.schedule.timezone)}")
+    for item in chat:
+        _print_chat_schedule(item, now, last.get(item.job), pauses.get(item.job))
     for hook in hooks:
         print(f"webhook {hook}  POST /hooks/{hook}")
         print(f"  last:   {_outcome(last.get(WEBHOOK_PREFIX + hook), 'UTC')}")
     return 0
 
 
-async def _latest_runs(names: list[str], config: Config) -> dict[str, CronRun]:
-    """The latest record of each name, read-only; none when the store was never created."""
+def _print_chat_schedule(
+    item: ChatSchedule, now: datetime, last: CronRun | None, paused: str | None
+) -> None:
+    """A job set up in chat, beside the configured ones (where it posts stays unshown: a route)."""
+    from channels.cron.schedule import Schedule
+
+    schedule = Schedule.parse(item.expression, item.timezone)
+    fire = schedule.next_after(now)
+    state = "enabled"
+    if paused is not None:
+        state = f"paused by a cost breaker ({paused}; `bot cron resume {item.job}`): would fire"
+    print(f"{item.job}  [{item.expression}]  {item.timezone}  (set up in chat at {item.place})")
+    print(f"  next:   {state} {_local(schedule.local(fire))} ({_until(fire - now)})")
+    print(f"  does:   {' '.join(item.prompt.split())[:100]}")
+    print(f"  last:   {_outcome(last, item.timezone)}")
+
+
+async def _chat_schedules(config: Config) -> list[ChatSchedule]:
+    """The jobs set up in chat, read-only; none when the store was never created."""
     from bot.cli.stored import open_configured
 
     settings = config.settings
     if not settings.store.url and not settings.store.path.expanduser().is_file():
-        return {}
+        return []
+    store = await open_configured(settings.store, settings.memory)
+    try:
+        runs = await store.cron_runs(read_only=True)
+        try:
+            return await runs.schedules()
+        finally:
+            await runs.aclose()
+    finally:
+        await store.aclose()
+
+
+async def _latest_runs(
+    names: list[str], config: Config
+) -> tuple[dict[str, CronRun], dict[str, str]]:
+    """The latest record of each name and the paused jobs (with the breaker that paused them),
+    read-only; none when the store was never created."""
+    from bot.cli.stored import open_configured
+
+    settings = config.settings
+    if not settings.store.url and not settings.store.path.expanduser().is_file():
+        return {}, {}
     store = await open_configured(settings.store, settings.memory)
     try:
         runs = await store.cron_runs(read_only=True)
         try:
             found = {name: await runs.latest(name) for name in names}
+            pauses = {pause.job: pause.reason for pause in await runs.paused()}
         finally:
             await runs.aclose()
     finally:
         await store.aclose()
-    return {name: record for name, record in found.items() if record is not None}
+    return {name: record for name, record in found.items() if record is not None}, pauses
+
+
+# --- bot cron resume NAME -----------------------------------------------------------------------
+
+
+async def _resume(config: Config, name: str) -> int:
+    from bot.cli.stored import open_configured
+
+    settings = config.settings
+    store = await open_configured(settings.store, settings.memory)
+    try:
+        runs = await store.cron_runs()
+        try:
+            resumed = await runs.resume(name)
+            paused = [pause.job for pause in await runs.paused()]
+        finally:
+            await runs.aclose()
+    finally:
+        await store.aclose()
+    if resumed:
+        print(f"{name}: resumed; it runs again at its next slot.")
+        return 0
+    known = ", ".join(paused) or "none"
+    print(f"{name}: not paused (paused jobs: {known}).", file=sys.stderr)
+    return 1
 
 
 def _local(moment: datetime) -> str:

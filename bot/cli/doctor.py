@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: object) -> int:
+    from bot.config import LoggingSettings
+    from bot.logs import configure_logging
+
+    # The checks say what is wrong; the parts' own log lines (a server restarting) would only
+    # repeat it between them.
+    configure_logging(LoggingSettings(level="error"))
     checks = asyncio.run(diagnose(args.config, offline=args.offline))
     width = max(len(check.name) for check in checks)
     for check in checks:
@@ -63,9 +69,65 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     checks.extend(_tokens(config))
     checks.extend(_streaming(config))
     checks.append(await _voice(config))
+    checks.extend(_mcp_secrets(config))
     if not offline:
         for name, probe in _services(config):
             checks.append(await _probe(name, probe))
+        checks.extend(await _mcp_servers(config))
+    return checks
+
+
+def _mcp_secrets(config: Config) -> list[Check]:
+    """Each variable an MCP server's env or headers_env names: set, or what to do."""
+    checks = []
+    for server in config.settings.mcp.servers:
+        for name in server.secret_names():
+            if config.secrets.get(name):
+                checks.append(Check(name, True, f"set (for MCP server {server.name!r})"))
+            else:
+                checks.append(
+                    Check(
+                        name,
+                        False,
+                        f"not set; MCP server {server.name!r} names it (env or headers_env). "
+                        f"Fix: export {name}=... or add it to .env, or remove it from the server.",
+                    )
+                )
+    return checks
+
+
+async def _mcp_servers(config: Config) -> list[Check]:
+    """Start each MCP server, list its tools, say what is wrong with one that fails. Nothing a
+    server says is printed with a secret in it (redacted by value)."""
+    if not config.settings.mcp.servers:
+        return []
+    from bot.cli.compose import build_hub
+    from bot.logs import redact_text, remember_secrets
+
+    remember_secrets(config.secrets.values.values())
+    hub = build_hub(config)
+    await hub.start()
+    secrets = tuple(config.secrets.values.values())
+    checks = []
+    try:
+        for link in hub.links:
+            name = f"mcp server {link.name}"
+            if link.problem is not None:
+                fix = (
+                    "Fix: check the server's command (and that it speaks MCP over stdio)"
+                    if link.settings.command is not None
+                    else "Fix: check the url, that the server is up, and its headers_env"
+                )
+                detail = (
+                    f"{link.settings.transport}: {link.problem}. {fix}, or its timeout_seconds."
+                )
+                checks.append(Check(name, False, redact_text(detail, secrets)))
+                continue
+            names = ", ".join(tool.tool for tool in link.tools) or "none"
+            detail = f"{link.settings.transport}: {len(link.tools)} tool(s): {names}"
+            checks.append(Check(name, True, redact_text(detail, secrets)))
+    finally:
+        await hub.aclose()
     return checks
 
 

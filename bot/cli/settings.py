@@ -10,8 +10,9 @@ from pydantic import Field
 
 from bot import config
 from bot.config import CoreSettings
+from bot.mcp.settings import McpSettings
 from bot.voice.settings import VoiceSettings
-from channels.cron.settings import CronSettings, WebhookSettings
+from channels.cron.settings import CronSettings, SchedulesSettings, WebhookSettings
 from channels.slack import settings as slack
 from channels.slack.settings import SlackSettings
 from channels.telegram import settings as telegram
@@ -24,22 +25,26 @@ class Settings(CoreSettings):
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
-        *("voice", "cron", "host", "logging", "prompt", "budget"),
+        *("voice", "cron", "schedules", "host", "logging", "prompt", "budget", "mcp", "otel"),
     )
 
     slack: SlackSettings = SlackSettings()
     telegram: TelegramSettings = TelegramSettings()
     voice: VoiceSettings = VoiceSettings()
     cron: CronSettings = CronSettings()
+    schedules: SchedulesSettings = SchedulesSettings()
     webhooks: list[WebhookSettings] = Field(default_factory=list)
+    mcp: McpSettings = McpSettings()
 
     def platforms(self) -> frozenset[str]:
         """The chat platforms this host runs (where cron and webhooks may post)."""
         return frozenset(name for name in ("slack", "telegram") if getattr(self, name).enabled)
 
     def secret_names(self) -> tuple[str, ...]:
-        # Each webhook names the variable holding its bearer token.
-        return (*self.SECRETS, *(hook.token_env for hook in self.webhooks))
+        # Each webhook names the variable holding its bearer token; each MCP server those of its
+        # env and headers_env (their values are redacted everywhere, like every secret).
+        hooks = (hook.token_env for hook in self.webhooks)
+        return (*self.SECRETS, *hooks, *self.mcp.secret_names())
 
 
 Config = config.Config[Settings]

@@ -29,15 +29,15 @@ import anthropic
 import structlog
 from anthropic.types import Message
 
-from bot import replies
+from bot import replies, tracing
 from bot.config import ModelSettings
-from bot.errors import ModelAuthError, ModelError, ToolError, TurnFailed
+from bot.errors import BreakerTripped, ModelAuthError, ModelError, ToolError, TurnFailed
 from bot.model import compaction, wire
 from bot.model.retry import Verdict, classify, delay_for, error_message, refused_block
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.model import AssembledRequest, BudgetFacts, LeftOut, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
-from bot.ports.tools import Tool
+from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
@@ -157,10 +157,15 @@ class _Tally:
         self._on_text = on_text
         self.count = 0
         self.text: list[str] = []
+        self.chars = 0
+        self.first_ns = 0  # when the first delta came (time.time_ns), for the streaming span
 
     async def __call__(self, delta: str) -> None:
+        if not self.count:
+            self.first_ns = tracing.now_ns()
         self.count += 1
         self.text.append(delta)
+        self.chars += len(delta)
         if self._on_text is not None:
             await self._on_text(delta)
 
@@ -190,9 +195,50 @@ class _Calls:
         count: Callable[[str], int],
         **fields: Any,
     ) -> _Call:
-        """The call's answer. An attempt that ends without one but may have been billed (it
-        timed out, was cancelled, or streamed text first) is `charge`d at once with an estimate
-        (`count` over what was sent and what was streamed): the API bills it all the same."""
+        """The call's answer, traced as one span. An attempt that ends without one but may have
+        been billed (it timed out, was cancelled, or streamed text first) is `charge`d at once
+        with an estimate (`count` over what was sent and what was streamed): the API bills it
+        all the same."""
+        model = str(body.get("model", self._settings.name))
+        with tracing.span(
+            f"chat {model}",
+            gen_ai__operation__name="chat",
+            gen_ai__provider__name="anthropic",
+            gen_ai__system="anthropic",
+            gen_ai__request__model=model,
+            gen_ai__request__max_tokens=body.get("max_tokens"),
+            bot__purpose=fields.get("purpose"),
+        ) as span:
+            try:
+                call = await self._call(body, on_text, charge, count, **fields)
+            except _CallError as exc:
+                span.set(error__type=type(exc.cause).__name__, bot__attempts=exc.attempts)
+                span.failed(str(exc))
+                raise
+            usage, message = call.usage, call.message
+            span.set(
+                gen_ai__response__model=message.model,
+                gen_ai__response__id=message.id,
+                gen_ai__response__finish_reasons=[str(message.stop_reason)],
+                # input_tokens counts every input token, cached or not (the convention's);
+                # the cache reads and writes are also given apart.
+                gen_ai__usage__input_tokens=wire.total_input(usage),
+                gen_ai__usage__output_tokens=usage.output_tokens,
+                gen_ai__usage__cache_read__input_tokens=usage.cache_read_tokens,
+                gen_ai__usage__cache_creation__input_tokens=usage.cache_write_tokens,
+                bot__attempts=call.attempts,
+            )
+            span.text("gen_ai.output.text", wire.text_of(message.content))
+            return call
+
+    async def _call(
+        self,
+        body: Mapping[str, Any],
+        on_text: OnText | None,
+        charge: Charge,
+        count: Callable[[str], int],
+        **fields: Any,
+    ) -> _Call:
         started = self._clock()
         attempt = 0
         while True:
@@ -224,6 +270,13 @@ class _Calls:
                 continue
             usage = wire.usage_of(message.usage)
             self._log_answer(message, usage, attempt, self._clock() - began, fields)
+            if streamed.count:
+                tracing.finished_span(
+                    "streaming",
+                    streamed.first_ns,
+                    bot__deltas=streamed.count,
+                    bot__chars=streamed.chars,
+                )
             return _Call(message, attempt, usage)
 
     def _retry_delay(self, exc: BaseException, attempt: int, spent: float) -> float | None:
@@ -287,6 +340,10 @@ class _Turn:
         self.refused: dict[str, bool] = {}  # content id -> the API named it
         self.too_large: dict[str, None] = {}  # content ids left out for size, oldest first
         self.byte_budget = REQUEST_BUDGET
+        self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
+        self.resent = 0  # input and output of the last call: the next call sends at least this
+        self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+        self.images: dict[str, tuple[ToolImage, ...]] = {}  # by tool_use id, this round's
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -297,7 +354,9 @@ class _Turn:
         return await self._loop()
 
     def _assemble(self, history: Sequence[HistoryEntry]) -> None:
-        assembled = self.plan.assemble(history)
+        with tracing.span("assembly") as span:
+            assembled = self.plan.assemble(history)
+            span.set(**_cache_figures(assembled))
         was_unmet = self.budget is not None and self.budget.floor_unmet
         if assembled.floor_unmet and not was_unmet:
             log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -315,6 +374,7 @@ class _Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            self._check_tokens()
             message = await self._turn_call(last)
             text = wire.text_of(message.content)
             calls = wire.tool_calls(message.content)
@@ -323,12 +383,69 @@ class _Turn:
             if last:  # the model asked for tools anyway: end honestly, without the calls
                 note = replies.tool_round_limit(limit)
                 return self._finish(f"{text}\n\n{note}" if text else note)
+            self._check_repeats(calls, text)
+            self.images = {}  # this round's only: later requests replay the results' text
             results = await self._run_tools(calls)
             self.entries += [
                 self._counted(wire.assistant_entry(text, calls)),
                 self._counted(wire.results_entry(results)),
             ]
-            self.rounds += [wire.assistant_message(message.content), wire.results_message(results)]
+            self.rounds += [
+                wire.assistant_message(message.content),
+                wire.results_message(results, self.images),
+            ]
+
+    # --- cost breakers (SPEC §17) ---
+
+    def _check_tokens(self) -> None:
+        """Stop before a call that would take the turn past its token cap: the next call sends
+        at least what the last one read and wrote (the first, what the budget estimated)."""
+        breakers = self.plan.breakers
+        if breakers.max_tokens is None:
+            return
+        coming = self.resent if self.rounds else self.request.estimated_tokens
+        spent = self.usage.total
+        if spent + coming <= breakers.max_tokens:
+            return
+        raise self._tripped(
+            "tokens",
+            f"the turn would pass its token cap ({breakers.tokens_scope}: "
+            f"{breakers.max_tokens} tokens; {spent} spent, the next call sends about {coming})",
+        )
+
+    def _check_repeats(self, calls: Sequence[ToolUseBlock], text: str) -> None:
+        """Stop before running a tool call that was already made `repeats` times, same name and
+        same arguments: a model that loops would otherwise spend until a cap."""
+        allowed = self.plan.breakers.repeats
+        if allowed is None:
+            return
+        keys = [_call_key(call) for call in calls]
+        for call, key in zip(calls, keys, strict=True):
+            if self.calls_seen.get(key, 0) + keys.count(key) > allowed:
+                raise self._tripped(
+                    "repeat",
+                    f"the model asked for tool {call.name!r} with the same arguments more than "
+                    f"{allowed} times",
+                )
+        for key in keys:
+            self.calls_seen[key] = self.calls_seen.get(key, 0) + 1
+
+    def _tripped(self, breaker: str, why: str) -> BreakerTripped:
+        scope = self.plan.breakers.tokens_scope
+        log.warning("breaker_tripped", breaker=breaker, scope=scope, tokens=self.usage.total)
+        return BreakerTripped(
+            f"stopped by a cost breaker: {why}.",
+            breaker=breaker,
+            scope=scope,
+            partial_text="".join(self.streamed),
+            entries=tuple(self.entries),
+            reply=replies.turn_stopped(breaker, self.plan.breakers.max_tokens),
+            attempts=self.attempts,
+            request=self.last_body,
+            usage=self.usage,
+            budget=self.budget,
+            tool_calls=tuple(self.tool_calls),
+        )
 
     def _finish(self, text: str) -> TurnOutcome:
         self.entries.append(self._counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
@@ -341,6 +458,7 @@ class _Turn:
             attempts=self.attempts,
             budget=self.budget,
             left_out=self._left_out(answered=True),
+            tool_calls=tuple(self.tool_calls),
         )
 
     def _left_out(self, *, answered: bool) -> tuple[LeftOut, ...]:
@@ -421,6 +539,7 @@ class _Turn:
         )
         self.usage += call.usage
         self.attempts = call.attempts
+        self.resent = wire.total_input(call.usage) + call.usage.output_tokens
         if first_of_request and self.counter is not None:
             # The estimate covers the assembled request only, so only its first call teaches.
             self.counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
@@ -456,24 +575,51 @@ class _Turn:
         self, call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
     ) -> ToolResultBlock:
         began = time.monotonic()
-        if tool is None:
-            known = ", ".join(sorted(tools)) or "none"
-            output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
-        else:
-            try:
-                output, failed = str(await tool(call.input)), False
-            except ToolError as exc:
-                output, failed = str(exc) or type(exc).__name__, True
-            except Exception as exc:  # any tool bug becomes an error result, not a lost turn
-                output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
-        content = bound_tool_output(output)
+        with tracing.span(
+            f"execute_tool {call.name}",
+            gen_ai__operation__name="execute_tool",
+            gen_ai__tool__name=call.name,
+            gen_ai__tool__call__id=call.id,
+        ) as span:
+            if tool is None:  # not offered here (or invented): it reaches no server
+                known = ", ".join(sorted(tools)) or "none"
+                output, failed = f"unknown tool {call.name!r}; the tools here are: {known}", True
+                log.warning("tool_refused", tool=call.name, turn_id=self.plan.turn_id)
+            else:
+                try:
+                    returned = await tool(call.input)
+                    if isinstance(returned, ToolOutput):
+                        output, failed = returned.text, False
+                        self.images[call.id] = returned.images
+                    else:
+                        output, failed = str(returned), False
+                except ToolError as exc:
+                    output, failed = str(exc) or type(exc).__name__, True
+                except Exception as exc:  # any tool bug becomes an error result, not a lost turn
+                    output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
+            content = bound_tool_output(output)
+            size = len(content.encode("utf-8", errors="replace"))
+            span.set(bot__ok=not failed, bot__result_bytes=size)
+            if failed:
+                span.failed("the tool call failed")
+        latency_ms = round((time.monotonic() - began) * 1000, 1)
         log.info(
             "tool_call",
             tool=call.name,
             ok=not failed,
-            result_bytes=len(content.encode("utf-8", errors="replace")),
-            latency_ms=round((time.monotonic() - began) * 1000, 1),
+            result_bytes=size,
+            latency_ms=latency_ms,
             turn_id=self.plan.turn_id,
+        )
+        outcome = "refused" if tool is None else "error" if failed else "ok"
+        self.tool_calls.append(
+            {
+                "tool": call.name,
+                "arguments": call.input,
+                "result_bytes": size,
+                "duration_ms": latency_ms,
+                "outcome": outcome,
+            }
         )
         return ToolResultBlock(call.id, content, is_error=failed)
 
@@ -494,6 +640,7 @@ class _Turn:
             usage=self.usage,
             budget=self.budget,
             left_out=self._left_out(answered=False),
+            tool_calls=tuple(self.tool_calls),
         )
 
     # --- compaction ---
@@ -585,6 +732,25 @@ def _estimate(body: Mapping[str, Any], streamed: _Tally, count: Callable[[str], 
         [body.get("system"), body.get("messages"), body.get("tools")], ensure_ascii=False
     )
     return Usage(input_tokens=count(sent), output_tokens=count("".join(streamed.text)))
+
+
+def _cache_figures(assembled: AssembledRequest) -> dict[str, int | str | bool]:
+    """What the assembly span says of the request: its size and its cache breakpoints."""
+    body = assembled.body
+    ttls = sorted({str(mark.get("ttl", "5m")) for mark in wire.cache_marks(body)})
+    return {
+        "bot.prompt.estimated_tokens": assembled.estimated_tokens,
+        "bot.prompt.history_used": assembled.history_used,
+        "bot.prompt.floor_unmet": assembled.floor_unmet,
+        "bot.cache.breakpoints": wire.count_breakpoints(body),
+        "bot.cache.ttl": ",".join(ttls) or "none",
+    }
+
+
+def _call_key(call: ToolUseBlock) -> str:
+    """A tool call's identity for the repeat breaker: its name and its arguments, canonical."""
+    arguments = json.dumps(call.input, sort_keys=True, ensure_ascii=False, default=str)
+    return f"{call.name}\x00{arguments}"
 
 
 def _failure_message(error: _CallError, settings: ModelSettings) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from anthropic.types import ContentBlock
 
 from bot.ports.records import Usage
+from bot.ports.tools import ToolImage
 from bot.prompt.history import tool_result_block
 from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -45,8 +46,24 @@ def assistant_message(content: Sequence[ContentBlock]) -> dict[str, Any]:
     return {"role": "assistant", "content": blocks}
 
 
-def results_message(results: Sequence[ToolResultBlock]) -> dict[str, Any]:
-    return {"role": "user", "content": [tool_result_block(r) for r in results]}
+def results_message(
+    results: Sequence[ToolResultBlock], images: Mapping[str, Sequence[ToolImage]] | None = None
+) -> dict[str, Any]:
+    """The round's results; a result with images (by tool_use id) carries them after its text."""
+    blocks = [tool_result_block(r) for r in results]
+    for block in blocks:
+        shown = (images or {}).get(block["tool_use_id"])
+        if shown:
+            block["content"] = [
+                {"type": "text", "text": block["content"]},
+                *(_image(image) for image in shown),
+            ]
+    return {"role": "user", "content": blocks}
+
+
+def _image(image: ToolImage) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.media_type, "data": image.data}
+    return {"type": "image", "source": source}
 
 
 def text_of(content: Sequence[ContentBlock]) -> str:
@@ -98,11 +115,20 @@ def _content_blocks(message: Mapping[str, Any]) -> list[Any]:
 
 
 def count_breakpoints(body: Mapping[str, Any]) -> int:
+    return len(cache_marks(body))
+
+
+def cache_marks(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every `cache_control` mark in the request, in order (tools, system, messages)."""
     system = body.get("system")
     blocks: list[Any] = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
     for message in body.get("messages") or []:
         blocks += _content_blocks(message)
-    return sum(1 for b in blocks if isinstance(b, Mapping) and "cache_control" in b)
+    return [
+        b["cache_control"]
+        for b in blocks
+        if isinstance(b, Mapping) and isinstance(b.get("cache_control"), Mapping)
+    ]
 
 
 def _without_cache_control(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,14 +8,18 @@ from datetime import datetime
 from typing import Any
 
 from bot.pgstore.db import PgDatabase
-from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, JobPause
 from bot.sql.cron_runs import (
     COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
+    SCHEDULE_COLUMNS,
     run_row,
+    schedule_row,
+    stored_pause,
     stored_run,
+    stored_schedule,
     stored_time,
 )
 
@@ -107,6 +111,75 @@ class PgCronRuns:
             return bool(status == "INSERT 0 1")
 
         return await self._db.write(claim)
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        async def pause(conn: Any) -> bool:
+            status = await conn.execute(
+                "INSERT INTO cron_pauses (job, reason, paused_at) VALUES ($1, $2, $3) "
+                "ON CONFLICT DO NOTHING",
+                job,
+                reason,
+                at.timestamp(),
+            )
+            return bool(status == "INSERT 0 1")
+
+        return await self._db.write(pause)
+
+    async def resume(self, job: str) -> bool:
+        async def resume(conn: Any) -> bool:
+            status = await conn.execute("DELETE FROM cron_pauses WHERE job = $1", job)
+            return bool(status == "DELETE 1")
+
+        return await self._db.write(resume)
+
+    async def paused(self) -> list[JobPause]:
+        rows = await self._db.fetch_all(
+            "SELECT job, reason, paused_at FROM cron_pauses ORDER BY paused_at, job", ()
+        )
+        return [stored_pause(row) for row in rows]
+
+    async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
+        async def add(conn: Any) -> str:
+            # Replicas adding at once queue here, so a bound is never passed by a race.
+            await conn.execute("LOCK TABLE chat_schedules IN SHARE ROW EXCLUSIVE MODE")
+            places = await conn.fetchval(
+                "SELECT count(*) FROM chat_schedules WHERE place = $1", schedule.place
+            )
+            if int(places) >= per_place:
+                return "place"
+            mine = await conn.fetchval(
+                "SELECT count(*) FROM chat_schedules WHERE creator = $1", schedule.creator
+            )
+            if int(mine) >= per_person:
+                return "person"
+            await conn.execute(
+                f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                *schedule_row(schedule),
+            )
+            return ""
+
+        return await self._db.write(add)
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]:
+        if place is None:
+            rows = await self._db.fetch_all(
+                f"SELECT {SCHEDULE_COLUMNS} FROM chat_schedules ORDER BY created_at, id", ()
+            )
+        else:
+            rows = await self._db.fetch_all(
+                f"SELECT {SCHEDULE_COLUMNS} FROM chat_schedules WHERE place = $1 "
+                "ORDER BY created_at, id",
+                (place,),
+            )
+        return [stored_schedule(row) for row in rows]
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        async def remove(conn: Any) -> bool:
+            status = await conn.execute("DELETE FROM chat_schedules WHERE id = $1", schedule_id)
+            return bool(status == "DELETE 1")
+
+        return await self._db.write(remove)
 
     async def aclose(self) -> None:
         """The records share the store's pool, which the store closes."""

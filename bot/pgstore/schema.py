@@ -222,11 +222,38 @@ _V4_STREAMS = (
     "CREATE INDEX streams_by_age ON streams (opened_at)",
 )
 
+# Jobs a cost breaker paused (SPEC §17), until `bot cron resume NAME`.
+_V_CRON_PAUSES = (
+    """CREATE TABLE cron_pauses (
+        job TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        paused_at DOUBLE PRECISION NOT NULL
+    )""",
+)
+
+# Jobs people set up in chat (SPEC §17): where each was set up and posts, who, when, what.
+_V_CHAT_SCHEDULES = (
+    """CREATE TABLE chat_schedules (
+        id TEXT PRIMARY KEY,
+        place TEXT NOT NULL,
+        route TEXT NOT NULL,
+        creator TEXT NOT NULL,
+        expression TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX chat_schedules_by_place ON chat_schedules (place, created_at)",
+    "CREATE INDEX chat_schedules_by_creator ON chat_schedules (creator)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
     _V3_ATTACHMENTS,
     _V4_STREAMS,
+    _V_CRON_PAUSES,
+    _V_CHAT_SCHEDULES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

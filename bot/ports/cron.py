@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from bot.turns import ReplyRoute
+
 
 class CronRunStatus(StrEnum):
     RUNNING = "running"
@@ -14,6 +16,7 @@ class CronRunStatus(StrEnum):
     SILENT = "silent"  # the agent answered with the silent token: nothing posted
     UNDELIVERED = "undelivered"  # the turn finished but the platform did not take every part
     FAILED = "failed"  # the turn did not finish, or the host refused it
+    STOPPED = "stopped"  # a cost breaker stopped the turn; the job is paused (never retried)
     INTERRUPTED = "interrupted"  # the process stopped while the run was in flight
 
 
@@ -46,6 +49,15 @@ class CronRun:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JobPause:
+    """A job a cost breaker paused: why (`run`, `day` or `repeat`) and when."""
+
+    job: str
+    reason: str
+    paused_at: datetime
+
+
 class CronRuns(Protocol):
     """Durable run records, bounded (the newest records per job are kept)."""
 
@@ -68,3 +80,51 @@ class CronRuns(Protocol):
         """Claim one schedule slot of the job for this process: True for the first claim ever,
         False when another process (a replica on the same store) claimed it, so each slot runs
         once however many schedulers watch it."""
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        """Pause the job (durably, for every replica): True when this paused it, False when it
+        was paused already (so its destination is told once)."""
+
+    async def resume(self, job: str) -> bool:
+        """Lift the job's pause; True when it was paused."""
+
+    async def paused(self) -> list[JobPause]:
+        """Every paused job, oldest pause first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSchedule:
+    """A job someone set up in chat (SPEC §17). `place` is where it was set up and is listed
+    (`<channel>:<surface id>`), `route` where its runs post (the conversation it was asked in),
+    `creator` the person id: all three host-side, never shown to the model."""
+
+    id: str
+    place: str
+    route: ReplyRoute
+    creator: str
+    expression: str
+    timezone: str
+    prompt: str
+    created_at: datetime
+
+    @property
+    def job(self) -> str:
+        """The name its runs, slots and pause are recorded under."""
+        return f"{SCHEDULE_PREFIX}{self.id}"
+
+
+SCHEDULE_PREFIX = "schedule:"
+
+
+class ChatSchedules(Protocol):
+    """The jobs set up in chat, durable and shared by every replica."""
+
+    async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
+        """Store it unless its place already has `per_place` or its creator `per_person`
+        schedules: "" when stored, else which bound it met ("place" or "person")."""
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]:
+        """Every schedule (or those of one place), oldest first."""
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        """Remove it; True when it existed."""

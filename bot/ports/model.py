@@ -59,6 +59,21 @@ class Assemble(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Breakers:
+    """When the runtime stops a turn on its own (SPEC §17): `max_tokens` (input, cache and output
+    tokens of all its calls together; `tokens_scope` names the limit it comes from, for the
+    record and the notice) and `repeats` (how many identical tool calls, same name and
+    arguments, may run: the next identical one stops the turn instead). None: no such limit."""
+
+    max_tokens: int | None = None
+    tokens_scope: str = "turn"
+    repeats: int | None = None
+
+
+NO_BREAKERS = Breakers()
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -72,6 +87,7 @@ class TurnPlan:
     # Each estimate charged for a call that may have been billed without an answer (timed out,
     # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.
     on_charge: Callable[[Usage], None] | None = None
+    breakers: Breakers = NO_BREAKERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +108,9 @@ class TurnOutcome:
     attempts: int = 1
     budget: BudgetFacts | None = None
     left_out: tuple[LeftOut, ...] = ()
+    # One entry per tool call, for the turn record: tool, arguments, result_bytes, duration_ms,
+    # outcome ("ok", "error", or "refused": not offered on this surface, so never run).
+    tool_calls: Sequence[Mapping[str, Any]] = ()
 
 
 class ModelRuntime(Protocol):

@@ -14,9 +14,26 @@ class ToolSpec:
     input_schema: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ToolImage:
+    """An image a tool returned, ready for the model (within the API's limits): base64 `data`."""
+
+    media_type: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A result with images. `text` is the result as history keeps it; the images ride only the
+    request that follows the call (history replays the text, which says they were shown)."""
+
+    text: str
+    images: tuple[ToolImage, ...] = ()
+
+
 class Tool(Protocol):
     @property
     def spec(self) -> ToolSpec: ...
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         """Run the tool; raise ToolError (or anything) for an error result."""

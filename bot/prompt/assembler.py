@@ -64,13 +64,15 @@ INSTRUCTIONS_HEADING = "# Instructions for this place"
 @dataclass(frozen=True)
 class SurfacePrompt:
     """What the turn's surface rule changes in the request: instructions and skill bodies ride
-    the session block (never the agent-wide part), and the model and answer limit the body.
-    The default changes nothing."""
+    the session block (never the agent-wide part); the model, the answer limit and the tools
+    offered there the body. The default changes nothing."""
 
     instructions: str = ""
     skills: tuple[str, ...] = ()
     model: str | None = None
     max_tokens: int | None = None
+    # The tool definitions offered there, in request order (None: the assembler's own list).
+    tools: tuple[ToolSpec, ...] | None = None
 
 
 DEFAULT_SURFACE = SurfacePrompt()
@@ -262,6 +264,10 @@ class Assembler:
         kept = history[start:]
         messages = hist.render(kept, files.contents)
         body = self._body(session, messages, current, _cache_control(cache_ttl))
+        if surface.tools is not None:
+            body.pop("tools", None)
+            if surface.tools:
+                body["tools"] = [_tool(spec) for spec in surface.tools]
         body["model"] = surface.model or self._model
         body["max_tokens"] = max_tokens
         return AssembledRequest(

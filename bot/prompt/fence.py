@@ -32,6 +32,7 @@ FENCE_TAGS = (
     "conversation_summary",
     "transcript",
     "attachment",
+    "tool_result",
 )
 
 # After an opener, in folded text: blanks, an optional slash, blanks, then a fence tag name not

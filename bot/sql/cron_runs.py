@@ -1,5 +1,6 @@
-"""What both engines' cron and webhook run records share (`bot.store.cron_runs`,
-`bot.pgstore.cron_runs`): their bounds, and a run as the `cron_runs` table's columns and back.
+"""What both engines' cron and webhook run records and chat schedules share
+(`bot.store.cron_runs`, `bot.pgstore.cron_runs`): their bounds, and a run (or a schedule) as
+its table's columns and back.
 Times are unix seconds in both schemas."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger, JobPause
+from bot.sql.request_codec import decode_route, encode_route
 
 DEFAULT_KEEP_PER_JOB = 200
 DEFAULT_MAX_AGE_DAYS = 90.0
@@ -59,3 +61,38 @@ def stored_time(value: object) -> datetime | None:
     if value is None:
         return None
     return datetime.fromtimestamp(float(str(value)), UTC)
+
+
+def stored_pause(row: Iterable[object]) -> JobPause:
+    job, reason, paused_at = tuple(row)
+    return JobPause(str(job), str(reason), stored_time(paused_at) or datetime.fromtimestamp(0, UTC))
+
+
+SCHEDULE_COLUMNS = "id, place, route, creator, expression, timezone, prompt, created_at"
+
+
+def schedule_row(schedule: ChatSchedule) -> tuple[object, ...]:
+    return (
+        schedule.id,
+        schedule.place,
+        encode_route(schedule.route),
+        schedule.creator,
+        schedule.expression,
+        schedule.timezone,
+        schedule.prompt,
+        schedule.created_at.timestamp(),
+    )
+
+
+def stored_schedule(row: Iterable[object]) -> ChatSchedule:
+    ident, place, route, creator, expression, timezone, prompt, created = tuple(row)
+    return ChatSchedule(
+        id=str(ident),
+        place=str(place),
+        route=decode_route(str(route)),
+        creator=str(creator),
+        expression=str(expression),
+        timezone=str(timezone),
+        prompt=str(prompt),
+        created_at=stored_time(created) or datetime.fromtimestamp(0, UTC),
+    )

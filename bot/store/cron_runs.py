@@ -9,20 +9,25 @@ each job, none older than `max_age_days`.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import datetime
 from pathlib import Path
 
 import aiosqlite
 
-from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, JobPause
 from bot.sql.cron_runs import (
     COLUMNS,
     DEFAULT_KEEP_PER_JOB,
     DEFAULT_MAX_AGE_DAYS,
     INTERRUPTED_ERROR,
+    SCHEDULE_COLUMNS,
     run_row,
+    schedule_row,
+    stored_pause,
     stored_run,
+    stored_schedule,
     stored_time,
 )
 
@@ -52,6 +57,12 @@ _SCHEMA = (
         claimed_at REAL NOT NULL,
         PRIMARY KEY (job, slot)
     )""",
+    # Jobs a cost breaker paused (SPEC §17), until `bot cron resume NAME`.
+    """CREATE TABLE IF NOT EXISTS cron_pauses (
+        job TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        paused_at REAL NOT NULL
+    )""",
 )
 
 
@@ -71,6 +82,7 @@ class SqliteCronRuns:
         self._max_age = max_age_days * 86_400.0
         self._owns = owns_connection
         self._table = False
+        self._adding = asyncio.Lock()  # one transaction at a time on this connection
 
     async def ensure_table(self) -> None:
         for statement in _SCHEMA:
@@ -127,6 +139,72 @@ class SqliteCronRuns:
         )
         return claimed
 
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        async with self._conn.execute(
+            "INSERT OR IGNORE INTO cron_pauses (job, reason, paused_at) VALUES (?, ?, ?)",
+            (job, reason, at.timestamp()),
+        ) as cursor:
+            return cursor.rowcount == 1
+
+    async def resume(self, job: str) -> bool:
+        async with self._conn.execute("DELETE FROM cron_pauses WHERE job = ?", (job,)) as cursor:
+            return cursor.rowcount == 1
+
+    async def paused(self) -> list[JobPause]:
+        if not await self._has_table("cron_pauses"):
+            return []
+        async with self._conn.execute(
+            "SELECT job, reason, paused_at FROM cron_pauses ORDER BY paused_at, job"
+        ) as cursor:
+            return [stored_pause(row) for row in await cursor.fetchall()]
+
+    async def add_schedule(self, schedule: ChatSchedule, *, per_place: int, per_person: int) -> str:
+        # One write transaction: two processes on the file never both take the last free place.
+        async with self._adding:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                met = await self._bound_met(schedule, per_place, per_person)
+                if not met:
+                    await self._conn.execute(
+                        f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                        schedule_row(schedule),
+                    )
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+        return met
+
+    async def _bound_met(self, schedule: ChatSchedule, per_place: int, per_person: int) -> str:
+        for column, value, limit, name in (
+            ("place", schedule.place, per_place, "place"),
+            ("creator", schedule.creator, per_person, "person"),
+        ):
+            row = await self._one(
+                f"SELECT count(*) FROM chat_schedules WHERE {column} = ?",
+                (value,),
+                "chat_schedules",
+            )
+            if row is not None and int(row[0]) >= limit:
+                return name
+        return ""
+
+    async def schedules(self, place: str | None = None) -> list[ChatSchedule]:
+        if not await self._has_table("chat_schedules"):
+            return []
+        where, params = ("WHERE place = ?", (place,)) if place is not None else ("", ())
+        async with self._conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM chat_schedules {where} ORDER BY created_at, id",
+            params,
+        ) as cursor:
+            return [stored_schedule(row) for row in await cursor.fetchall()]
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        async with self._conn.execute(
+            "DELETE FROM chat_schedules WHERE id = ?", (schedule_id,)
+        ) as cursor:
+            return cursor.rowcount == 1
+
     async def aclose(self) -> None:
         if self._owns:
             await self._conn.close()
@@ -141,21 +219,27 @@ class SqliteCronRuns:
             (job, job, self._keep),
         )
 
-    async def _one(self, sql: str, params: tuple[object, ...]) -> sqlite3.Row | None:
-        if not await self._has_table():
+    async def _one(
+        self, sql: str, params: tuple[object, ...], table: str = "cron_runs"
+    ) -> sqlite3.Row | None:
+        if not await self._has_table(table):
             return None
         async with self._conn.execute(sql, params) as cursor:
             row = await cursor.fetchone()
         return row if row is not None and row[0] is not None else None
 
-    async def _has_table(self) -> bool:
-        """A store that never ran a job has no table yet (read-only views); that reads as empty."""
-        if not self._table:
-            async with self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cron_runs'"
-            ) as cursor:
-                self._table = await cursor.fetchone() is not None
-        return self._table
+    async def _has_table(self, name: str = "cron_runs") -> bool:
+        """A store that never ran a job has no table yet (read-only views); that reads as empty.
+        (A store an older version made has cron_runs but not cron_pauses.)"""
+        if self._table and name == "cron_runs":
+            return True
+        async with self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ) as cursor:
+            found = await cursor.fetchone() is not None
+        if name == "cron_runs":
+            self._table = found
+        return found
 
 
 async def open_cron_runs(path: Path, *, read_only: bool = False) -> SqliteCronRuns:

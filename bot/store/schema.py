@@ -226,6 +226,22 @@ _V7_STREAMS = (
     "CREATE INDEX streams_by_age ON streams (opened_at)",
 )
 
+# Jobs people set up in chat (SPEC §17): where each was set up and posts, who, when, what.
+_V_CHAT_SCHEDULES = (
+    """CREATE TABLE IF NOT EXISTS chat_schedules (
+        id TEXT PRIMARY KEY,
+        place TEXT NOT NULL,
+        route TEXT NOT NULL,
+        creator TEXT NOT NULL,
+        expression TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS chat_schedules_by_place ON chat_schedules (place, created_at)",
+    "CREATE INDEX IF NOT EXISTS chat_schedules_by_creator ON chat_schedules (creator)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -234,6 +250,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V5_MEMORY_SOURCES,
     _V6_ATTACHMENTS,
     _V7_STREAMS,
+    _V_CHAT_SCHEDULES,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

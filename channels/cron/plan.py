@@ -49,13 +49,19 @@ class Destination:
 class RunPlan:
     """What every run of one job or webhook turns into (all but the text and the clock).
 
-    `record_key` names the runs in the run records: the job name, or `webhook:<name>`.
+    `record_key` names the runs in the run records: the job name, `webhook:<name>`, or
+    `schedule:<id>` for a job set up in chat (whose `route` is where it posts).
     """
 
     record_key: str
     channel: Literal["cron", "webhook"]
     conversation_key: str
     notify: Destination | None
+    route: ReplyRoute | None = None  # a chat schedule's: the conversation it was set up in
+
+    @property
+    def notifies(self) -> bool:
+        return self.notify is not None or self.route is not None
 
     def request(
         self, text: str, *, turn_id: str, received_at: datetime, route: ReplyRoute | None
@@ -69,7 +75,7 @@ class RunPlan:
             received_at=received_at,
             turn_id=turn_id,
             route=route,
-            notifies=self.notify is not None,
+            notifies=self.notifies,
         )
 
 
@@ -80,6 +86,7 @@ class JobPlan:
     prompt: str
     enabled: bool
     run: RunPlan
+    since: datetime | None = None  # a job set up in chat: no slot before it was set up
 
 
 @dataclass(frozen=True, slots=True)

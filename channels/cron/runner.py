@@ -3,6 +3,9 @@
 The runner builds the TurnRequest (routed to the notify destination's top level), hands it to the
 host and waits for the turn to be published and delivered. The host does the posting; the runner
 only reads the outcome: `delivered` is true only when the platform accepted every part.
+
+A run a cost breaker stopped (SPEC §17) is recorded `stopped` and never retried; its job is paused
+durably, and the first pause is told to the job's destination in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from bot import replies
 from bot.ports.cron import CronRun, CronRuns, CronRunStatus, CronTrigger
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.ports.intake import TurnResult, TurnSink
@@ -140,6 +144,10 @@ class CronRunner:
         return RunResult(finished, previous.text)
 
     def _route(self, plan: RunPlan) -> tuple[ReplyRoute | None, str | None]:
+        if plan.route is not None:
+            if plan.route.platform not in self._deliverers:
+                return None, f"the {plan.route.platform} channel is not running in this process"
+            return plan.route, None
         if plan.notify is None:
             return None, None
         deliverer = self._deliverers.get(plan.notify.platform)
@@ -151,6 +159,10 @@ class CronRunner:
             return None, f"{plan.notify} is not a destination the channel accepts ({exc})"
 
     async def _finish_with(self, record: CronRun, plan: RunPlan, result: TurnResult) -> CronRun:
+        if result.outcome == Outcome.STOPPED:
+            finished = await self._finish(record, CronRunStatus.STOPPED, error=result.error)
+            await self._pause(plan, breaker_of(result.error))
+            return finished
         if result.outcome == Outcome.SILENT:
             return await self._finish(record, CronRunStatus.SILENT)
         if result.outcome != Outcome.OK:
@@ -159,11 +171,33 @@ class CronRunner:
             return await self._finish(
                 record, CronRunStatus.FAILED, error=f"{result.outcome}: {reason}"
             )
-        if plan.notify is None:
+        if not plan.notifies:
             return await self._finish(record, CronRunStatus.OK)
         report = result.delivery or DeliveryReport(parts=1, accepted=0, error="nothing was posted")
         status = CronRunStatus.OK if report.delivered else CronRunStatus.UNDELIVERED
         return await self._finish(record, status, report=report)
+
+    async def _pause(self, plan: RunPlan, breaker: str) -> None:
+        """Pause a scheduled job whose breaker tripped; the first pause tells its destination
+        (webhooks are not paused: each call is its own run, stopped by the same breakers)."""
+        if plan.channel != "cron":
+            return
+        try:
+            first = await self._runs.pause(plan.record_key, breaker, self._now())
+        except Exception as exc:  # the run is recorded stopped; the next trip pauses it
+            log.warning("cron_pause_failed", job=plan.record_key, error=type(exc).__name__)
+            return
+        log.warning("cron_job_paused", job=plan.record_key, breaker=breaker, first=first)
+        route, _ = self._route(plan)
+        if not first or route is None:
+            return
+        deliverer = self._deliverers[route.platform]
+        try:
+            report = await deliverer.deliver(route, replies.job_paused(plan.record_key, breaker))
+        except Exception as exc:  # the pause holds either way; the log says it was not told
+            report = DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
+        if not report.delivered:
+            log.warning("cron_pause_untold", job=plan.record_key, error=report.error)
 
     async def _finish(
         self,
@@ -193,3 +227,9 @@ class CronRunner:
             await self._runs.save(record)
         except Exception as exc:  # a lost record must not stop the job; say so in the log
             log.exception("cron_run_record_failed", turn_id=record.run_id, error=type(exc).__name__)
+
+
+def breaker_of(error: str | None) -> str:
+    """Which breaker a stopped turn's error names (`breaker:<kind>: ...`)."""
+    head = (error or "").split(":", 2)
+    return head[1] if len(head) > 1 and head[0] == "breaker" else "breaker"

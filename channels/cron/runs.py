@@ -27,6 +27,8 @@ def describe(run: CronRun) -> str:
         return f"not delivered: {run.accepted} of {run.parts} parts accepted{reason}"
     if status is CronRunStatus.RUNNING:
         return "running"
+    if status is CronRunStatus.STOPPED:
+        return f"stopped by a cost breaker: {run.error or 'no reason recorded'}"
     return f"{status.value}: {run.error or 'no reason recorded'}"
 
 

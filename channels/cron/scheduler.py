@@ -7,9 +7,15 @@ Rules (SPEC §7):
 - misfires: a slot noticed late (the host was down, asleep or busy) runs once if it is at most
   `cron.misfire_grace` seconds old, else it is skipped and logged; never a burst of old slots.
   After a restart the durable run records say which slots already ran;
+- pauses: a job a cost breaker paused (durable, in the run records) skips its slots until
+  `bot cron resume NAME`; a stopped run is never retried;
 - retries: a failed turn is run again after a growing delay, at most `cron.retries` times and
   never past the job's next slot; an answer the platform took no part of is posted again rather
   than re-asked, and one it took only some parts of is not retried (that would repeat them).
+
+Jobs set up in chat come from `source` (the store, shared by replicas): read at start, every
+`refresh` seconds and at once when `changed()` is called; a job read late still gets the slots
+that came since the previous read (within the grace). Slot claims make each slot run once.
 
 Time comes from `now()` (aware datetimes) and waiting from `sleep(seconds)`, both injectable, so
 tests drive the clock and never wait.
@@ -32,6 +38,8 @@ from channels.cron.runner import Clock, CronRunner, RunResult, utc_now
 log = structlog.get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+Source = Callable[[], Awaitable[Sequence[JobPlan]]]
+REFRESH_SECONDS = 30.0
 # The loop re-reads the clock at least this often, so a wall-clock step (NTP, suspend) is noticed.
 MAX_NAP_SECONDS = 60.0
 MAX_RETRY_DELAY_SECONDS = 3600.0
@@ -68,8 +76,16 @@ class CronScheduler:
         retry_delay: float,
         now: Clock = utc_now,
         sleep: Sleep = asyncio.sleep,
+        source: Source | None = None,
+        refresh: float = REFRESH_SECONDS,
     ) -> None:
         self._plans = [job for job in jobs if job.enabled]
+        self._source = source
+        self._refresh = timedelta(seconds=refresh)
+        self._sourced: set[str] = set()  # names of the jobs read from `source`
+        self._read_at: datetime | None = None  # the last read that succeeded
+        self._tried_at: datetime | None = None  # the last read, failed or not
+        self._poked = asyncio.Event()
         self._runner = runner
         self._runs = runs
         self._grace = timedelta(seconds=misfire_grace) + ON_TIME
@@ -101,6 +117,7 @@ class CronScheduler:
             missed = await self._missed_while_down(plan, now)
             if missed is not None:
                 self._fire(job, missed, CronTrigger.CATCH_UP)
+        await self._read_source(now)
         self._loop_task = asyncio.create_task(self._loop(), name="cron-scheduler")
         log.info(
             "cron_started",
@@ -142,16 +159,78 @@ class CronScheduler:
             log.warning("cron_misfire_skipped", job=plan.name, reason="downtime longer than grace")
         return missed
 
+    def changed(self) -> None:
+        """The source's jobs changed (one was set up or removed here): read them now."""
+        self._poked.set()
+
+    async def _read_source(self, now: datetime) -> None:
+        """Add the source's new jobs and drop its removed ones (a run in flight finishes)."""
+        if self._source is None:
+            return
+        self._tried_at = now  # a failed read is tried again at the next refresh, not at once
+        try:
+            plans = [plan for plan in await self._source() if plan.name not in self._configured]
+        except Exception as exc:  # the store is away: keep what was read, try again later
+            log.warning("cron_source_failed", error=type(exc).__name__)
+            return
+        since, self._read_at = self._read_at, now
+        names = {plan.name for plan in plans}
+        for name in self._sourced - names:
+            self._jobs.pop(name, None)
+            log.info("cron_job_removed", job=name)
+        for plan in plans:
+            if plan.name in self._jobs:
+                continue
+            # Read late, a job still gets the slots since the last read, never one before it
+            # was set up; the first read (at start) looks forward only, like configured jobs.
+            start = now if since is None else max(since, plan.since or since)
+            job = _Job(plan, plan.schedule.next_after(start))
+            self._jobs[plan.name] = job
+            if since is None and (missed := await self._missed_while_down(plan, now)):
+                self._fire(job, missed, CronTrigger.CATCH_UP)
+            log.info("cron_job_added", job=plan.name, next_fire=job.next_fire.isoformat())
+        self._sourced = names
+
+    def _due_to_read(self, now: datetime) -> bool:
+        if self._source is None:
+            return False
+        stale = self._tried_at is None or now - self._tried_at >= self._refresh
+        return stale or self._poked.is_set()
+
+    @property
+    def _configured(self) -> set[str]:
+        return {plan.name for plan in self._plans}
+
     async def _loop(self) -> None:
         while True:
             now = self._now()
-            for job in self._jobs.values():
+            if self._due_to_read(now):
+                self._poked.clear()
+                await self._read_source(now)
+            for job in list(self._jobs.values()):
                 if job.next_fire <= now:
                     self._due(job, now)
-            if not self._jobs:
+            if not self._jobs and self._source is None:
                 return
-            wake = min(job.next_fire for job in self._jobs.values())
-            await self._sleep(min(max((wake - now).total_seconds(), 0.0), MAX_NAP_SECONDS))
+            wakes = [job.next_fire for job in self._jobs.values()]
+            if self._source is not None and self._tried_at is not None:
+                wakes.append(self._tried_at + self._refresh)
+            wake = min(wakes)
+            await self._nap(min(max((wake - now).total_seconds(), 0.0), MAX_NAP_SECONDS))
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when `changed()` is called meanwhile."""
+        if self._source is None:
+            await self._sleep(seconds)
+            return
+        nap = asyncio.ensure_future(self._sleep(seconds))
+        poke = asyncio.ensure_future(self._poked.wait())
+        try:
+            await asyncio.wait({nap, poke}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (nap, poke):
+                task.cancel()
+            await asyncio.gather(nap, poke, return_exceptions=True)
 
     def _due(self, job: _Job, now: datetime) -> None:
         schedule, first = job.plan.schedule, job.next_fire
@@ -178,7 +257,9 @@ class CronScheduler:
         """Run the slot (with retries), then the one slot that came meanwhile, if still fresh."""
         current: datetime | None = slot
         while current is not None and not self._stopping:
-            if await self._runs.claim_slot(job.plan.name, current):
+            if await self._paused(job.plan.name):
+                log.info("cron_slot_skipped_paused", job=job.plan.name, slot=current.isoformat())
+            elif await self._runs.claim_slot(job.plan.name, current):
                 await self._attempts(job, current, trigger)
             else:
                 log.info("cron_slot_claimed_elsewhere", job=job.plan.name, slot=current.isoformat())
@@ -187,6 +268,13 @@ class CronScheduler:
             if current is not None and self._now() - current > self._grace:
                 log.warning("cron_misfire_skipped", job=job.plan.name, slot=current.isoformat())
                 current = None
+
+    async def _paused(self, name: str) -> bool:
+        try:
+            return any(pause.job == name for pause in await self._runs.paused())
+        except Exception as exc:  # the store is away: run; a breaker still stops a bad run
+            log.warning("cron_pause_check_failed", job=name, error=type(exc).__name__)
+            return False
 
     async def _attempts(self, job: _Job, slot: datetime, trigger: CronTrigger) -> None:
         plan = job.plan

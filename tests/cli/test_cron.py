@@ -95,3 +95,53 @@ async def test_list_without_jobs_says_how_to_add_one(
     config = load_config(agent_dir / "bot.toml", env={})
     assert await cron_cli._list(config, NOW) == 0
     assert "No jobs" in capsys.readouterr().out
+
+
+async def test_list_shows_a_job_a_cost_breaker_paused_and_how_to_resume_it(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config(agent_dir, JOBS)
+    config = load_config(agent_dir / "bot.toml", env={})
+    store = await open_store(StoreSettings(path=config.settings.store.path), MemorySettings())
+    await store.aclose()
+    runs = await open_cron_runs(config.settings.store.path)
+    assert await runs.pause("standup", "run", utc(2024, 5, 31, 7)) is True
+    assert await runs.pause("standup", "run", utc(2024, 5, 31, 8)) is False
+    await runs.aclose()
+    assert await cron_cli._list(config, NOW) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == (
+        "  next:   paused by a cost breaker (run; `bot cron resume standup`): would fire "
+        "Mon 2024-06-03 09:00 CEST (UTC+0200) (in 19h 0m)"
+    )
+    assert await cron_cli._resume(config, "standup") == 0
+    assert await cron_cli._resume(config, "standup") == 1
+
+
+async def test_list_shows_jobs_set_up_in_chat_beside_the_configured_ones(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.ports.cron import ChatSchedule
+    from bot.turns import ReplyRoute
+
+    write_config(agent_dir, JOBS)
+    config = load_config(agent_dir / "bot.toml", env={})
+    store = await open_store(StoreSettings(path=config.settings.store.path), MemorySettings())
+    await store.aclose()
+    runs = await open_cron_runs(config.settings.store.path)
+    route = ReplyRoute("slack", {"channel": "C0SECRET1", "thread_ts": "17.5"})
+    made = ChatSchedule(
+        "ab12cd34", "slack:C0SECRET1", route, "slack:T1:U1", "0 9 * * 1-5", "Europe/Berlin",
+        "Post a summary.", utc(2024, 5, 31, 7),
+    )  # fmt: skip
+    assert await runs.add_schedule(made, per_place=5, per_person=5) == ""
+    await runs.aclose()
+    assert await cron_cli._list(config, NOW) == 0
+    out = capsys.readouterr().out
+    assert (
+        "schedule:ab12cd34  [0 9 * * 1-5]  Europe/Berlin  (set up in chat at slack:C0SECRET1)"
+        in out
+    )
+    assert "  next:   enabled Mon 2024-06-03 09:00 CEST (UTC+0200) (in 19h 0m)" in out
+    assert "  does:   Post a summary." in out
+    assert "17.5" not in out  # the route stays host-side

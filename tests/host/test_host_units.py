@@ -45,7 +45,7 @@ class Rig:
     records: list[TurnRecord]
 
 
-def no_tools(request: TurnRequest, recall: RecallCache) -> list[Tool]:
+def no_tools(request: TurnRequest, recall: RecallCache, rule: object = None) -> list[Tool]:
     return []
 
 

@@ -80,3 +80,27 @@ async def test_refusal_notices_go_to_a_person_at_most_once_a_minute(
     texts = [sent.plain for sent in tg.sent]
     assert sorted(texts) == sorted(["the one answer", TOO_FAST])
     assert len(claude.requests) == 1
+
+
+async def test_a_turn_that_would_pass_the_per_turn_token_ceiling_is_stopped_and_told(
+    agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic
+) -> None:
+    # SPEC §17: the spend limits of scheduled runs hold for turns people start too.
+    from bot.replies import turn_stopped
+    from tests.fakes.anthropic import Reply, ToolCall
+
+    config = configure(
+        agent_dir, tg, claude, "max_concurrent_turns = 4\n\n[budget]\nmax_tokens_per_turn = 1000"
+    )
+    alice = tg.user("Alice", "Chen", "alice")
+    claude.script(
+        *[Reply(tool_calls=[ToolCall("memory_recall", {"query": f"q{n}"})]) for n in range(9)]
+    )
+    async with App(config) as app:
+        await tg.push(tg.message(tg.private_chat(alice), alice, "dig through everything"))
+        await tg.wait_sent(1)
+        await app.host.idle()
+        [summary] = await app.store.records.recent(limit=1)
+    assert [sent.plain for sent in tg.sent] == [turn_stopped("tokens", 1000)]
+    assert len(claude.requests) <= 1  # the first call fits, the second would not
+    assert summary.outcome == "stopped"

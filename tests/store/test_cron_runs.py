@@ -13,10 +13,11 @@ import aiosqlite
 import pytest
 
 from bot.config import MemorySettings, StoreSettings
-from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger
 from bot.store import open_store
 from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.stores import RunRecords
+from bot.turns import ReplyRoute
 from tests.channels.cron.doubles import utc
 from tests.engines import Engine
 
@@ -159,3 +160,72 @@ async def test_each_slot_is_claimed_once_across_openings(engine: Engine, runs: R
     finally:
         await other.aclose()
         await store.aclose()
+
+
+async def test_a_pause_is_set_once_read_by_another_opening_and_lifted(
+    engine: Engine, runs: RunRecords
+) -> None:
+    assert await runs.pause("digest", "repeat", T0) is True
+    assert await runs.pause("digest", "run", T0 + timedelta(minutes=1)) is False
+    store = await engine.open()
+    other = await store.cron_runs()
+    try:
+        assert [(p.job, p.reason, p.paused_at) for p in await other.paused()] == [
+            ("digest", "repeat", T0)
+        ]
+        assert await other.resume("digest") is True
+    finally:
+        await other.aclose()
+        await store.aclose()
+    assert await runs.paused() == []
+    assert await runs.resume("digest") is False
+
+
+def chat_schedule(
+    ident: str, place: str = "slack:C1", creator: str = "slack:T1:U1"
+) -> ChatSchedule:
+    return ChatSchedule(
+        id=ident,
+        place=place,
+        route=ReplyRoute("slack", {"channel": "C1", "thread_ts": "17.1"}),
+        creator=creator,
+        expression="0 9 * * 1-5",
+        timezone="Europe/Berlin",
+        prompt="Post a summary.",
+        created_at=T0,
+    )
+
+
+async def test_chat_schedules_keep_their_bounds_and_round_trip(runs: RunRecords) -> None:
+    assert await runs.add_schedule(chat_schedule("a"), per_place=2, per_person=3) == ""
+    assert await runs.add_schedule(chat_schedule("b"), per_place=2, per_person=3) == ""
+    assert await runs.add_schedule(chat_schedule("c"), per_place=2, per_person=3) == "place"
+    elsewhere = chat_schedule("d", place="slack:C2")
+    assert await runs.add_schedule(elsewhere, per_place=2, per_person=3) == ""
+    another = chat_schedule("e", place="slack:C3")
+    assert await runs.add_schedule(another, per_place=2, per_person=3) == "person"
+    assert [s.id for s in await runs.schedules()] == ["a", "b", "d"]
+    [first, _] = await runs.schedules("slack:C1")
+    assert first == chat_schedule("a")  # the route comes back whole (host-side only)
+    assert await runs.remove_schedule("a") is True
+    assert await runs.remove_schedule("a") is False
+    assert [s.id for s in await runs.schedules("slack:C1")] == ["b"]
+
+
+async def test_concurrent_adds_never_pass_the_bound(engine: Engine, runs: RunRecords) -> None:
+    store = await engine.open()
+    other = await store.cron_runs()
+    try:
+        results = await asyncio.gather(
+            *[
+                (runs if n % 2 else other).add_schedule(
+                    chat_schedule(f"s{n}", creator=f"p{n}"), per_place=3, per_person=10
+                )
+                for n in range(8)
+            ]
+        )
+    finally:
+        await other.aclose()
+        await store.aclose()
+    assert sorted(results) == [""] * 3 + ["place"] * 5
+    assert len(await runs.schedules("slack:C1")) == 3

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from bot.ports.cron import CronRun, CronRunStatus
+from bot.ports.cron import CronRun, CronRunStatus, JobPause
 from bot.ports.delivery import DeliveryReport
 from bot.ports.intake import Admission, TurnResult
 from bot.turns import ReplyRoute, TurnRequest
@@ -130,6 +130,7 @@ class MemoryRuns:
 
     runs: dict[str, CronRun] = field(default_factory=dict)
     slots: set[tuple[str, datetime]] = field(default_factory=set)
+    pauses: dict[str, JobPause] = field(default_factory=dict)
 
     async def save(self, run: CronRun) -> None:
         self.runs[run.run_id] = run
@@ -157,6 +158,18 @@ class MemoryRuns:
         claimed = (job, slot) not in self.slots
         self.slots.add((job, slot))
         return claimed
+
+    async def pause(self, job: str, reason: str, at: datetime) -> bool:
+        if job in self.pauses:
+            return False
+        self.pauses[job] = JobPause(job, reason, at)
+        return True
+
+    async def resume(self, job: str) -> bool:
+        return self.pauses.pop(job, None) is not None
+
+    async def paused(self) -> list[JobPause]:
+        return sorted(self.pauses.values(), key=lambda p: (p.paused_at, p.job))
 
     def of(self, job: str) -> list[CronRun]:
         """Every record of `job`, oldest first."""

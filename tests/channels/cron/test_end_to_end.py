@@ -375,3 +375,53 @@ def _clean_env() -> dict[str, str]:
     """The test process's environment without anything that would steer the child's config."""
     keep = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV"}
     return {k: v for k, v in os.environ.items() if k in keep}
+
+
+async def test_a_scheduled_run_that_keeps_calling_one_tool_is_stopped_and_told_once(
+    make_config: MakeConfig, slack: FakeSlack, claude: FakeAnthropic
+) -> None:
+    # SPEC §17: the fourth identical tool call never runs; the job pauses; the channel hears once.
+    from bot import replies
+    from tests.fakes.anthropic import Reply, ToolCall
+
+    config = make_config(NEWS_JOB)
+    loop = Reply(tool_calls=[ToolCall("memory_recall", {"query": "open tickets"})])
+    claude.script(*[loop for _ in range(8)])
+    clock = ManualClock(utc(2024, 6, 3, 6, 0))  # Monday 08:00 in Berlin
+    async with App(config, runs=Runs(http=False, scheduler=False)) as app:
+        assert app.cron_runner is not None
+        runs = await open_cron_runs(app.store.db.path)
+        scheduler = CronScheduler(
+            app.cron_jobs,
+            app.cron_runner,
+            runs,
+            misfire_grace=300,
+            retries=2,
+            retry_delay=30,
+            now=clock.now,
+            sleep=clock.sleep,
+        )
+        await scheduler.start()
+        try:
+            await clock.advance(3600)  # 09:00: the run loops
+            await scheduler.idle()
+            calls_after_first = len(claude.requests)
+            await clock.advance(24 * 3600)  # Tuesday 09:00: paused
+            await scheduler.idle()
+            record = await runs.latest("news")
+            pauses = await runs.paused()
+        finally:
+            await scheduler.stop()
+            await runs.aclose()
+    assert calls_after_first == 4  # three rounds ran the tool, the fourth ask stopped the run
+    assert len(claude.requests) == calls_after_first
+    assert [(p["channel"], p["text"]) for p in slack.posts] == [
+        (NEWS, replies.job_paused("news", "repeat"))
+    ]
+    assert record is not None
+    assert record.status is CronRunStatus.STOPPED
+    assert (record.error or "").startswith("breaker:repeat")
+    assert [(p.job, p.reason) for p in pauses] == [("news", "repeat")]
+    # `bot cron resume news` lifts it; a second resume says it was not paused.
+    assert await cron_cli._resume(config, "news") == 0
+    assert await cron_cli._resume(config, "news") == 1

@@ -1,0 +1,100 @@
+"""`bot tools [--surface PLATFORM[:KIND[:ID]]]`: what each surface is offered.
+
+Starts the configured MCP servers (to read their tool lists), then prints, for every
+`[[surfaces]]` rule and for surfaces no rule matches (or for the one surface named), the tools
+offered there: the names the model sees, with the server's hints (read-only, destructive).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import UTC, datetime
+
+from bot.agentfiles import load_agent
+from bot.cli.compose import build_hub, build_toolbox
+from bot.cli.settings import Config
+from bot.errors import ConfigError
+from bot.mcp.hub import McpHub
+from bot.policyfiles import load_policy
+from bot.ports.tools import ToolSpec
+from bot.surfaces import NO_POLICY, SurfacePolicy
+from bot.tools import Toolbox
+from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
+
+HELP = "list the tools each surface is offered (MCP servers' and the host's own)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--surface",
+        metavar="PLATFORM[:KIND[:ID]]",
+        help="one surface, e.g. slack:channel:C0123ABCD or telegram:dm (default: every rule)",
+    )
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    return asyncio.run(_run(config, args.surface))
+
+
+async def _run(config: Config, surface: str | None) -> int:
+    agent = load_agent(config.settings.agent)
+    policies = load_policy(config.settings, agent).policies
+    hub = build_hub(config)
+    await hub.start()
+    try:
+        toolbox = build_toolbox(config, agent, hub=hub)
+        for link in hub.links:
+            if link.problem is not None:
+                print(f"warning: MCP server {link.name!r}: {link.problem} (its tools are unknown)")
+        if surface is not None:
+            _show(toolbox, policies.for_request(_request(surface)), _hints(hub))
+        else:
+            for policy in [*policies.all, NO_POLICY]:
+                _show(toolbox, policy, _hints(hub))
+    finally:
+        await hub.aclose()
+    return 0
+
+
+def _hints(hub: McpHub) -> dict[str, str]:
+    """The hints of each MCP tool by name (`read-only`, `destructive`), from the hub's lists."""
+    hints = {}
+    for tool in hub.tools():
+        info = tool.info
+        marks = ["read-only"] if info.read_only else []
+        marks += ["destructive"] if info.destructive and not info.read_only else []
+        hints[info.name] = ", ".join(marks)
+    return hints
+
+
+def _show(toolbox: Toolbox, policy: SurfacePolicy, hints: dict[str, str]) -> None:
+    offered: list[ToolSpec] = toolbox.offered(policy.rule)
+    print(f"{policy.label}:")
+    if not offered:
+        print("  (no tools)")
+    for spec in offered:
+        mark = hints.get(spec.name, "")
+        print(f"  {spec.name}{f'  ({mark})' if mark else ''}")
+
+
+def _request(surface: str) -> TurnRequest:
+    platform, _, rest = surface.partition(":")
+    kind_text, _, surface_id = rest.partition(":")
+    try:
+        kind = SurfaceKind(kind_text) if kind_text else None
+    except ValueError:
+        raise ConfigError(
+            f"--surface {surface!r}: {kind_text!r} is not a surface kind. Fix: write "
+            "PLATFORM[:KIND[:ID]] with KIND one of dm, channel, group."
+        ) from None
+    where = Surface(kind, surface_id or "-") if kind is not None else None
+    return TurnRequest(
+        f"{platform}:tools",
+        ConversationKind.PUSH,
+        platform,
+        "",
+        datetime.now(UTC),
+        "tools",
+        surface=where,
+    )
