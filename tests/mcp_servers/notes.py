@@ -1,11 +1,11 @@
-"""A notes server for the tests: `python -m tests.mcp_servers.notes [--http PORT]`.
+"""A notes server for the tests: `python tests/mcp_servers/notes.py [--http PORT]`.
 
 Tools: `add` and `search` (notes kept in memory), `secret` (whether NOTES_TOKEN arrived), `auth`
 (whether an HTTP request's Authorization header is NOTES_EXPECT), `big` (a result of N bytes),
 `sleep` (hangs for N seconds), `crash` (the process exits at once), `boom` (raises: an error
 result), `refuse` (a JSON-RPC error instead of a result), `image` (a tiny PNG), `data`
-(structured content), `grow` (adds a tool and says the list changed). Each call is appended to the file in NOTES_CALLS, when set,
-so a test sees exactly what reached the server.
+(structured content), `grow` (adds a tool and says the list changed). Each call is appended to
+the file in NOTES_CALLS, when set, so a test sees exactly what reached the server.
 """
 
 from __future__ import annotations
