@@ -43,7 +43,9 @@ def test_doctor_lists_a_good_servers_tools_and_names_each_failure_without_secret
     assert result.returncode == 1
     [good] = [line for line in lines if "mcp server notes" in line]
     assert good.startswith("ok")
-    assert "stdio: 11 tool(s): add, auth, big, boom, crash, data, grow, image, search" in good
+    assert (
+        "stdio: 12 tool(s): add, auth, big, boom, crash, data, grow, image, refuse, search" in good
+    )
     [leaky] = [line for line in lines if "mcp server leaky" in line]
     assert leaky.startswith("FAIL")
     assert "my token is" in leaky

@@ -62,6 +62,8 @@ async def test_a_tool_error_and_an_unknown_tool_are_error_results(hub: McpHub) -
     link = hub.links[0]
     result = await link.call("no_such_tool", {})
     assert result.is_error
+    with pytest.raises(ToolCallFailed, match="refused the call: refused by the shelf's policy"):
+        await link.call("refuse", {})
 
 
 async def test_a_cancelled_call_ends_at_once_and_the_next_call_works(

@@ -251,3 +251,19 @@ async def test_a_turn_that_fails_after_a_call_still_records_the_call(
     assert record is not None
     assert record["outcome"] == "failed"
     assert [c["tool"] for c in record["details"]["tool_calls"]] == ["notes__add"]
+
+
+async def test_a_server_that_cannot_start_does_not_stop_the_host_and_the_person_is_answered(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig
+) -> None:
+    gone = '\n[[mcp.servers]]\nname = "gone"\ncommand = ["/nonexistent/mcp-server"]\n'
+    claude.script(call("gone__anything"), "Answered anyway.")
+    async with App(make_mcp_config(gone + rule_toml(GENERAL, ["gone__*"]))) as app:
+        assert app.mcp is not None
+        [link] = app.mcp.links
+        assert link.problem is not None
+        assert "cannot start" in link.problem
+        await send(slack, app, slack.mention(GENERAL, ALICE, "use the broken server"))
+    [refused] = tool_results(claude.requests[1])
+    assert refused.get("is_error") is True
+    assert [post["text"] for post in slack.posts] == ["Answered anyway."]

@@ -1,11 +1,11 @@
-"""A notes server for the tests: `python -m tests.mcp_servers.notes [--http PORT]`.
+"""A notes server for the tests: `python tests/mcp_servers/notes.py [--http PORT]`.
 
 Tools: `add` and `search` (notes kept in memory), `secret` (whether NOTES_TOKEN arrived), `auth`
-(whether an HTTP request's Authorization header is NOTES_EXPECT), `big`
-(a result of N bytes), `sleep` (hangs for N seconds), `crash` (the process exits at once),
-`boom` (raises: an error result), `image` (a tiny PNG), `data` (structured content), `grow` (adds
-a tool and says the list changed). Each call is appended to the file in NOTES_CALLS, when set,
-so a test sees exactly what reached the server.
+(whether an HTTP request's Authorization header is NOTES_EXPECT), `big` (a result of N bytes),
+`sleep` (hangs for N seconds), `crash` (the process exits at once), `boom` (raises: an error
+result), `refuse` (a JSON-RPC error instead of a result), `image` (a tiny PNG), `data`
+(structured content), `grow` (adds a tool and says the list changed). Each call is appended to
+the file in NOTES_CALLS, when set, so a test sees exactly what reached the server.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 from mcp.types import ImageContent, TextContent, ToolAnnotations
 
 server = MCPServer("notes")
@@ -99,6 +100,13 @@ def boom() -> str:
     """Fail."""
     _record("boom", {})
     raise ValueError("the notes shelf is on fire")
+
+
+@server.tool()
+def refuse() -> str:
+    """Answer with a protocol error instead of a result."""
+    _record("refuse", {})
+    raise MCPError(code=-32001, message="refused by the shelf's policy")
 
 
 @server.tool()
