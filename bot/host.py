@@ -554,9 +554,8 @@ class Host:
             answer=True,
             entries=entries,
             replaces=outcome.history is not None,
+            capture=self._capture(request, user_entry, outcome.text),
         )
-        if ended.outcome == result:
-            self._capture(request, user_entry, outcome.text)
         return replace(ended, text=outcome.text)
 
     async def _compact(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
@@ -603,19 +602,34 @@ class Host:
         answer: bool = False,
         entries: Sequence[HistoryEntry] = (),
         replaces: bool = False,
+        capture: MemoryCapture | None = None,
     ) -> TurnResult:
-        """End the turn: publish history, the parts of what is said, the item's terminal state
-        and the turn record in one transaction, then deliver. `say` is the agent's answer when
-        `answer`, else a host-written notice (which request-driven turns never get)."""
+        """End the turn: publish history, the parts of what is said, the item's terminal state,
+        the turn record, its usage charge and its memory `capture` in one transaction, then
+        deliver. `say` is the agent's answer when `answer`, else a host-written notice (which
+        request-driven turns never get)."""
         request = job.request
         assert request is not None
         if not answer and request.kind is ConversationKind.REQUEST:
             say = ""
         parts = await self._delivery.parts(
-            request.turn_id, request.conversation_key, request.route, say, job.live
+            request.turn_id,
+            request.conversation_key,
+            request.route,
+            say,
+            job.live,
+            resumed=job.resumed,
         )
         publication = Publication(
-            request.conversation_key, entries, replaces, parts, job.item_id, state, record
+            request.conversation_key,
+            entries,
+            replaces,
+            parts,
+            job.item_id,
+            state,
+            record,
+            usage=self._budgets.entry(request, record) if self._budgets is not None else None,
+            capture=capture,
         )
         failure = await self._publish(publication)
         if failure is not None:  # the item stays pending: it runs again after the next start
@@ -624,7 +638,6 @@ class Host:
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
-        await self._charge(request, record)
         outcome = Outcome.OK if record.outcome == Outcome.COMPACTED else record.outcome
         return TurnResult(request.turn_id, outcome, say, delivery, record.error)
 
@@ -744,10 +757,13 @@ class Host:
 
     # --- side effects -----------------------------------------------------------------------
 
-    def _capture(self, request: TurnRequest, user_entry: HistoryEntry, answer: str) -> None:
+    def _capture(
+        self, request: TurnRequest, user_entry: HistoryEntry, answer: str
+    ) -> MemoryCapture | None:
+        """What long-term memory captures of an answered turn (with its publication)."""
         if self._memory is None or not answer.strip():
-            return
-        item = MemoryCapture(
+            return None
+        return MemoryCapture(
             conversation_key=request.conversation_key,
             surface=memory_scope(request).surface,
             person=request.person,
@@ -757,18 +773,6 @@ class Host:
             at=request.received_at,
             turn_id=request.turn_id,
         )
-        memory = self._memory
-
-        async def capture() -> None:
-            for attempt in (1, 2):
-                try:
-                    await memory.capture(item)
-                    return
-                except Exception as exc:  # capture never fails a turn
-                    log.warning("memory_capture_failed", attempt=attempt, error=type(exc).__name__)
-                    await asyncio.sleep(0.05)
-
-        self._in_background(capture())
 
     def _record(
         self,
@@ -812,14 +816,6 @@ class Host:
             cache_write_tokens=record.usage.cache_write_tokens,
             output_tokens=record.usage.output_tokens,
         )
-
-    async def _charge(self, request: TurnRequest, record: TurnRecord) -> None:
-        if self._budgets is None:
-            return
-        try:
-            await self._budgets.charge(request, record)
-        except Exception:
-            log.exception("usage_charge_failed", turn_id=request.turn_id)
 
     def _where(self, request: TurnRequest) -> dict[str, object]:
         """Where the turn happened and which surface rule applied, for the turn record."""
