@@ -7,6 +7,7 @@ shaped like a Slack, Telegram or Anthropic credential before a line is rendered.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -49,6 +50,16 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         if value and len(value) >= 6:
             text = text.replace(value, REDACTED)
     return SECRET_PATTERNS.sub(REDACTED, text)
+
+
+def redact_json(value: Any) -> str:
+    """`value` as JSON text (non-ASCII kept, anything else as its str) with every secret
+    redacted: one pass over the text rather than one per string inside it. A secret is looked
+    for both as it is and as JSON escapes it, and no credential shape can span JSON's own
+    punctuation, so this catches what redacting each string would."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    escaped = tuple(json.dumps(secret, ensure_ascii=False)[1:-1] for secret in _known)
+    return redact_text(text, escaped)
 
 
 def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
