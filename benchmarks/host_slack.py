@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
 import tempfile
 import time
@@ -43,6 +42,7 @@ from benchmarks.overhead import (
     add_bot_tree,
     answer_for,
     measure,
+    patiently,
     write_config,
 )
 from tests.fakes.anthropic import FakeAnthropic
@@ -113,8 +113,7 @@ async def run_round(
         seen = len(slack.posts)
         return len(answered & pushed.keys()) == len(pushed)
 
-    with contextlib.suppress(AssertionError):  # what never came is counted as lost below
-        await slack.wait_for(all_answered, within=60)
+    await patiently(lambda: slack.wait_for(all_answered))
     by_conversation = {c.key: c for c in conversations}
     last: dict[tuple[str, str | None], float] = {}
     count: dict[tuple[str, str | None], int] = {}

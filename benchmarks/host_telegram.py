@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
 import tempfile
 import time
@@ -32,7 +31,15 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import BotProcess, Figures, add_bot_tree, answer_for, measure, write_config
+from benchmarks.overhead import (
+    BotProcess,
+    Figures,
+    add_bot_tree,
+    answer_for,
+    measure,
+    patiently,
+    write_config,
+)
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
@@ -46,8 +53,9 @@ async def run_round(
     for chat, user in chats:
         pushed[int(chat["id"])] = time.perf_counter()
         await tg.push(tg.message(chat, user, f"question {number}: what happened?"))
-    with contextlib.suppress(TimeoutError):  # what never came is counted as lost below
-        await tg.wait_for(lambda: len({s.chat_id for s in tg.sent[before:]}) >= len(chats))
+    await patiently(
+        lambda: tg.wait_for(lambda: len({s.chat_id for s in tg.sent[before:]}) >= len(chats))
+    )
     answers = tg.sent[before:]
     latencies = []
     per_chat: dict[int, int] = {}

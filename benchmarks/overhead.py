@@ -126,6 +126,20 @@ def write_config(folder: Path, channel: str, api_url: str, model_url: str | None
 
 
 Round = Callable[[int], Awaitable[tuple[list[float], int, int]]]
+ROUND_WITHIN = 120.0  # seconds a round may take before what is missing counts as lost
+
+
+async def patiently(wait: Callable[[], Awaitable[None]]) -> None:
+    """Wait for a round's answers for up to ROUND_WITHIN seconds, calling the fake's own wait
+    (which gives up sooner) again until then: a busy machine is slow, not lossy. What never came
+    is then counted as lost by the caller."""
+    deadline = time.monotonic() + ROUND_WITHIN
+    while time.monotonic() < deadline:
+        try:
+            await wait()
+            return
+        except (TimeoutError, AssertionError):
+            continue
 
 
 @dataclass
