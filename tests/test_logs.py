@@ -20,6 +20,7 @@ from bot.logs import (
     SECRET_PATTERNS,
     configure_logging,
     redact_json,
+    redact_shapes,
     redact_text,
     remember_secrets,
 )
@@ -134,5 +135,23 @@ def test_json_text_is_redacted_like_each_string_in_it(
     assert secret not in json.dumps(back, ensure_ascii=False)
     assert token not in text
     plain = json.dumps(value, ensure_ascii=False)
-    if secret not in plain and not SECRET_PATTERNS.search(plain):
+    escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+    if secret not in plain and escaped not in plain and not SECRET_PATTERNS.search(plain):
         assert back["body"] == value  # nothing to redact: unchanged
+
+
+_SHAPE_PIECES = st.sampled_from(
+    ["xoxb-", "xoxp-", "xapp-", "sk-ant-", ":", "-", "_", " ", "/bot", "1234567", "89", "٣", "A"]
+)
+_SHAPED = st.lists(
+    st.one_of(_SHAPE_PIECES, st.text(alphabet="0123456789abcXYZ:-_ ", max_size=40)), max_size=30
+).map("".join)
+
+
+@given(_SHAPED)
+def test_no_credential_shape_survives_the_fast_redaction(text: str) -> None:
+    redacted = redact_shapes(text)
+
+    assert not SECRET_PATTERNS.search(redacted)
+    if not SECRET_PATTERNS.search(text):
+        assert redacted == text
