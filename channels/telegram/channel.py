@@ -4,7 +4,9 @@ Updates arrive by long polling (the default) or, in webhook mode, as POSTs to a 
 host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET`. Updates of one chat are taken one
 at a time, in order (so a group message is buffered before a later mention in that chat takes the
 buffer); different chats' updates are taken side by side, so a getUpdates batch is stored in
-about one transaction (the store commits writes that arrive together as one). `mapping.decide`
+about one transaction (the store commits writes that arrive together as one). Someone leaving a
+group changes what their DM may recall, so such an update waits for the ones before it and the
+ones after it wait for it. `mapping.decide`
 says whether an update starts a turn, is kept in the chat buffer as context, or is ignored, and
 the host records it durably under its update_id (a turn's request, or a kept message's place in
 the buffer, goes in in the same transaction), so a redelivered update starts nothing and is
@@ -292,9 +294,6 @@ class TelegramChannel:
         False when one could not be stored for now, None when the host no longer takes any."""
         taken: dict[int, bool | None] = {}
         chats: dict[object, list[dict[str, Any]]] = {}
-        for update in updates:
-            payload = update.to_dict()
-            chats.setdefault(_chat_of(payload), []).append(payload)
 
         async def take_chat(payloads: list[dict[str, Any]]) -> None:
             for payload in payloads:  # a chat's later updates wait for its earlier ones
@@ -306,7 +305,18 @@ class TelegramChannel:
                 if not stored:
                     return
 
-        await asyncio.gather(*(take_chat(payloads) for payloads in chats.values()))
+        async def take_chats() -> None:
+            await asyncio.gather(*(take_chat(payloads) for payloads in chats.values()))
+            chats.clear()
+
+        for update in updates:
+            payload = update.to_dict()
+            if _crosses_chats(payload):  # what came before it is taken first, then it alone
+                await take_chats()
+                await take_chat([payload])
+            else:
+                chats.setdefault(_chat_of(payload), []).append(payload)
+        await take_chats()
         for update in updates:
             stored = taken.get(update.update_id, False)
             if not stored:
@@ -424,6 +434,13 @@ def _chat_of(payload: dict[str, Any]) -> object:
         if isinstance(message, dict) and isinstance(message.get("chat"), dict):
             return message["chat"].get("id")
     return None
+
+
+def _crosses_chats(payload: dict[str, Any]) -> bool:
+    """Whether an update changes what other chats' turns may use: someone leaving a group ends
+    what their DM may recall from it, so later updates (a DM among them) wait for it."""
+    message = payload.get("message")
+    return isinstance(message, dict) and "left_chat_member" in message
 
 
 class KeyedLocks:

@@ -16,11 +16,16 @@ import structlog
 
 import benchmarks
 
+TINY_TELEGRAM = ("--turns", "1", "--rounds", "1", "--chats", "1", "--warmup", "0")
 # module -> (tiny arguments, a piece of the output that proves it ran to the end)
 TINY: dict[str, tuple[list[str], str]] = {
     "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
     "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
     "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
+    "compare": (
+        [*("--baseline", "HEAD", "--runs", "1", "host_telegram"), *TINY_TELEGRAM],
+        "cpu ms/turn",
+    ),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "host_slack": (
         ["--turns", "2", "--rounds", "1", "--conversations", "2", "--warmup", "1"],
@@ -34,7 +39,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "stream": (["--answers", "1", "--chars", "300", "--seconds", "0.2"], "telegram private"),
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
 }
-HELPERS = {"overhead"}  # shared code, not a benchmark of its own
+HELPERS = {"overhead", "botproc"}  # shared code, not benchmarks of their own
 
 
 @pytest.fixture(autouse=True)
