@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
 import tempfile
 import time
@@ -37,10 +36,15 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
-from bot.cli.compose import App
-from bot.cli.settings import load_config
-from bot.ports.model import ModelRuntime
+from benchmarks.overhead import (
+    BotProcess,
+    Figures,
+    add_bot_tree,
+    answer_for,
+    measure,
+    patiently,
+    write_config,
+)
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
@@ -109,8 +113,7 @@ async def run_round(
         seen = len(slack.posts)
         return len(answered & pushed.keys()) == len(pushed)
 
-    with contextlib.suppress(AssertionError):  # what never came is counted as lost below
-        await slack.wait_for(all_answered, within=60)
+    await patiently(lambda: slack.wait_for(all_answered))
     by_conversation = {c.key: c for c in conversations}
     last: dict[tuple[str, str | None], float] = {}
     count: dict[tuple[str, str | None], int] = {}
@@ -128,8 +131,23 @@ async def run_round(
 
 
 async def scenario(
-    name: str, count: int, rounds: int, warmup: int, dm: bool, use_server: bool, folder: Path
+    slack: FakeSlack,
+    bot: BotProcess,
+    name: str,
+    conversations: list[Conversation],
+    rounds: int,
+    warmup: int,
 ) -> Figures:
+    measured = await measure(
+        lambda number: run_round(slack, conversations, number), warmup, rounds, bot.settle
+    )
+    ordered = all(c.answers == sorted(c.answers) for c in conversations)
+    return measured.figures(name, len(conversations) * rounds, ordered)
+
+
+async def run(args: argparse.Namespace, folder: Path) -> None:
+    """Both scenarios against one bot process: one conversation, then many at once."""
+    dm, server = args.surface == "dm", args.model == "server"
     async with FakeSlack() as slack, FakeAnthropic(min_cacheable_tokens=0) as claude:
         claude.respond_with(answer_for)
         env = {
@@ -137,19 +155,15 @@ async def scenario(
             "SLACK_APP_TOKEN": slack.app_token,
             "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
         }
-        path = write_config(folder, "slack", slack.api_url, claude.base_url if use_server else None)
-        model: ModelRuntime | None = None if use_server else InstantModel()
-        conversations = world(slack, count, dm)
-        async with App(load_config(path, env=env), model=model) as app:
-            rounds_run = await measure(
-                lambda number: run_round(slack, conversations, number),
-                warmup,
-                rounds,
-                app.host.idle,
-            )
-            await app.host.idle()
-        ordered = all(c.answers == sorted(c.answers) for c in conversations)
-        return rounds_run.figures(name, count * rounds, ordered)
+        path = write_config(folder, "slack", slack.api_url, claude.base_url if server else None)
+        conversations = world(slack, 1 + args.conversations, dm)
+        async with BotProcess(path, env, tree=args.bot_tree, instant=not server) as bot:
+            first = conversations[:1]
+            single = await scenario(slack, bot, "1 conv", first, args.turns, args.warmup)
+            print(single.show(), flush=True)
+            count = args.conversations
+            many = await scenario(slack, bot, f"{count} convs", conversations[1:], args.rounds, 1)
+            print(many.show(), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -164,16 +178,12 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
     parser.add_argument("--conversations", type=int, default=100, help="in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    add_bot_tree(parser)
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    dm, server = args.surface == "dm", args.model == "server"
     print(f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}")
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
-        single = await scenario("1 conv", 1, args.turns, args.warmup, dm, server, Path(one))
-        print(single.show())
-        count = args.conversations
-        many = await scenario(f"{count} convs", count, args.rounds, 1, dm, server, Path(hundred))
-        print(many.show())
+    with tempfile.TemporaryDirectory() as folder:
+        await run(args, Path(folder))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
 import tempfile
 import time
@@ -32,10 +31,15 @@ from typing import Any
 
 import structlog
 
-from benchmarks.overhead import Figures, InstantModel, answer_for, measure, write_config
-from bot.cli.compose import App
-from bot.cli.settings import load_config
-from bot.ports.model import ModelRuntime
+from benchmarks.overhead import (
+    BotProcess,
+    Figures,
+    add_bot_tree,
+    answer_for,
+    measure,
+    patiently,
+    write_config,
+)
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 
@@ -49,8 +53,9 @@ async def run_round(
     for chat, user in chats:
         pushed[int(chat["id"])] = time.perf_counter()
         await tg.push(tg.message(chat, user, f"question {number}: what happened?"))
-    with contextlib.suppress(TimeoutError):  # what never came is counted as lost below
-        await tg.wait_for(lambda: len({s.chat_id for s in tg.sent[before:]}) >= len(chats))
+    await patiently(
+        lambda: tg.wait_for(lambda: len({s.chat_id for s in tg.sent[before:]}) >= len(chats))
+    )
     answers = tg.sent[before:]
     latencies = []
     per_chat: dict[int, int] = {}
@@ -73,26 +78,36 @@ def in_order(tg: FakeTelegram) -> bool:
 
 
 async def scenario(
-    name: str, chats: int, rounds: int, warmup: int, use_server: bool, folder: Path
+    tg: FakeTelegram,
+    bot: BotProcess,
+    name: str,
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    rounds: int,
+    warmup: int,
 ) -> Figures:
+    measured = await measure(
+        lambda number: run_round(tg, pairs, number), warmup, rounds, bot.settle
+    )
+    return measured.figures(name, len(pairs) * rounds, in_order(tg))
+
+
+async def run(args: argparse.Namespace, folder: Path) -> None:
+    """Both scenarios against one bot process: one chat, then many at once."""
+    server = args.model == "server"
     async with FakeTelegram() as tg, FakeAnthropic(min_cacheable_tokens=0) as claude:
         claude.respond_with(answer_for)
         env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
-        path = write_config(
-            folder, "telegram", tg.base_url, claude.base_url if use_server else None
-        )
-        config = load_config(path, env=env)
-        model: ModelRuntime | None = None if use_server else InstantModel()
+        path = write_config(folder, "telegram", tg.base_url, claude.base_url if server else None)
         people = [
-            tg.user(f"Person{i}", "Bench", f"person{i}", user_id=10_000 + i) for i in range(chats)
+            tg.user(f"Person{i}", "Bench", f"person{i}", user_id=10_000 + i)
+            for i in range(1 + args.chats)
         ]
         pairs = [(tg.private_chat(user), user) for user in people]
-        async with App(config, model=model) as app:
-            rounds_run = await measure(
-                lambda number: run_round(tg, pairs, number), warmup, rounds, app.host.idle
-            )
-            await app.host.idle()
-        return rounds_run.figures(name, chats * rounds, in_order(tg))
+        async with BotProcess(path, env, tree=args.bot_tree, instant=not server) as bot:
+            single = await scenario(tg, bot, "1 chat", pairs[:1], args.turns, args.warmup)
+            print(single.show(), flush=True)
+            many = await scenario(tg, bot, f"{args.chats} chats", pairs[1:], args.rounds, 1)
+            print(many.show(), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -106,16 +121,12 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
     parser.add_argument("--chats", type=int, default=100, help="chats in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    add_bot_tree(parser)
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     print(f"Telegram host overhead, model: {args.model}")
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as hundred:
-        server = args.model == "server"
-        single = await scenario("1 chat", 1, args.turns, args.warmup, server, Path(one))
-        print(single.show())
-        count = args.chats
-        many = await scenario(f"{count} chats", count, args.rounds, 1, server, Path(hundred))
-        print(many.show())
+    with tempfile.TemporaryDirectory() as folder:
+        await run(args, Path(folder))
 
 
 if __name__ == "__main__":

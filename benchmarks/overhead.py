@@ -6,13 +6,20 @@ I/O, so the benchmarks measure the host and the channel, not a model.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
+import os
 import re
+import signal
 import statistics
+import sys
 import textwrap
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from bot.ports.model import TurnOutcome, TurnPlan
@@ -69,15 +76,18 @@ class Figures:
     lost: int
     duplicated: int
     in_order: bool
+    cpu_seconds: float = 0.0  # the bot process's CPU (user + system) over the measured rounds
 
     def show(self) -> str:
         ms = sorted(x * 1000 for x in self.latencies)
         p50 = statistics.median(ms) if ms else float("nan")
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else float("nan")
+        cpu = self.cpu_seconds * 1000 / self.turns if self.turns else float("nan")
         return (
             f"{self.name:<12} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   "
-            f"{self.turns / self.seconds:7.1f} turns/s   lost {self.lost}   "
-            f"duplicated {self.duplicated}   per-chat order {'kept' if self.in_order else 'BROKEN'}"
+            f"{self.turns / self.seconds:7.1f} turns/s   cpu {cpu:6.2f} ms/turn   "
+            f"lost {self.lost}   duplicated {self.duplicated}   "
+            f"per-chat order {'kept' if self.in_order else 'BROKEN'}"
         )
 
 
@@ -116,6 +126,20 @@ def write_config(folder: Path, channel: str, api_url: str, model_url: str | None
 
 
 Round = Callable[[int], Awaitable[tuple[list[float], int, int]]]
+ROUND_WITHIN = 120.0  # seconds a round may take before what is missing counts as lost
+
+
+async def patiently(wait: Callable[[], Awaitable[None]]) -> None:
+    """Wait for a round's answers for up to ROUND_WITHIN seconds, calling the fake's own wait
+    (which gives up sooner) again until then: a busy machine is slow, not lossy. What never came
+    is then counted as lost by the caller."""
+    deadline = time.monotonic() + ROUND_WITHIN
+    while time.monotonic() < deadline:
+        try:
+            await wait()
+            return
+        except (TimeoutError, AssertionError):
+            continue
 
 
 @dataclass
@@ -124,21 +148,31 @@ class Measured:
     seconds: float
     lost: int
     duplicated: int
+    cpu_seconds: float = 0.0
 
     def figures(self, name: str, turns: int, in_order: bool) -> Figures:
         return Figures(
-            name, self.latencies, turns, self.seconds, self.lost, self.duplicated, in_order
+            name,
+            self.latencies,
+            turns,
+            self.seconds,
+            self.lost,
+            self.duplicated,
+            in_order,
+            self.cpu_seconds,
         )
 
 
 async def measure(
-    run_round: Round, warmup: int, rounds: int, settle: Callable[[], Awaitable[None]]
+    run_round: Round, warmup: int, rounds: int, settle: Callable[[], Awaitable[float]]
 ) -> Measured:
-    """Run `warmup` unmeasured rounds, `settle`, then `rounds` measured ones; each round returns
-    its latencies and its lost and duplicated answers."""
+    """Run `warmup` unmeasured rounds, then `rounds` measured ones; each round returns its
+    latencies and its lost and duplicated answers. `settle` waits until the bot is done with
+    what it was given and returns the CPU seconds it has used so far: it is read before the
+    first measured round and after the last (the bot's background work belongs to the turns)."""
     for number in range(warmup):
         await run_round(number)
-    await settle()
+    cpu = await settle()
     measured = Measured([], 0.0, 0, 0)
     started = time.perf_counter()
     for number in range(warmup, warmup + rounds):
@@ -147,4 +181,87 @@ async def measure(
         measured.lost += missing
         measured.duplicated += extra
     measured.seconds = time.perf_counter() - started
+    measured.cpu_seconds = await settle() - cpu
     return measured
+
+
+BOTPROC = Path(__file__).with_name("botproc.py")
+HERE = Path(__file__).resolve().parent.parent  # this checkout: the bot benchmarked by default
+READY_WITHIN = 60.0
+SETTLED_AFTER = 0.1  # seconds without the bot using CPU
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class BotProcess:
+    """`benchmarks/botproc.py` in a child process, the bot taken from `tree` (default: this
+    checkout). Its CPU is read from /proc, so the fakes driving it never count."""
+
+    config: Path
+    env: Mapping[str, str]
+    tree: Path = HERE
+    instant: bool = True  # the instant model; False: the anthropic SDK to the configured URL
+    _process: asyncio.subprocess.Process | None = field(default=None, init=False)
+
+    async def __aenter__(self) -> BotProcess:
+        env = {**os.environ, **self.env, "PYTHONPATH": str(self.tree)}
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(BOTPROC),
+            str(self.config),
+            "instant" if self.instant else "server",
+            cwd=self.config.parent,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self._process.stdout is not None
+        line = await asyncio.wait_for(self._process.stdout.readline(), READY_WITHIN)
+        if line.strip() != b"ready":
+            await self.__aexit__(None, None, None)
+            raise RuntimeError(f"the bot process did not start (said {line!r}); see its stderr")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system, every thread) the bot process has used so far."""
+        assert self._process is not None
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+
+    async def settle(self) -> float:
+        """The CPU used so far, read once the bot has stopped working (at most 5 s of waiting)."""
+        before = self.cpu()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            await asyncio.sleep(SETTLED_AFTER)
+            now = self.cpu()
+            if now == before:
+                return now
+            before = now
+        return before
+
+
+def add_bot_tree(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bot-tree",
+        type=Path,
+        default=HERE,
+        help="the source tree whose bot is measured (default: this checkout); "
+        "benchmarks.compare passes a baseline commit's",
+    )

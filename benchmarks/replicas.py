@@ -13,10 +13,11 @@ its event loop and cores: the figures show what sharing one PostgreSQL database 
 not how much more a fleet of machines could do.
 
 Each round is one message in every chat at once. Latency: update queued in the fake to last part
-accepted by the fake. Printed per setup: p50, p99, turns/s, lost and duplicated replies, per-chat
-order. `--postgres` is an admin URL (default: $TEST_POSTGRES_URL, else the local server); a
-throwaway database is created there (a schema in it for each setup) and dropped after. Figures
-are printed, never asserted.
+accepted by the fake. Printed per setup: p50, p99, turns/s, CPU per turn (here this whole
+process's, replicas and fakes together: compare setups with it, not with `host_telegram`), lost
+and duplicated replies, per-chat order. `--postgres` is an admin URL (default:
+$TEST_POSTGRES_URL, else the local server); a throwaway database is created there (a schema in it
+for each setup) and dropped after. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import secrets
 import tempfile
 import textwrap
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -141,8 +143,9 @@ async def scenario(
             ]
             pairs = [(tg.private_chat(user), user) for user in people]
 
-            async def settle() -> None:
+            async def settle() -> float:
                 await asyncio.gather(*(app.host.idle() for app in apps))
+                return time.process_time()  # the replicas share this process with the fakes
 
             measured = await measure(
                 lambda number: run_round(tg, pairs, number), args.warmup, args.rounds, settle

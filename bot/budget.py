@@ -287,9 +287,15 @@ class Budgets:
 
     async def charge(self, request: TurnRequest, record: TurnRecord) -> None:
         """Count what a finished turn used (nothing when it used nothing)."""
+        entry = self.entry(request, record)
+        if entry is not None:
+            await self._ledger.add(entry)
+
+    def entry(self, request: TurnRequest, record: TurnRecord) -> UsageEntry | None:
+        """What a finished turn is charged, for its publication; None when it used nothing."""
         if record.usage.total == 0:
-            return
-        entry = UsageEntry(
+            return None
+        return UsageEntry(
             turn_id=record.turn_id,
             at=record.started_at.astimezone(UTC),
             channel=record.channel,
@@ -299,7 +305,6 @@ class Budgets:
             usage=record.usage,
             cost_usd=self.cost_of(record),
         )
-        await self._ledger.add(entry)
 
     def cost_of(self, record: TurnRecord) -> float:
         """What a turn cost in US dollars (0 for a model the price table does not know)."""

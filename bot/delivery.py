@@ -77,11 +77,14 @@ class Delivery:
         route: ReplyRoute | None,
         text: str,
         live: Mapping[int, str] | None = None,
+        *,
+        resumed: bool = True,
     ) -> list[OutboxPart]:
         """The outbox parts of `text` for `route`; [] when nothing is said or the deliverer
         takes whole answers (then `send` posts the text itself). Messages the turn's streams
-        opened (`live`, and what the outbox kept from an earlier run) become the parts'
-        platform ids; one the answer does not need becomes a part with no text (removed)."""
+        opened (`live`, and, for a turn that may have run before, what the outbox kept from an
+        earlier run) become the parts' platform ids; one the answer does not need becomes a
+        part with no text (removed)."""
         deliverer = self._deliverers.get(route.platform) if route else None
         if route is None or not isinstance(deliverer, PartDeliverer):
             return []
@@ -92,7 +95,8 @@ class Delivery:
         ]
         if not isinstance(deliverer, LiveDeliverer):
             return parts
-        opened = {**await self._outbox.streamed(turn_id), **(live or {})}
+        earlier = await self._outbox.streamed(turn_id) if resumed else {}
+        opened = {**earlier, **(live or {})}
         for index, platform_id in sorted(opened.items()):
             if index < len(parts):
                 parts[index] = replace(parts[index], platform_id=platform_id)

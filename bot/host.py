@@ -721,9 +721,8 @@ class Host:
             answer=True,
             entries=entries,
             replaces=outcome.history is not None,
+            capture=self._capture(request, user_entry, outcome.text),
         )
-        if ended.outcome == result:
-            self._capture(request, user_entry, outcome.text)
         return replace(ended, text=outcome.text)
 
     async def _compact(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
@@ -770,25 +769,40 @@ class Host:
         answer: bool = False,
         entries: Sequence[HistoryEntry] = (),
         replaces: bool = False,
+        capture: MemoryCapture | None = None,
     ) -> TurnResult:
-        """End the turn: publish history, the parts of what is said, the item's terminal state
-        and the turn record in one transaction, then deliver. `say` is the agent's answer when
-        `answer`, else a host-written notice (which request-driven turns never get)."""
+        """End the turn: publish history, the parts of what is said, the item's terminal state,
+        the turn record, its usage charge and its memory `capture` in one transaction, then
+        deliver. `say` is the agent's answer when `answer`, else a host-written notice (which
+        request-driven turns never get)."""
         request = job.request
         assert request is not None
         if not answer and request.kind is ConversationKind.REQUEST:
             say = ""
         parts = await self._delivery.parts(
-            request.turn_id, request.conversation_key, request.route, say, job.live
+            request.turn_id,
+            request.conversation_key,
+            request.route,
+            say,
+            job.live,
+            resumed=job.resumed,
         )
         publication = Publication(
-            request.conversation_key, entries, replaces, parts, job.item_id, state, record
+            request.conversation_key,
+            entries,
+            replaces,
+            parts,
+            job.item_id,
+            state,
+            record,
+            usage=self._budgets.entry(request, record) if self._budgets is not None else None,
+            capture=capture,
         )
+        # The charge is published with the turn, before delivery (which may wait on a
+        # rate-limited platform): the calls are billed already, and a budget must see them.
         failure = await self._publish(publication)
-        # Charged before delivery, which may wait on a rate-limited platform: the calls are
-        # billed already, and a budget must see them at once (and also when publishing failed).
-        await self._charge(request, record)
         if failure is not None:  # the item stays pending: it runs again after the next start
+            await self._charge(request, record)  # what this run's calls cost counts all the same
             return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
         delivery = await self._delivery.send(request.route, say, parts, reconcile=job.resumed)
         if delivery is not None:  # the stored record was written before; observers see this too
@@ -950,10 +964,13 @@ class Host:
 
     # --- side effects -----------------------------------------------------------------------
 
-    def _capture(self, request: TurnRequest, user_entry: HistoryEntry, answer: str) -> None:
+    def _capture(
+        self, request: TurnRequest, user_entry: HistoryEntry, answer: str
+    ) -> MemoryCapture | None:
+        """What long-term memory captures of an answered turn (with its publication)."""
         if self._memory is None or not answer.strip():
-            return
-        item = MemoryCapture(
+            return None
+        return MemoryCapture(
             conversation_key=request.conversation_key,
             surface=memory_scope(request).surface,
             person=request.person,
@@ -963,18 +980,6 @@ class Host:
             at=request.received_at,
             turn_id=request.turn_id,
         )
-        memory = self._memory
-
-        async def capture() -> None:
-            for attempt in (1, 2):
-                try:
-                    await memory.capture(item)
-                    return
-                except Exception as exc:  # capture never fails a turn
-                    log.warning("memory_capture_failed", attempt=attempt, error=type(exc).__name__)
-                    await asyncio.sleep(0.05)
-
-        self._in_background(capture())
 
     def _record(
         self,
@@ -1020,6 +1025,8 @@ class Host:
         )
 
     async def _charge(self, request: TurnRequest, record: TurnRecord) -> None:
+        """Count what a turn's calls cost when no publication carries it (one that could not be
+        published, a turn cut short at shutdown): the API bills them all the same."""
         if self._budgets is None:
             return
         try:

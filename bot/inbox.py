@@ -37,7 +37,8 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from bot.ports.history import Chatter
-from bot.ports.records import TurnRecord
+from bot.ports.memory import MemoryCapture
+from bot.ports.records import TurnRecord, UsageEntry
 from bot.turns import HistoryEntry, ReplyRoute, TurnRequest
 
 
@@ -113,7 +114,9 @@ class OutboxPart:
 @dataclass(frozen=True, slots=True)
 class Publication:
     """Everything one turn's end writes, in one transaction: history (appended, or replacing the
-    whole history), the answer's parts, the inbox item's terminal state and the turn record."""
+    whole history), the answer's parts, the inbox item's terminal state, the turn record, what
+    the turn is charged and what long-term memory captures of it (a capture that fails is
+    undone alone and logged: it never fails the publication)."""
 
     conversation_key: str
     entries: Sequence[HistoryEntry] = ()
@@ -122,6 +125,8 @@ class Publication:
     item_id: int | None = None
     state: InboxState | None = None
     record: TurnRecord | None = None
+    usage: UsageEntry | None = None
+    capture: MemoryCapture | None = None
 
 
 class Outbox(Protocol):

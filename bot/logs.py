@@ -7,6 +7,7 @@ shaped like a Slack, Telegram or Anthropic credential before a line is rendered.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -30,6 +31,16 @@ SECRET_PATTERNS = re.compile(
     r"|sk-ant-[A-Za-z0-9_-]{8,}"  # Anthropic keys
     r"|(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}"  # Telegram bot tokens (also inside /bot<token>/)
 )
+# The same shapes, found fast in long texts (a turn record holds a whole request): each prefixed
+# shape only where its prefix occurs, and a Telegram token from its ':' and tail (a regex that
+# starts with a literal is scanned for quickly; one that starts with digits is tried everywhere).
+_PREFIXED = (
+    ("xox", re.compile(r"xox[abpers]-[A-Za-z0-9-]{8,}")),
+    ("xapp-", re.compile(r"xapp-[A-Za-z0-9-]{8,}")),
+    ("sk-ant-", re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}")),
+)
+_TELEGRAM_TAIL = re.compile(r":[A-Za-z0-9_-]{30,}")
+_TELEGRAM_DIGITS = (6, 12)
 
 
 # Every configured secret value this process has seen (longest first, so a secret that contains
@@ -49,7 +60,40 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     for value in (*secrets, *_known):
         if value and len(value) >= 6:
             text = text.replace(value, REDACTED)
-    return SECRET_PATTERNS.sub(REDACTED, text)
+    return redact_shapes(text)
+
+
+def redact_shapes(text: str) -> str:
+    """Replace everything `SECRET_PATTERNS` matches, without trying its digits-first Telegram
+    shape at every position of a long text."""
+    for prefix, shape in _PREFIXED:
+        if prefix in text:
+            text = shape.sub(REDACTED, text)
+    if ":" not in text:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for tail in _TELEGRAM_TAIL.finditer(text):
+        start = tail.start()
+        first = start
+        while first > done and text[first - 1].isdecimal():
+            first -= 1
+        low, high = _TELEGRAM_DIGITS
+        # The digits must be a whole run (none before them), as the pattern's (?<!\d) says.
+        if low <= start - first <= high and not (first > 0 and text[first - 1].isdecimal()):
+            pieces += [text[done:first], REDACTED]
+            done = tail.end()
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+def redact_json(value: Any) -> str:
+    """`value` as JSON text (non-ASCII kept, anything else as its str) with every secret
+    redacted: one pass over the text rather than one per string inside it. A secret is looked
+    for both as it is and as JSON escapes it, and no credential shape can span JSON's own
+    punctuation, so this catches what redacting each string would."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    escaped = tuple(json.dumps(secret, ensure_ascii=False)[1:-1] for secret in _known)
+    return redact_text(text, escaped)
 
 
 def redact_value(value: Any, secrets: tuple[str, ...]) -> Any:

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import sys
+from collections.abc import Iterator
 
 import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot import logs
 from bot.config import LoggingSettings, Secrets
-from bot.logs import REDACTED, configure_logging, redact_text
+from bot.logs import (
+    REDACTED,
+    SECRET_PATTERNS,
+    configure_logging,
+    redact_json,
+    redact_shapes,
+    redact_text,
+    remember_secrets,
+)
 
 SLACK_BOT = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUv"
 SLACK_APP = "xapp-1-A0123456789-1234567890123-abcdef0123456789abcdef"
@@ -87,3 +98,60 @@ def test_third_party_lines_and_uncaught_errors_are_json_and_redacted_by_value() 
     assert events[2]["event"] == "uncaught_exception"
     assert CUSTOM not in stream.getvalue()
     assert "could not verify [redacted]" in stream.getvalue()
+
+
+# A configured secret of any shape, JSON-escaped characters included, and the known token shapes.
+_SECRETS = st.text(min_size=6, max_size=24).filter(lambda s: s.strip() == s and len(set(s)) > 3)
+_JSON = st.recursive(
+    st.none() | st.integers() | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@contextlib.contextmanager
+def remembered(secret: str) -> Iterator[None]:
+    """`secret` redacted for the block only (remembered secrets are process-wide)."""
+    kept = logs._known
+    remember_secrets([secret])
+    try:
+        yield
+    finally:
+        logs._known = kept
+
+
+@given(_JSON, _SECRETS, _TOKENS, st.text(max_size=20), st.text(max_size=20))
+def test_json_text_is_redacted_like_each_string_in_it(
+    value: object, secret: str, token: str, before: str, after: str
+) -> None:
+    document = {"body": value, "said": f"{before}{secret}{after}", "echo": [f"{before}{token}"]}
+
+    with remembered(secret):
+        text = redact_json(document)
+    back = json.loads(text)
+
+    assert secret not in json.dumps(back, ensure_ascii=False)
+    assert token not in text
+    plain = json.dumps(value, ensure_ascii=False)
+    escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+    if secret not in plain and escaped not in plain and not SECRET_PATTERNS.search(plain):
+        assert back["body"] == value  # nothing to redact: unchanged
+
+
+_SHAPE_PIECES = st.sampled_from(
+    ["xoxb-", "xoxp-", "xapp-", "sk-ant-", ":", "-", "_", " ", "/bot", "1234567", "89", "٣", "A"]
+)
+_SHAPED = st.lists(
+    st.one_of(_SHAPE_PIECES, st.text(alphabet="0123456789abcXYZ:-_ ", max_size=40)), max_size=30
+).map("".join)
+
+
+@given(_SHAPED)
+def test_no_credential_shape_survives_the_fast_redaction(text: str) -> None:
+    redacted = redact_shapes(text)
+
+    assert not SECRET_PATTERNS.search(redacted)
+    if not SECRET_PATTERNS.search(text):
+        assert redacted == text

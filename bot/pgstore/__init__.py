@@ -86,17 +86,19 @@ async def open_pg_store(
     records = TurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     buffer = ChatBuffer(db, clock)
     replica = Replica(owner)
+    memories = Memory(db, TSVECTOR, memory, clock)
+    usage = UsageLedger(db, clock)
     return PgStore(
         db=db,
         history=history,
-        memory=Memory(db, TSVECTOR, memory, clock),
+        memory=memories,
         records=records,
         buffer=buffer,
         inbox=Inbox(db, clock, buffer=buffer, owners=replica),
-        outbox=Outbox(db, history, records, clock, owners=replica),
+        outbox=Outbox(db, history, records, clock, owners=replica, usage=usage, memory=memories),
         leadership=leadership,
         share=PgWorkShare(db, owner),
-        usage=UsageLedger(db, clock),
+        usage=usage,
         attachments=Attachments(db, attachments or AttachmentSettings(), clock),
         owner=owner,
     )

@@ -86,7 +86,7 @@ class History:
     async def prune_after(self, key: str) -> None:
         """The aggregate bounds, in a transaction of their own after a publish committed."""
         try:
-            await self._db.transaction(lambda tx: self._prune(tx, key))
+            await self._db.transaction(lambda tx: self.prune_in(tx, key))
         except Exception as exc:  # the publish stands; pruning runs again after the next one
             log.warning("history_prune_failed", error=type(exc).__name__, detail=str(exc))
 
@@ -145,7 +145,9 @@ class History:
             next_seq + len(new_rows),
         )
 
-    async def _prune(self, tx: Sql, keep: str) -> None:
+    async def prune_in(self, tx: Sql, keep: str) -> None:
+        """The aggregate bounds (idle days, conversations, bytes), sparing conversation `keep`,
+        inside the caller's write transaction."""
         settings = self._settings
         idle = await tx.fetch_all(
             "SELECT key FROM conversations WHERE last_active < ? AND key != ? "

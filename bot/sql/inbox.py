@@ -2,9 +2,11 @@
 
 `accept` is one transaction: each mark inserted unless already there (so two deliveries racing,
 in this process or another, get exactly one item between them) and the item itself. `publish` is
-one transaction too: the turn's history, its answer's parts, its item's terminal state and its
-turn record. Marks, finished items and settled parts are bounded by age and by count; pruning runs
-every `PRUNE_EVERY` accepted events so the common path stays a few statements.
+one transaction too: the turn's history, its answer's parts, its item's terminal state, its turn
+record, its usage charge and its memory capture, then the history bounds (capture and pruning in
+savepoints, so neither can fail the publication). Marks, finished items and settled parts are
+bounded by age and by count; pruning runs every `PRUNE_EVERY` accepted events so the common path
+stays a few statements.
 
 Whose work an item or part is, is the store's `Owners`: on SQLite one process owns it all (the
 default here: nothing recorded or checked); PostgreSQL's replicas name themselves on their work
@@ -19,11 +21,14 @@ import structlog
 
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
 from bot.ports.history import Chatter
+from bot.ports.memory import MemoryCapture
 from bot.sql.buffer import ChatBuffer
-from bot.sql.conn import Sql, SqlDatabase
+from bot.sql.conn import PruneSchedule, Sql, SqlDatabase, attempt
 from bot.sql.history import History
+from bot.sql.memory import Memory
 from bot.sql.records import TurnRecords
 from bot.sql.request_codec import PartRow, encode_request, inbox_items, outbox_parts, part_row
+from bot.sql.usage import UsageLedger
 from bot.turns import TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -34,20 +39,6 @@ SETTLED_MAX_AGE_DAYS = 1.0  # finished items and settled parts, kept for inspect
 PRUNE_EVERY = 1_000
 
 _DAY = 86_400.0
-
-
-class PruneSchedule:
-    """Says when old rows are due for pruning: once every `PRUNE_EVERY` writes."""
-
-    def __init__(self) -> None:
-        self._since = 0
-
-    def due(self) -> bool:
-        self._since += 1
-        if self._since < PRUNE_EVERY:
-            return False
-        self._since = 0
-        return True
 
 
 class Owners:
@@ -96,7 +87,7 @@ class Inbox:
         self._clock = clock
         self._keep = keep
         self._max_age = max_age_days * _DAY
-        self._prune_schedule = PruneSchedule()
+        self._prune_schedule = PruneSchedule(PRUNE_EVERY)
         self._buffer = buffer or ChatBuffer(db, clock)
         self._owners = owners or Owners()
 
@@ -219,12 +210,18 @@ class Outbox:
         clock: Callable[[], float],
         *,
         owners: Owners | None = None,
+        usage: UsageLedger | None = None,
+        memory: Memory | None = None,
     ):
+        """`usage` and `memory`: where a publication's charge and capture go (left out when
+        None)."""
         self._db = db
         self._history = history
         self._records = records
         self._clock = clock
         self._owners = owners or Owners()
+        self._usage = usage
+        self._memory = memory
 
     async def publish(self, publication: Publication) -> None:
         key = publication.conversation_key
@@ -235,7 +232,8 @@ class Outbox:
         turns = sorted({p.turn_id for p in publication.parts})
 
         async def publish(tx: Sql) -> None:
-            if fresh or publication.replace:
+            written = fresh or publication.replace
+            if written:
                 await self._history.write_staged(tx, key, fresh, publication.replace)
             now = self._clock()
             await self._owners.add_parts(tx, parts, now)
@@ -245,10 +243,25 @@ class Outbox:
                 await self._owners.finish(tx, publication.item_id, publication.state, now)
             if record is not None and document is not None:
                 await self._records.write_staged(tx, record, document)
+            if publication.usage is not None and self._usage is not None:
+                await self._usage.add_in(tx, publication.usage)
+            await self._after(tx, publication.capture, key if written else None)
 
         await self._db.transaction(publish)
-        if fresh or publication.replace:
-            await self._history.prune_after(key)
+
+    async def _after(self, tx: Sql, capture: MemoryCapture | None, pruned: str | None) -> None:
+        """What follows a publication in its transaction but must never fail it: the memory
+        capture, and the store's bounds (pruning runs again after the next publish)."""
+        memory = self._memory
+        if capture is not None and memory is not None:
+            error = await attempt(tx, "capture", lambda t: memory.capture_in(t, capture))
+            if error is not None:
+                log.warning("memory_capture_failed", error=type(error).__name__)
+        if pruned is not None:
+            key = pruned
+            error = await attempt(tx, "prune", lambda t: self._history.prune_in(t, key))
+            if error is not None:
+                log.warning("history_prune_failed", error=type(error).__name__, detail=str(error))
 
     async def delivered(self, part_id: str, platform_id: str) -> None:
         await self._settle(part_id, "delivered", platform_id, None)

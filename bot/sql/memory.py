@@ -110,6 +110,10 @@ class Memory:
         self._window = settings.participation_window_hours * 3600
 
     async def capture(self, item: MemoryCapture) -> None:
+        await self._db.transaction(lambda tx: self.capture_in(tx, item))
+
+    async def capture_in(self, tx: Sql, item: MemoryCapture) -> None:
+        """Capture inside the caller's write transaction (a turn's publication)."""
         if not self._settings.enabled or not (item.user_text.strip() or item.answer.strip()):
             return
         storable = self._fts.storable
@@ -118,33 +122,29 @@ class Memory:
         captured_at = item.at.timestamp() if item.at else self._clock()
         person = None if item.person is None else storable(item.person)
         surface = storable(item.surface)
-
-        async def capture(tx: Sql) -> None:
-            row_id = await tx.fetch_value(
-                """INSERT INTO memories (conversation_key, surface, person, text, captured_at,
-                                         turn_id, said_from, said_to)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
-                storable(item.conversation_key),
-                surface,
-                person,
-                text,
-                captured_at,
-                item.turn_id,
-                said_from,
-                said_to,
-            )
-            if person is not None:
-                await self._took_part(tx, person, surface, captured_at)
-            # Sorted, so concurrent captures take the word rows' locks in one order.
-            await tx.execute_many(
-                """INSERT INTO term_docs (term, docs) VALUES (?, 1)
-                   ON CONFLICT (term) DO UPDATE SET docs = term_docs.docs + 1""",
-                [(word,) for word in sorted(words(text))],
-            )
-            if int(row_id) % RETENTION_EVERY == 0:
-                await _retain(tx, self._settings.max_entries)
-
-        await self._db.transaction(capture)
+        row_id = await tx.fetch_value(
+            """INSERT INTO memories (conversation_key, surface, person, text, captured_at,
+                                     turn_id, said_from, said_to)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+            storable(item.conversation_key),
+            surface,
+            person,
+            text,
+            captured_at,
+            item.turn_id,
+            said_from,
+            said_to,
+        )
+        if person is not None:
+            await self._took_part(tx, person, surface, captured_at)
+        # Sorted, so concurrent captures take the word rows' locks in one order.
+        await tx.execute_many(
+            """INSERT INTO term_docs (term, docs) VALUES (?, 1)
+               ON CONFLICT (term) DO UPDATE SET docs = term_docs.docs + 1""",
+            [(word,) for word in sorted(words(text))],
+        )
+        if int(row_id) % RETENTION_EVERY == 0:
+            await _retain(tx, self._settings.max_entries)
 
     async def _took_part(self, tx: Sql, person: str, surface: str, at: float) -> None:
         """Extend the person's latest span there when its window touches `at`, else open one."""

@@ -1,7 +1,7 @@
 """Turn records: what each turn sent and got (request as sent, usage, latency, outcome), bounded.
 
-A record is stored as one JSON document with every string passed through the log redactor first,
-so a credential pasted into a message or echoed in an error never reaches the file. Only the
+A record is stored as one JSON document passed through the log redactor first, so a credential
+pasted into a message or echoed in an error never reaches the file. Only the
 newest `turn_records_keep` records are kept, and of those only as many of the newest as fit in
 `turn_records_max_bytes` (the newest one always stays).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.logs import redact_value
+from bot.logs import redact_json
 from bot.ports.records import TurnRecord
 from bot.prompt.attachments import strip_media
 from bot.sql.conn import Sql, SqlDatabase
@@ -33,8 +33,8 @@ class RecordSummary:
     output_tokens: int
 
 
-def record_document(record: TurnRecord) -> dict[str, Any]:
-    """The record as a redacted, JSON-ready document."""
+def record_body(record: TurnRecord) -> str:
+    """The record as redacted JSON text, as stored."""
     latency = (record.finished_at - record.started_at).total_seconds() * 1000
     document = {
         "turn_id": record.turn_id,
@@ -53,18 +53,12 @@ def record_document(record: TurnRecord) -> dict[str, Any]:
             "cache_write_1h_tokens": record.usage.cache_write_1h_tokens,
             "output_tokens": record.usage.output_tokens,
         },
-        "details": _plain(record.details),
+        "details": dict(record.details),
         # Attachments are named by their markers; their bytes (base64 image and document
         # payloads) become short placeholders.
-        "request": _plain(strip_media(record.request)) if record.request is not None else None,
+        "request": strip_media(record.request) if record.request is not None else None,
     }
-    redacted: dict[str, Any] = redact_value(document, ())
-    return redacted
-
-
-def _plain(value: Mapping[str, Any]) -> Any:
-    """Plain JSON data (dicts, lists, strings...) so the redactor reaches every string."""
-    return json.loads(json.dumps(dict(value), ensure_ascii=False, default=str))
+    return redact_json(document)
 
 
 class TurnRecords:
@@ -87,7 +81,7 @@ class TurnRecords:
 
     def stage(self, record: TurnRecord) -> str:
         """The record's redacted document, built before the write transaction."""
-        return json.dumps(record_document(record), ensure_ascii=False)
+        return record_body(record)
 
     async def write_staged(self, tx: Sql, record: TurnRecord, body: str) -> None:
         """Save a staged record inside the caller's write transaction."""

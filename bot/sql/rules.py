@@ -23,6 +23,7 @@ index's own stemmer finds them.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -56,8 +57,10 @@ _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ed", "es
 MIN_FENCE_CHARS = 12
 
 
+@functools.lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """Strip suffixes until none applies ("deploying" -> "deploy" -> "deplo", as "deploy")."""
+    """Strip suffixes until none applies ("deploying" -> "deploy" -> "deplo", as "deploy").
+    Cached: recall stems the same words turn after turn."""
     for _ in range(3):
         cut = next((s for s in _SUFFIXES if word.endswith(s) and len(word) - len(s) >= 3), "")
         if not cut:
@@ -85,8 +88,14 @@ def needed(specific: Sequence[str]) -> int:
 
 def matched(text: str, specific: Sequence[str]) -> list[str]:
     """The specific terms `text` contains (on light stems)."""
-    held = {stem(word) for word in words(text)}
+    held = _stems(text)
     return [term for term in specific if stem(term) in held]
+
+
+@functools.lru_cache(maxsize=1_024)
+def _stems(text: str) -> frozenset[str]:
+    """A memory's stems, cached: the same memories are candidates turn after turn."""
+    return frozenset(stem(word) for word in words(text))
 
 
 def relevant(text: str, specific: Sequence[str], weight: Mapping[str, float]) -> bool:

@@ -3,7 +3,8 @@
 One small row per turn that used the model: when, where (channel, surface), who (host-side person
 id, never shown to the model), which model, the tokens the API reported and their price. Budgets
 sum it per day; `bot usage` reports it. A budget notice is marked once (across replicas, on a
-shared database). Rows older than `USAGE_KEEP_DAYS` are pruned as new ones arrive.
+shared database). Rows older than `USAGE_KEEP_DAYS` are pruned as new ones arrive (every
+`PRUNE_EVERY` charges).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from bot.ports.records import Spent, Usage, UsageEntry
-from bot.sql.conn import Row, Sql, SqlDatabase
+from bot.sql.conn import PruneSchedule, Row, Sql, SqlDatabase
 
 USAGE_KEEP_DAYS = 400
+PRUNE_EVERY = 100  # turns charged between two prunings of old usage rows and notices
 
 _TOKENS = "input + cache_read + cache_write + output"
 _COLUMNS = (
@@ -30,10 +32,18 @@ class UsageLedger:
     def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
         self._db = db
         self._clock = clock
+        self._prune = PruneSchedule(PRUNE_EVERY)
 
     async def add(self, entry: UsageEntry) -> None:
+        await self._db.transaction(lambda tx: self.add_in(tx, entry))
+
+    async def add_in(self, tx: Sql, entry: UsageEntry) -> None:
+        """Count `entry` inside the caller's write transaction (a turn's publication); rows past
+        the kept days go now and then, not at every turn."""
         u = entry.usage
-        row = (
+        await tx.execute(
+            f"INSERT INTO usage ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"ON CONFLICT (turn_id) DO UPDATE SET {_UPDATES}",
             entry.turn_id,
             entry.at.timestamp(),
             entry.channel,
@@ -47,18 +57,10 @@ class UsageLedger:
             u.output_tokens,
             entry.cost_usd,
         )
-        oldest = self._clock() - USAGE_KEEP_DAYS * 86_400.0
-
-        async def add(tx: Sql) -> None:
-            await tx.execute(
-                f"INSERT INTO usage ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                f"ON CONFLICT (turn_id) DO UPDATE SET {_UPDATES}",
-                *row,
-            )
+        if self._prune.due():
+            oldest = self._clock() - USAGE_KEEP_DAYS * 86_400.0
             await tx.execute("DELETE FROM usage WHERE at < ?", oldest)
             await tx.execute("DELETE FROM budget_notices WHERE at < ?", oldest)
-
-        await self._db.transaction(add)
 
     async def spent(
         self, since: datetime, *, surface: str | None = None, person: str | None = None

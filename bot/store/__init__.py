@@ -81,7 +81,7 @@ async def open_store(
 
     `clock` gives unix seconds; tests pass their own to age conversations and events.
     """
-    db = await Database.open(settings.path)
+    db = await Database.open(settings.path, synchronous=settings.synchronous)
     try:
         await ensure_usage_tables(db)
     except BaseException:
@@ -90,15 +90,17 @@ async def open_store(
     history = History(db, settings, clock)
     records = TurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     buffer = ChatBuffer(db, clock)
+    memories = Memory(db, FTS5, memory, clock)
+    usage = UsageLedger(db, clock)
     return Store(
         db=db,
         history=history,
-        memory=Memory(db, FTS5, memory, clock),
+        memory=memories,
         records=records,
         buffer=buffer,
         inbox=Inbox(db, clock, buffer=buffer),
-        outbox=Outbox(db, history, records, clock),
-        usage=UsageLedger(db, clock),
+        outbox=Outbox(db, history, records, clock, usage=usage, memory=memories),
+        usage=usage,
         attachments=Attachments(db, attachments or AttachmentSettings(), clock),
     )
 

@@ -1,9 +1,11 @@
 """The database handle: one owner-only SQLite file in WAL mode, one writer and one reader.
 
-Writes are serialized through one connection and an asyncio lock, each as one BEGIN IMMEDIATE
-transaction (`Database.write`); other processes (the CLI next to `bot run`) wait on SQLite's busy
-timeout. Reads go through a second, query-only connection, which in WAL mode sees only committed
-transactions and never waits for the writer.
+Writes are serialized through one connection and an asyncio lock (`Database.write`); other
+processes (the CLI next to `bot run`) wait on SQLite's busy timeout. Writes that queue up while
+another commits are committed together (group commit): one BEGIN IMMEDIATE transaction, each write
+in a savepoint of its own so that one that fails undoes only its own changes, and every caller
+answered only after the commit. Reads go through a second, query-only connection, which in WAL
+mode sees only committed transactions and never waits for the writer.
 
 A write once started is shielded from cancellation (`bot.sql.writes`): it commits or rolls back as
 a whole, so a cancelled turn can never leave a half-written transaction or a held lock behind.
@@ -16,8 +18,9 @@ import os
 import sqlite3
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import aiosqlite
 import structlog
@@ -34,8 +37,17 @@ T = TypeVar("T")
 Write = Callable[[aiosqlite.Connection], Awaitable[T]]
 
 BUSY_TIMEOUT_MS = 10_000
+SYNCHRONOUS = frozenset({"normal", "full"})
 _PRIVATE_FILE = 0o600
 _PRIVATE_FOLDER = 0o700
+
+
+@dataclass
+class _Queued(Generic[T]):
+    """One write waiting for its group's transaction, and where its result goes."""
+
+    op: Write[T]
+    done: asyncio.Future[T]
 
 
 class Database:
@@ -46,12 +58,15 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._lock = asyncio.Lock()
+        self._queued: list[_Queued[Any]] = []
         self._writes = ShieldedWrites(str(path))
 
     @classmethod
-    async def open(cls, path: Path) -> Database:
+    async def open(cls, path: Path, *, synchronous: str = "normal") -> Database:
+        """Open (creating and migrating) the file; `synchronous` is "normal" or "full" (see
+        `store.synchronous`: what a commit survives)."""
         path = await asyncio.to_thread(_prepare_files, path)
-        writer = await _connect(path, query_only=False)
+        writer = await _connect(path, query_only=False, synchronous=synchronous)
         try:
             await writer.execute("PRAGMA journal_mode = WAL")
             await migrate(writer, str(path))
@@ -67,18 +82,43 @@ class Database:
         return await self._writes.run(self._transaction(op))
 
     async def _transaction(self, op: Write[T]) -> T:
+        mine: _Queued[T] = _Queued(op, asyncio.get_running_loop().create_future())
+        self._queued.append(mine)
         async with self._lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
-            try:
-                result = await op(self._writer)
-                await self._writer.execute("COMMIT")
-            except BaseException:
-                # A failed COMMIT (disk full, I/O error) leaves the transaction open; close it so
-                # the next write does not find itself nested inside this one.
-                if self._writer.in_transaction:
-                    await self._writer.execute("ROLLBACK")
+            if not mine.done.done():  # not yet committed in a group another write took
+                group, self._queued = self._queued, []
+                await self._commit(group)
+        return mine.done.result()
+
+    async def _commit(self, group: list[_Queued[Any]]) -> None:
+        """Run the queued writes in one transaction and answer each after the commit: with its
+        result, with its own error (its savepoint undone), or with the commit's error."""
+        writer = self._writer
+        answers: list[tuple[_Queued[Any], Any, BaseException | None]] = []
+        try:
+            await writer.execute("BEGIN IMMEDIATE")
+            if len(group) == 1:
+                answers.append((group[0], await group[0].op(writer), None))
+            else:
+                for queued in group:
+                    answers.append(await _in_savepoint(writer, queued))
+            await writer.execute("COMMIT")
+        except BaseException as exc:
+            # A failed COMMIT (disk full, I/O error) leaves the transaction open; close it so
+            # the next write does not find itself nested inside this one.
+            if writer.in_transaction:
+                await writer.execute("ROLLBACK")
+            for queued in group:
+                if not queued.done.done():
+                    queued.done.set_exception(exc)
+            if not isinstance(exc, Exception):
                 raise
-            return result
+            return
+        for queued, result, error in answers:
+            if error is None:
+                queued.done.set_result(result)
+            else:
+                queued.done.set_exception(error)
 
     async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
         """`write`, with the connection as the shared store logic's `Sql`."""
@@ -91,13 +131,11 @@ class Database:
 
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         self._writes.check_open()
-        async with self._reader.execute(sql, tuple(params)) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self._reader.execute_fetchall(sql, tuple(params)))
 
     async def fetch_one(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
-        self._writes.check_open()
-        async with self._reader.execute(sql, tuple(params)) as cursor:
-            return await cursor.fetchone()
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
 
     async def stream(self, sql: str, size: int = 1000) -> AsyncIterator[list[sqlite3.Row]]:
         """The rows of one query (one consistent snapshot), `size` at a time."""
@@ -117,7 +155,24 @@ class Database:
             await self._writer.close()
 
 
-async def _connect(path: Path, *, query_only: bool) -> aiosqlite.Connection:
+async def _in_savepoint(
+    writer: aiosqlite.Connection, queued: _Queued[T]
+) -> tuple[_Queued[T], T | None, Exception | None]:
+    """One write of a group, in a savepoint: when it raises, only its own changes are undone."""
+    await writer.execute("SAVEPOINT grouped")
+    try:
+        result = await queued.op(writer)
+    except Exception as exc:
+        await writer.execute("ROLLBACK TO SAVEPOINT grouped")
+        await writer.execute("RELEASE SAVEPOINT grouped")
+        return queued, None, exc
+    await writer.execute("RELEASE SAVEPOINT grouped")
+    return queued, result, None
+
+
+async def _connect(
+    path: Path, *, query_only: bool, synchronous: str = "normal"
+) -> aiosqlite.Connection:
     try:
         # isolation_level=None: no implicit transactions; `Database.write` opens them explicitly.
         conn = await aiosqlite.connect(path, isolation_level=None)
@@ -128,9 +183,12 @@ async def _connect(path: Path, *, query_only: bool) -> aiosqlite.Connection:
         ) from exc
     conn.row_factory = sqlite3.Row
     await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    # FULL: a commit survives power loss, not only a process crash (a turn's history and the
-    # event ledger's promise not to answer twice both depend on it).
-    await conn.execute("PRAGMA synchronous = FULL")
+    # In WAL mode NORMAL commits survive a crash of the process (the exactly-once promise) and
+    # leave the fsync to checkpoints; FULL waits for the disk at every commit, surviving power
+    # loss too. Both keep the database consistent.
+    if synchronous not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {sorted(SYNCHRONOUS)}, not {synchronous!r}")
+    await conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     if query_only:
         await conn.execute("PRAGMA query_only = ON")
     return conn

@@ -26,8 +26,9 @@ class SqliteSql:
         await self._conn.executemany(sql, rows)
 
     async def fetch_all(self, sql: str, *params: Any) -> list[Row]:
-        async with self._conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        # One trip to the connection's thread (execute, fetch and drop the cursor there) instead
+        # of three: each trip costs a thread wake-up and an event-loop wake-up.
+        return list(await self._conn.execute_fetchall(sql, params))
 
     async def fetch_one(self, sql: str, *params: Any) -> Row | None:
         # All rows, then the first: a statement with RETURNING is finished, not left running.

@@ -1,17 +1,22 @@
 """The Telegram channel: python-telegram-bot's Bot, run inside the host's event loop.
 
 Updates arrive by long polling (the default) or, in webhook mode, as POSTs to a route on the
-host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET`. Either way each update is taken
-one at a time (so a group message is buffered before a later mention in that chat takes the
-buffer): `mapping.decide` says whether it starts a turn, is kept in the chat buffer as context, or
-is ignored, and the host records it durably under its update_id (a turn's request, or a kept
-message's place in the buffer, goes in in the same transaction), so a redelivered update starts
-nothing and is buffered once.
+host's own HTTP port, checked against `TELEGRAM_WEBHOOK_SECRET`. Updates of one chat are taken one
+at a time, in order (so a group message is buffered before a later mention in that chat takes the
+buffer); different chats' updates are taken side by side, so a getUpdates batch is stored in
+about one transaction (the store commits writes that arrive together as one). Someone leaving a
+group changes what their DM may recall, so such an update waits for the ones before it and the
+ones after it wait for it. `mapping.decide`
+says whether an update starts a turn, is kept in the chat buffer as context, or is ignored, and
+the host records it durably under its update_id (a turn's request, or a kept message's place in
+the buffer, goes in in the same transaction), so a redelivered update starts nothing and is
+buffered once.
 
 Nothing is confirmed to Telegram before it is stored. The polling loop is our own (PTB's Updater
 confirms every update it fetched on its next call, handled or not): it advances the getUpdates
-offset past an update only once the host has stored it, and when the host cannot (shutting
-down, store unwritable) it asks again from that update on, or stops. The webhook answers 503
+offset once per batch, past the updates the host has stored, and when the host cannot (shutting
+down, store unwritable) it asks again from the first one not stored, or stops (an update of
+another chat stored meanwhile comes again and is recognised by its mark). The webhook answers 503
 instead of 200, and Telegram delivers the update again.
 """
 
@@ -24,7 +29,7 @@ import hmac
 import json
 import ssl
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -169,7 +174,7 @@ class TelegramChannel:
             group_stream_interval=settings.group_stream_interval,
         )
         self.files = TelegramFiles(self._app.bot, token, settings.files_base)
-        self._taking = asyncio.Lock()  # one update at a time, polled or posted
+        self._taking = KeyedLocks()  # one update of a chat at a time, polled or posted
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None  # the next update_id to ask for; all below are stored
         self._confirmed: int | None = None  # the offset Telegram was last told
@@ -300,22 +305,45 @@ class TelegramChannel:
                 backoff = min(backoff * 2, POLL_BACKOFF_MAX)
 
     async def _take_all(self, updates: tuple[Update, ...]) -> bool | None:
-        """Take updates in order until one cannot be stored: True when all were taken, False
-        when one could not be stored for now, None when the host no longer takes any."""
+        """Take a batch, each chat's updates in order and the chats side by side; the offset
+        moves past the stored ones up to the first that was not. True when all were taken,
+        False when one could not be stored for now, None when the host no longer takes any."""
+        taken: dict[int, bool | None] = {}
+        chats: dict[object, list[dict[str, Any]]] = {}
+
+        async def take_chat(payloads: list[dict[str, Any]]) -> None:
+            for payload in payloads:  # a chat's later updates wait for its earlier ones
+                try:
+                    stored: bool | None = await self._take(payload)
+                except IntakeUnavailable as exc:
+                    stored = None if exc.closing else False
+                taken[int(payload["update_id"])] = stored
+                if not stored:
+                    return
+
+        async def take_chats() -> None:
+            await asyncio.gather(*(take_chat(payloads) for payloads in chats.values()))
+            chats.clear()
+
         for update in updates:
-            try:
-                stored = await self._take(update.to_dict())
-            except IntakeUnavailable as exc:
-                return None if exc.closing else False
+            payload = update.to_dict()
+            if _crosses_chats(payload):  # what came before it is taken first, then it alone
+                await take_chats()
+                await take_chat([payload])
+            else:
+                chats.setdefault(_chat_of(payload), []).append(payload)
+        await take_chats()
+        for update in updates:
+            stored = taken.get(update.update_id, False)
             if not stored:
-                return False
+                return stored
             self._offset = update.update_id + 1
         return True
 
     async def _take(self, payload: dict[str, Any]) -> bool:
         """Take one update (Bot API JSON); False when it could not be stored. Raises
         IntakeUnavailable when the host takes nothing now."""
-        async with self._taking:
+        async with self._taking.hold(_chat_of(payload)):
             try:
                 return await self._handle(payload)
             except IntakeUnavailable:
@@ -413,6 +441,43 @@ class TelegramChannel:
         if not stored:  # Telegram delivers it again later
             return web.Response(status=503, text="not stored, try again\n")
         return web.Response(text="ok\n")
+
+
+def _chat_of(payload: dict[str, Any]) -> object:
+    """The chat an update belongs to (None for one that names none: those go one at a time)."""
+    for kind in ("message", "channel_post", "edited_message", "edited_channel_post"):
+        message = payload.get(kind)
+        if isinstance(message, dict) and isinstance(message.get("chat"), dict):
+            return message["chat"].get("id")
+    return None
+
+
+def _crosses_chats(payload: dict[str, Any]) -> bool:
+    """Whether an update changes what other chats' turns may use: someone leaving a group ends
+    what their DM may recall from it, so later updates (a DM among them) wait for it."""
+    message = payload.get("message")
+    return isinstance(message, dict) and "left_chat_member" in message
+
+
+class KeyedLocks:
+    """One lock per key, each kept only while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[object, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: object) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 def _webhook_secret(secrets: Secrets, http: web.Application | None) -> str:

@@ -17,11 +17,16 @@ import structlog
 import benchmarks
 from tests.voice.clips import require_voice
 
+TINY_TELEGRAM = ("--turns", "1", "--rounds", "1", "--chats", "1", "--warmup", "0")
 # module -> (tiny arguments, a piece of the output that proves it ran to the end)
 TINY: dict[str, tuple[list[str], str]] = {
     "assembly": (["--iterations", "3", "--warmup", "1"], "p50:"),
     "attachments": (["--megabytes", "0.05", "--iterations", "2", "--warmup", "0"], "added input"),
     "cache": (["--turns", "2", "--memory", "on"], "mean over turns"),
+    "compare": (
+        [*("--baseline", "HEAD", "--runs", "1", "host_telegram"), *TINY_TELEGRAM],
+        "cpu ms/turn",
+    ),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "images": (["--scale", "0.02", "--at-once", "2"], "x2: RSS"),
     "mcp_tools": (["--calls", "3", "--warmup", "1", "--turns", "2"], "with the MCP server:"),
@@ -38,7 +43,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "store": (["--conversations", "20", "--memories", "60", "--samples", "3"], "database size"),
     "voice": (["--seconds", "2", "--runs", "1", "--warmup", "0"], "real-time factor p50"),
 }
-HELPERS = {"overhead"}  # shared code, not a benchmark of its own
+HELPERS = {"overhead", "botproc"}  # shared code, not benchmarks of their own
 NEEDS_VOICE = {"voice"}  # transcribes: needs the voice extra (CI installs it)
 
 

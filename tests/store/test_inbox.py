@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.history import Chatter
-from bot.ports.records import TurnRecord
+from bot.ports.memory import MemoryCapture
+from bot.ports.records import TurnRecord, Usage, UsageEntry
 from bot.sql.request_codec import decode_request, encode_request
 from bot.stores import OpenStore
 from bot.turns import (
@@ -173,6 +174,69 @@ async def test_a_publication_writes_history_parts_state_and_record_together(
     assert [p.part_id for p in await store.outbox.undelivered()] == ["turn1.0", "turn1.1"]
 
 
+def charged(turn: int) -> UsageEntry:
+    usage = Usage(input_tokens=10, output_tokens=5)
+    return UsageEntry(f"turn{turn}", T0, "slack", "slack:C1", "slack:T1:U1", "m", usage, 0.01)
+
+
+def captured(turn: int) -> MemoryCapture:
+    return MemoryCapture(
+        conversation_key="slack:T1:C1:1.0",
+        surface="slack:C1",
+        person="slack:T1:U1",
+        speaker_label="Alice Chen (@alice)",
+        user_text="the launch code word is marigold",
+        answer="Noted.",
+        at=T0,
+        turn_id=f"turn{turn}",
+    )
+
+
+def answered(item_id: int, turn: int = 1) -> Publication:
+    return Publication(
+        conversation_key="slack:T1:C1:1.0",
+        entries=[user(f"question {turn}"), assistant(f"answer {turn}")],
+        parts=[part(turn, 0)],
+        item_id=item_id,
+        state=InboxState.ANSWERED,
+        record=record(turn),
+        usage=charged(turn),
+        capture=captured(turn),
+    )
+
+
+async def test_a_publication_charges_and_captures_the_turn_in_its_transaction(
+    store: OpenStore,
+) -> None:
+    item = await store.inbox.accept(request(1), source="slack", marks=["Ev1"])
+    assert item is not None
+    await store.outbox.publish(answered(item.item_id))
+
+    assert [e.turn_id for e in await store.usage.rows()] == ["turn1"]
+    assert [m.text for m in await store.memory.search("marigold")] == [
+        "User (Alice Chen (@alice)): the launch code word is marigold\nAssistant: Noted."
+    ]
+
+
+async def test_a_capture_that_fails_is_undone_alone_and_the_publication_stands(
+    store: OpenStore,
+) -> None:
+    item = await store.inbox.accept(request(1), source="slack", marks=["Ev1"])
+    assert item is not None
+    # The capture's word counts fail after its memory row was written.
+    await _rename(store, "term_docs", "term_docs_away")
+    await store.outbox.publish(answered(item.item_id))
+    await _rename(store, "term_docs_away", "term_docs")
+
+    assert [e.text for e in await store.history.load("slack:T1:C1:1.0")] == [
+        "question 1",
+        "answer 1",
+    ]
+    assert await store.inbox.pending() == []
+    assert [e.turn_id for e in await store.usage.rows()] == ["turn1"]
+    assert await store.memory.search("marigold") == []
+
+
 async def test_opened_stream_messages_are_kept_until_the_publication_takes_them(
     store: OpenStore,
 ) -> None:
@@ -205,8 +269,11 @@ async def test_a_failed_publication_writes_nothing(store: OpenStore) -> None:
         state=InboxState.ANSWERED,
         record=record(1),
     )
+    broken = replace(broken, usage=charged(1), capture=captured(1))
     with pytest.raises((sqlite3.IntegrityError, asyncpg.UniqueViolationError)):
         await store.outbox.publish(broken)
+    assert await store.usage.rows() == []
+    assert await store.memory.search("marigold") == []
     assert await store.history.load("slack:T1:C1:1.0") == []
     assert [p.item_id for p in await store.inbox.pending()] == [item.item_id]
     assert await store.records.show("turn1") is None

@@ -114,3 +114,33 @@ async def test_a_publication_the_full_disk_refuses_is_retried_while_the_host_run
 
 def retries(logs: list[dict[str, object]]) -> int:
     return sum(1 for line in logs if line.get("event") == "turn_publish_retrying")
+
+
+async def test_a_batch_of_updates_is_taken_chat_by_chat_in_order_and_confirmed_together(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    group = tg.supergroup(GROUP_ID, "Platform team")
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    people = [tg.user(f"P{i}", "Bench", f"p{i}", user_id=1_000 + i) for i in range(5)]
+    claude.respond_with(lambda body: "seen")
+    # Queued before the bot polls, so they arrive as one getUpdates batch.
+    chatter = await tg.push(tg.message(group, alice, "the deploy on main is red again"))
+    for person in people:
+        await tg.push(tg.message(tg.private_chat(person), person, "hello"))
+    mention = await tg.push(tg.message(group, alice, "what is going on?", mention=True))
+    async with App(make_config()) as app:
+        await tg.wait_sent(len(people) + 1)
+        await app.host.idle()
+        first = polled(tg)[0]
+        later = [int(str(call.get("offset") or 0)) for call in polled(tg)[1:]]
+    assert tg.pending_updates == []
+    assert sorted(sent.chat_id for sent in tg.sent) == sorted(
+        [GROUP_ID, *(int(p["id"]) for p in people)]
+    )
+    # The group's chatter was taken before its mention: the mention's context holds it.
+    asked = [str(r["messages"][-1]) for r in claude.requests if "what is going on" in str(r)]
+    assert len(asked) == 1
+    assert "the deploy on main is red again" in asked[0]
+    # The whole batch was confirmed at once: the next poll asked from past its last update.
+    assert int(str(first.get("offset") or 0)) <= chatter
+    assert later[:1] == [mention + 1]
