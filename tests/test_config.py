@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.
-TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks"}
+TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks", "mcp.servers"}
 INLINE_TABLES = {"slack.commands"}  # written as one inline table in the example
 
 

@@ -126,7 +126,7 @@ def remembered(secret: str) -> Iterator[None]:
 def test_json_text_is_redacted_like_each_string_in_it(
     value: object, secret: str, token: str, before: str, after: str
 ) -> None:
-    document = {"body": value, "said": f"{before}{secret}{after}", "echo": [f"{before}{token}"]}
+    document = {"body": value, "said": f"{before}{secret}{after}", "echo": [f"{before} {token}"]}
 
     with remembered(secret):
         text = redact_json(document)
