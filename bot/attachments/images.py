@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from bot import replies
 from bot.errors import FileUnreadable
@@ -92,7 +92,7 @@ def prepare_image(data: bytes) -> ReadyImage:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise FileUnreadable(replies.IMAGE_BOMB) from None
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
+    except Exception:  # a hostile file makes Pillow's parsers fail in any way (IndexError...)
         raise FileUnreadable(replies.IMAGE_DAMAGED) from None
 
 

@@ -6,6 +6,7 @@ never committed."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import random
 
@@ -196,3 +197,17 @@ def test_a_side_over_12000_px_is_refused_from_the_header() -> None:
     Image.new("1", (12_001, 2)).save(out, format="PNG")
     with pytest.raises(FileUnreadable, match="12001×2 pixels"):
         prepare_image(out.getvalue())
+
+
+def test_an_animated_gif_cut_anywhere_is_read_or_refused_in_one_line() -> None:
+    """Pillow's GIF parser fails on a cut palette with an IndexError, not an OSError: every way
+    a file can be damaged must end as the one-line refusal, never an exception of the host's."""
+    frames = [Image.new("P", (8, 8), colour) for colour in (1, 2, 3)]
+    for frame in frames:
+        frame.putpalette([i % 256 for i in range(3 * 7)])  # a short palette: 7 colours
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:], duration=50)
+    data = buffer.getvalue()
+    for cut in range(len(data) + 1):
+        with contextlib.suppress(FileUnreadable):
+            read_file("cut.gif", "image/gif", data[:cut])
