@@ -43,12 +43,11 @@ from bot.ports.approvals import (
 from bot.ports.tools import Tool, ToolOutput, ToolSpec
 from bot.sql.approvals import SqlApprovals
 from bot.sql.request_codec import decode_request, encode_request
-from bot.surfaces import TOOL_GLOB, SurfaceRule
+from bot.surfaces import APPROVER, TOOL_GLOB, SurfaceRule
 from bot.turns import TurnRequest
 
 log = structlog.get_logger(__name__)
 
-APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"
 MAX_SHOWN_ARGUMENTS = 3000  # bytes of canonical JSON a card shows; a longer call is refused
 MAX_RESULT = 16_000  # characters of an approved call's result kept with the request
 ID_PATTERN = r"^[A-Za-z0-9_-]{16,32}$"
@@ -137,7 +136,7 @@ class ApprovalDesk:
         self._sink: TurnSink | None = None
         self._tools: Callable[[], Sequence[Any]] = tuple
         self._tasks: set[asyncio.Task[None]] = set()
-        self.counts: dict[str, int] = {}
+        self.observers: list[Callable[[str], None]] = []  # told each request and decision
 
     def connect(
         self,
@@ -151,7 +150,8 @@ class ApprovalDesk:
         self._tools = tools
 
     def _count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
+        for observer in self.observers:
+            observer(what)
 
     # --- which calls wait ---
 
@@ -162,32 +162,44 @@ class ApprovalDesk:
         """`tools_for` with every tool that needs an approval replaced by its gated twin."""
 
         def gated(request: TurnRequest, recall: Any, rule: SurfaceRule | None = None) -> list[Tool]:
-            return [self._gated(tool, request) for tool in tools_for(request, recall, rule)]
+            return [self._gated(tool, request, rule) for tool in tools_for(request, recall, rule)]
 
         return gated
 
-    def _gated(self, tool: Tool, request: TurnRequest) -> Tool:
+    def _gated(self, tool: Tool, request: TurnRequest, rule: SurfaceRule | None) -> Tool:
         info = getattr(tool, "info", None)
         approve = getattr(tool, "approve", ())
         if info is None or not needs_approval(info, approve, self._settings.allow_without_approval):
             return tool
-        return _Gated(self, tool.spec, request)
+        return _Gated(self, tool.spec, request, rule)
 
-    def approvers_for(self, platform: str, requester: str) -> tuple[str, ...]:
-        """Who may decide a call asked for on `platform` (never the requester, by default)."""
-        found = [a for a in self._settings.approvers if a.startswith(f"{platform}:")]
+    def approvers_for(
+        self, platform: str, requester: str, rule: SurfaceRule | None = None
+    ) -> tuple[str, ...]:
+        """Who may decide a call asked for on `platform` under `rule` (the rule's approvers when
+        it names them, else `[approvals] approvers`; never the requester, by default)."""
+        listed = self._settings.approvers
+        if rule is not None and rule.approvers is not None:
+            listed = rule.approvers
+        found = [a for a in listed if a.startswith(f"{platform}:")]
         if not self._settings.requester_may_approve:
             found = [a for a in found if a != requester]
         return tuple(found)
 
     # --- a call that waits ---
 
-    async def ask(self, spec: ToolSpec, request: TurnRequest, arguments: Mapping[str, Any]) -> str:
+    async def ask(
+        self,
+        spec: ToolSpec,
+        request: TurnRequest,
+        arguments: Mapping[str, Any],
+        rule: SurfaceRule | None = None,
+    ) -> str:
         cards = self._cards.get(request.channel)
         if cards is None or request.route is None:
             raise ToolError(replies.approval_unavailable(spec.name))
         requester = requester_of(request)
-        approvers = self.approvers_for(request.channel, requester)
+        approvers = self.approvers_for(request.channel, requester, rule)
         if not approvers:
             raise ToolError(replies.approval_no_approvers(spec.name))
         text = canonical(arguments)
@@ -242,6 +254,15 @@ class ApprovalDesk:
     # --- a press ---
 
     async def press(self, approval_id: str, approve: bool, presser: str) -> PressAnswer:
+        """Decide a press, or say privately why it changed nothing (never raises: the platform
+        wants every press answered)."""
+        try:
+            return await self._press(approval_id, approve, presser)
+        except Exception as exc:  # the store cannot be read or written now
+            log.warning("approval_press_failed", error=type(exc).__name__)
+            return PressAnswer(replies.APPROVAL_TRY_AGAIN, changed=False)
+
+    async def _press(self, approval_id: str, approve: bool, presser: str) -> PressAnswer:
         approval = await self._book.get(approval_id) if _valid_id(approval_id) else None
         if approval is None:
             log.warning("approval_press_unknown", presser=presser)
@@ -288,6 +309,12 @@ class ApprovalDesk:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _carry_on(self, approval: Approval, state: str, by: str | None) -> None:
+        try:
+            await self._carry_on_inner(approval, state, by)
+        except Exception:  # logged with its traceback; the decision itself is stored
+            log.exception("approval_continuation_failed", approval_id=approval.id)
+
+    async def _carry_on_inner(self, approval: Approval, state: str, by: str | None) -> None:
         """Close the card, run an approved call once, and queue the turn that tells the model."""
         at = datetime.fromtimestamp(self._clock(), UTC)
         request = decode_request(approval.request)
@@ -341,13 +368,16 @@ class ApprovalDesk:
 class _Gated:
     """A tool that needs an approval, as one turn offers it: calling it asks."""
 
-    def __init__(self, desk: ApprovalDesk, spec: ToolSpec, request: TurnRequest) -> None:
+    def __init__(
+        self, desk: ApprovalDesk, spec: ToolSpec, request: TurnRequest, rule: SurfaceRule | None
+    ) -> None:
         self.spec = spec
         self._desk = desk
         self._request = request
+        self._rule = rule
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str:
-        return await self._desk.ask(self.spec, self._request, arguments)
+        return await self._desk.ask(self.spec, self._request, arguments, self._rule)
 
 
 def _who(request: TurnRequest) -> str:

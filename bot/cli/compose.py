@@ -438,6 +438,8 @@ class App:
             mcp_servers=frozenset(server.name for server in settings.mcp.servers),
         )
         host.observers.append(self.metrics.observe)
+        if self.approvals is not None:
+            self.approvals.observers.append(self.metrics.count_approval)
         return host
 
     def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:

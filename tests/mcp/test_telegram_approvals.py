@@ -7,13 +7,16 @@ nothing of that; a second press and a forged one change nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot import replies
+from bot.cli import main
 from bot.cli.compose import App
 from bot.cli.settings import Config, load_config
 from tests.channels.telegram.conftest import tg  # noqa: F401
@@ -203,3 +206,90 @@ async def test_a_restart_while_pending_then_approval_continues_once(
     assert [c["tool"] for c in call_log.calls()] == ["delete"]
     assert pending.tool == "notes__delete"
     assert any("Done after the restart." in sent.plain for sent in tg.sent)
+
+
+async def test_arguments_changed_after_the_card_never_run_and_the_operator_sees_it_all(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    call_log: CallLog,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=42)
+    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
+    chat = tg.private_chat(alice)
+    clock = Clock()
+    claude.script(Reply(tool_calls=[DELETE]), "It waits.", "It did not run.")
+    settings = config(agent_dir, tg, claude, call_log)
+    async with App(settings, clock=clock) as app:
+        assert app.approvals is not None
+        card = await ask(app, tg, alice, chat)
+        approve, _ = (data for _, data in card.buttons)
+        # Someone with write access to the store swaps the arguments after the card was shown.
+        with sqlite3.connect(agent_dir / "data" / "bot.sqlite3") as db:
+            db.execute("UPDATE approvals SET arguments = ?", ('{"text":"everything"}',))
+        assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
+        await until(lambda: len(claude.requests) >= 3)
+        await app.approvals.idle()
+        await app.host.idle()
+        metrics = app.metrics.render().decode()
+    assert "delete" not in call_log.tools()
+    assert replies.APPROVAL_TAMPERED in last_user_text(claude.requests[2])
+    assert 'bot_approvals_total{event="requested"} 1.0' in metrics
+    assert 'bot_approvals_total{event="approved"} 1.0' in metrics
+    for name, value in {
+        "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+        "TELEGRAM_BOT_TOKEN": tg.token,
+        "NOTES_CALLS": str(call_log.path),
+        "NOTES_TOKEN": "unused",
+    }.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    assert (
+        await asyncio.to_thread(main, ["approvals", "--config", str(agent_dir / "bot.toml")]) == 0
+    )
+    listed = capsys.readouterr().out
+    assert "approved" in listed
+    assert "notes__delete" in listed
+    assert "telegram:4242" in listed
+    assert (
+        await asyncio.to_thread(
+            main, ["approvals", "--pending", "--config", str(agent_dir / "bot.toml")]
+        )
+        == 0
+    )
+    assert "No pending approvals." in capsys.readouterr().out
+    assert (
+        await asyncio.to_thread(
+            main, ["approvals", "--json", "--config", str(agent_dir / "bot.toml")]
+        )
+        == 0
+    )
+    [shown] = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "approved"
+    assert shown["requester"] == "telegram:42"
+
+
+async def test_a_press_after_the_expiry_is_an_expiry(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    call_log: CallLog,
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=42)
+    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
+    chat = tg.private_chat(alice)
+    clock = Clock()
+    claude.script(Reply(tool_calls=[DELETE]), "It waits.", "Too late: not done.")
+    async with App(config(agent_dir, tg, claude, call_log), clock=clock) as app:
+        assert app.approvals is not None
+        card = await ask(app, tg, alice, chat)
+        approve, _ = (data for _, data in card.buttons)
+        clock.now += 30 * 60
+        assert await press(tg, card, bob, approve) == replies.approval_already("expired")
+        await until(lambda: len(claude.requests) >= 3)
+        await app.approvals.idle()
+        await app.host.idle()
+    assert "delete" not in call_log.tools()
+    assert "expired" in last_user_text(claude.requests[2])
