@@ -194,7 +194,7 @@ class ApprovalDesk:
         request: TurnRequest,
         arguments: Mapping[str, Any],
         rule: SurfaceRule | None = None,
-    ) -> str:
+    ) -> ToolOutput:
         cards = self._cards.get(request.channel)
         if cards is None or request.route is None:
             raise ToolError(replies.approval_unavailable(spec.name))
@@ -249,7 +249,11 @@ class ApprovalDesk:
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
         )
-        return replies.approval_waiting(spec.name, self._settings.expire_minutes)
+        return ToolOutput(
+            replies.approval_waiting(spec.name, self._settings.expire_minutes),
+            outcome="waiting_approval",
+            facts={"approval_id": approval.id},
+        )
 
     # --- a press ---
 
@@ -376,7 +380,7 @@ class _Gated:
         self._request = request
         self._rule = rule
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any]) -> ToolOutput:
         return await self._desk.ask(self.spec, self._request, arguments, self._rule)
 
 

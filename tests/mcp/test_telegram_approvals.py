@@ -123,6 +123,11 @@ async def test_the_approver_runs_the_call_once_and_others_change_nothing(
         assert await press(tg, card, bob, deny) == replies.approval_already("approved")
         assert await press(tg, card, bob, approve) == replies.approval_already("approved")
         [listed] = await app.approvals.listing()
+        asked = await app.store.records.show(listed.turn_id)
+    assert asked is not None
+    [waiting] = asked["details"]["tool_calls"]
+    assert waiting["outcome"] == "waiting_approval"
+    assert waiting["approval_id"] == listed.id
     assert [(c["tool"], c["arguments"]) for c in call_log.calls()] == [("delete", {"text": "milk"})]
     # The first answer's tool result said it waits; the continuation's note carries the outcome.
     assert "NOT run" in json.dumps(claude.requests[1]["messages"][-1]["content"])

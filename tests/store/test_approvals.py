@@ -100,7 +100,8 @@ async def test_the_replica_that_did_not_post_the_card_decides_and_runs_it(
     finally:
         await first.aclose()
         await second.aclose()
-    assert "NOT run" in said
+    assert "NOT run" in said.text
+    assert said.outcome == "waiting_approval"
     assert answer.changed
     assert not again.changed
     assert (decided.state, decided.decided_by) == ("approved", "telegram:4242")
