@@ -43,10 +43,18 @@ class Clock:
         return self.now
 
 
-def config(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic, log: CallLog) -> Config:  # noqa: F811
+def config(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    log: CallLog,
+    telegram: str = "",
+    **env: str,
+) -> Config:
     write_config(
         agent_dir,
         f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
+        + telegram
         + server_toml()
         + RULE
         + APPROVALS,
@@ -57,6 +65,7 @@ def config(agent_dir: Path, tg: FakeTelegram, claude: FakeAnthropic, log: CallLo
         "TELEGRAM_BOT_TOKEN": tg.token,
         "NOTES_CALLS": str(log.path),
         "NOTES_TOKEN": "unused",
+        **env,
     }
     return load_config(agent_dir / "bot.toml", env=environment)
 
@@ -298,3 +307,42 @@ async def test_a_press_after_the_expiry_is_an_expiry(
         await app.host.idle()
     assert "delete" not in call_log.tools()
     assert "expired" in last_user_text(claude.requests[2])
+
+
+async def test_presses_arrive_over_the_webhook_too(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    call_log: CallLog,
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=42)
+    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
+    chat = tg.private_chat(alice)
+    secret = "s3cret-token_for-tests"
+    claude.script(Reply(tool_calls=[DELETE]), "It waits.", "Deleted via the webhook.")
+    settings = config(
+        agent_dir,
+        tg,
+        claude,
+        call_log,
+        'mode = "webhook"\nwebhook_url = "https://bot.example/telegram/webhook"\n',
+        BOT_HTTP__ENABLED="true",
+        BOT_HTTP__PORT="0",
+        TELEGRAM_WEBHOOK_SECRET=secret,
+    )
+    async with App(settings) as app:
+        assert app.approvals is not None
+        tg.webhook = {
+            "url": f"http://127.0.0.1:{app.http_port}/telegram/webhook",
+            "secret_token": secret,
+        }
+        card = await ask(app, tg, alice, chat)
+        approve, _ = (data for _, data in card.buttons)
+        assert await press(tg, card, alice, approve) == replies.APPROVAL_OWN_REQUEST
+        assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
+        await until(lambda: len(claude.requests) >= 3)
+        await app.approvals.idle()
+        await app.host.idle()
+    assert [c["tool"] for c in call_log.calls()] == ["delete"]
+    assert any("Deleted via the webhook." in sent.plain for sent in tg.sent)
+    assert "getUpdates" not in {c.method for c in tg.calls}
