@@ -16,6 +16,7 @@ import asyncio
 import fnmatch
 import hashlib
 import json
+import re
 import secrets
 import time
 import uuid
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
 import structlog
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from bot import replies
 from bot.config import Section
@@ -54,12 +55,24 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{16,32}$"
 
 
 class ApprovalSettings(Section):
-    approvers: list[Annotated[str, Field(pattern=APPROVER)]] = Field(default_factory=list)
+    approvers: list[str] = Field(default_factory=list)
     requester_may_approve: bool = False
     expire_minutes: Annotated[int, Field(ge=1, le=10_080)] = 30
     allow_without_approval: list[Annotated[str, Field(pattern=TOOL_GLOB)]] = Field(
         default_factory=list
     )
+
+    @field_validator("approvers")
+    @classmethod
+    def _platform_ids(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(APPROVER, value):
+                raise ValueError(
+                    f"{value!r} is not a platform:person id; write each approver as "
+                    '"slack:<user id>" (e.g. "slack:U0123ABCD") or "telegram:<user id>" '
+                    '(e.g. "telegram:4242")'
+                )
+        return values
 
 
 class Hinted(Protocol):

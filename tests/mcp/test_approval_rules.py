@@ -11,8 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.approvals import ApprovalSettings, canonical, digest, needs_approval
+from bot.approvals import ApprovalDesk, ApprovalSettings, canonical, digest, needs_approval
 from bot.cli import main
+from bot.sql.approvals import SqlApprovals
+from bot.surfaces import SurfaceRule
 from channels.slack.approvals import APPROVE_ACTION, DENY_ACTION, read_press
 from channels.telegram.approvals import callback_data, parse_callback
 from tests.conftest import write_config
@@ -43,9 +45,29 @@ def test_settings_name_the_key_and_the_fix() -> None:
     with pytest.raises(ValidationError) as caught:
         ApprovalSettings(approvers=["U0123ABCD"])
     assert "approvers" in str(caught.value)
+    assert '"telegram:4242"' in str(caught.value)  # says what a good value looks like
     with pytest.raises(ValidationError):
         ApprovalSettings(expire_minutes=0)
     assert ApprovalSettings().requester_may_approve is False
+
+
+def test_a_surface_rule_names_its_own_approvers_and_the_requester_is_left_out() -> None:
+    desk = ApprovalDesk(
+        SqlApprovals(None),  # type: ignore[arg-type]  # not reached: nothing is stored here
+        ApprovalSettings(approvers=["slack:UBOSS", "slack:UASKER", "telegram:7"]),
+    )
+    assert desk.approvers_for("slack", "slack:UASKER") == ("slack:UBOSS",)
+    assert desk.approvers_for("telegram", "slack:UASKER") == ("telegram:7",)
+    rule = SurfaceRule(platform="slack", approvers=["slack:UOPS", "slack:UASKER"])
+    assert desk.approvers_for("slack", "slack:UASKER", rule) == ("slack:UOPS",)
+    assert desk.approvers_for("slack", "slack:UASKER", SurfaceRule(platform="slack")) == (
+        "slack:UBOSS",
+    )
+    lenient = ApprovalDesk(
+        SqlApprovals(None),  # type: ignore[arg-type]
+        ApprovalSettings(approvers=["slack:UASKER"], requester_may_approve=True),
+    )
+    assert lenient.approvers_for("slack", "slack:UASKER") == ("slack:UASKER",)
 
 
 @given(st.dictionaries(st.text(max_size=8), st.one_of(st.text(max_size=20), st.integers())))
