@@ -51,6 +51,9 @@ log = structlog.get_logger(__name__)
 
 MAX_SHOWN_ARGUMENTS = 3000  # bytes of canonical JSON a card shows; a longer call is refused
 MAX_RESULT = 16_000  # characters of an approved call's result kept with the request
+# A decided request whose outcome is still not kept this long after the decision was left by a
+# process that stopped (longer than any call may take: timeout_seconds is at most an hour).
+STRANDED_AFTER = 2 * 3600.0
 ID_PATTERN = r"^[A-Za-z0-9_-]{16,32}$"
 
 
@@ -335,20 +338,60 @@ class ApprovalDesk:
         """Close the card, run an approved call once, and queue the turn that tells the model."""
         at = datetime.fromtimestamp(self._clock(), UTC)
         request = decode_request(approval.request)
-        cards = self._cards.get(request.channel)
-        if cards is not None and approval.card:
-            try:
-                await cards.close_card(
-                    approval.card, replies.approval_closed(approval.tool, state, by, at)
-                )
-            except Exception as exc:
-                log.warning("approval_card_update_failed", error=type(exc).__name__)
+        await self._close(approval, request, state, by, at)
         if state == APPROVED:
             outcome = await self._run(approval)
-            await self._book.finish(approval.id, outcome[:MAX_RESULT])
             note = replies.approval_ran(approval.tool, approval.arguments, at, outcome)
         else:
+            outcome = ""
             note = replies.approval_refused(approval.tool, approval.arguments, state, at)
+        if not await self._book.finish(approval.id, outcome[:MAX_RESULT]):
+            return  # a later process already told the model (it took this for stranded)
+        await self._follow(approval, request, note, at)
+
+    async def recover(self) -> int:
+        """Tell the model about requests decided by a process that stopped before it did: a
+        denied or expired one as usual; an approved one never runs again (at most once), and the
+        note says it is not known whether it ran. How many this call took."""
+        taken = 0
+        for approval in await self._book.stranded(self._clock() - STRANDED_AFTER):
+            approved = approval.state == APPROVED
+            outcome = replies.APPROVAL_INTERRUPTED if approved else ""
+            if not await self._book.finish(approval.id, outcome):
+                continue
+            at = datetime.fromtimestamp(self._clock(), UTC)
+            if approval.state == APPROVED:
+                note = replies.approval_ran(approval.tool, approval.arguments, at, outcome)
+            else:
+                note = replies.approval_refused(
+                    approval.tool, approval.arguments, approval.state, at
+                )
+            log.warning("approval_recovered", approval_id=approval.id, state=approval.state)
+            request = decode_request(approval.request)
+            decided = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
+            await self._close(approval, request, approval.state, approval.decided_by, decided)
+            await self._follow(approval, request, note, at)
+            taken += 1
+        return taken
+
+    async def _close(
+        self, approval: Approval, request: TurnRequest, state: str, by: str | None, at: datetime
+    ) -> None:
+        """Replace the card with who decided and when (its buttons gone)."""
+        cards = self._cards.get(request.channel)
+        if cards is None or not approval.card:
+            return
+        try:
+            await cards.close_card(
+                approval.card, replies.approval_closed(approval.tool, state, by, at)
+            )
+        except Exception as exc:
+            log.warning("approval_card_update_failed", error=type(exc).__name__)
+
+    async def _follow(
+        self, approval: Approval, request: TurnRequest, note: str, at: datetime
+    ) -> None:
+        """Queue the continuation turn: `note` in the conversation's lane, taken once."""
         if self._sink is None:
             return
         follow = replace(

@@ -355,6 +355,10 @@ APPROVAL_UNKNOWN = "I don't know this approval request (it may be from another b
 APPROVAL_NOT_YOURS = "This one is not yours to approve: only the listed approvers can decide it."
 APPROVAL_OWN_REQUEST = "You asked for this action, so someone else has to approve it."
 APPROVAL_TRY_AGAIN = "I could not record that just now; please press again in a moment."
+APPROVAL_INTERRUPTED = (
+    "[unknown: the host stopped after the approval and before it could report the call; it was "
+    "not run again, and whether it ran is not known]"
+)
 APPROVAL_TAMPERED = (
     "The host did not run the call: its stored arguments no longer match what the card showed."
 )

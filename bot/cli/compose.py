@@ -476,6 +476,7 @@ class App:
             await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
             try:
                 await desk.expire_due()
+                await desk.recover()
             except Exception as exc:  # the store is down for now: the next sweep tries again
                 log.warning("approval_sweep_failed", error=type(exc).__name__)
 

@@ -97,13 +97,28 @@ class SqlApprovals:
         )
         return changed == 1
 
-    async def finish(self, approval_id: str, result: str) -> None:
-        """Keep what the approved call returned (bounded by the caller)."""
-        await self._db.transaction(
+    async def finish(self, approval_id: str, result: str) -> bool:
+        """Keep the outcome of a decided request (an approved call's result, bounded by the
+        caller; empty for one that did not run) unless one is kept already: False then, and its
+        continuation is someone else's."""
+        changed = await self._db.transaction(
             lambda tx: tx.execute(
-                "UPDATE approvals SET result = ? WHERE id = ?", result, approval_id
+                "UPDATE approvals SET result = ? WHERE id = ? AND result IS NULL",
+                result,
+                approval_id,
             )
         )
+        return changed == 1
+
+    async def stranded(self, before: float) -> list[Approval]:
+        """Requests decided before `before` whose outcome was never kept: the process that
+        decided them stopped before their continuation."""
+        rows = await self._db.reads().fetch_all(
+            f"SELECT {_COLUMNS} FROM approvals WHERE state <> 'pending' AND result IS NULL "
+            "AND decided_at < ? ORDER BY decided_at",
+            before,
+        )
+        return [_approval(row) for row in rows]
 
     async def due(self, now: float) -> list[Approval]:
         """Pending requests whose time is up."""

@@ -196,3 +196,37 @@ async def test_a_call_without_approvers_or_a_card_is_refused_at_once(engine: Eng
     assert "cannot show an approval card" in problems[1]
     assert "longer than" in problems[2]
     assert cards.posted == []
+
+
+async def test_a_decision_whose_process_stopped_is_reported_once_and_never_rerun(
+    engine: Engine,
+) -> None:
+    first, second = await engine.open(), await engine.open()
+    try:
+        cards, tool = Cards(), Delete()
+        gone = ApprovalDesk(first.approvals, SETTINGS, clock=engine.clock)
+        gone.connect(Sink(), {"telegram": cards}, lambda: [tool])
+        await gone.ask(SPEC, request(), {"text": "milk"})
+        await gone.ask(SPEC, request(), {"text": "eggs"})
+        approved, denied = cards.posted
+        # The process decides both, then stops before running or reporting either.
+        assert await first.approvals.decide(approved.approval_id, "approved", "telegram:7", 1.0)
+        assert await first.approvals.decide(denied.approval_id, "denied", "telegram:7", 1.0)
+        sinks = Sink(), Sink()
+        survivors = [
+            ApprovalDesk(store.approvals, SETTINGS, clock=engine.clock) for store in (first, second)
+        ]
+        for desk, sink in zip(survivors, sinks, strict=True):
+            desk.connect(sink, {"telegram": cards}, lambda: [tool])
+        taken = await asyncio.gather(*(desk.recover() for desk in survivors))
+        again = await survivors[0].recover()
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert sum(taken) == 2
+    assert again == 0
+    assert tool.calls == []  # at most once: an approved call is never run again
+    notes = sorted(r.text for sink in sinks for r, _ in sink.submitted)
+    assert len(notes) == 2
+    assert any("whether it ran is not known" in note for note in notes)
+    assert any("denied by an approver" in note for note in notes)
