@@ -1,5 +1,5 @@
 """Prometheus metrics for the host: turns, latency, tokens, deliveries, queue depth, liveness,
-and MCP tool calls per server (read from each turn record's `tool_calls`).
+MCP tool calls per server (read from each turn record's `tool_calls`), and approvals.
 
 Each `Metrics` owns its own registry (not the process-global one), so several hosts in one test
 process never share counters.
@@ -76,8 +76,18 @@ class Metrics:
             ["server", "outcome"],
             registry=self.registry,
         )
+        self.approvals = Counter(
+            "bot_approvals",
+            "Approval requests and decisions (requested, approved, denied, expired)",
+            ["event"],
+            registry=self.registry,
+        )
         self._channels_up = channels_up
         self._up = self._gauges(queue_depth)
+
+    def count_approval(self, event: str) -> None:
+        """An `ApprovalDesk` observer: a request was made, or decided."""
+        self.approvals.labels(event).inc()
 
     def _gauges(self, queue_depth: Callable[[], int]) -> Gauge:
         """The lane queue depth (read at each scrape) and, returned, each channel's liveness."""

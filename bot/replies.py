@@ -346,3 +346,93 @@ def voice_too_long(length: str | None, limit: str) -> str:
 def attachment_problem(name: str, reason: str) -> str:
     """One line for the person about one file that was not read."""
     return f"I couldn't read “{name}”: {reason}."
+
+
+# Approvals (SPEC §14): the card, the answers to a press, and what the model reads of a decision.
+APPROVE = "Approve"
+DENY = "Deny"
+APPROVAL_UNKNOWN = "I don't know this approval request (it may be from another bot)."
+APPROVAL_NOT_YOURS = "This one is not yours to approve: only the listed approvers can decide it."
+APPROVAL_OWN_REQUEST = "You asked for this action, so someone else has to approve it."
+APPROVAL_TRY_AGAIN = "I could not record that just now; please press again in a moment."
+APPROVAL_INTERRUPTED = (
+    "[unknown: the host stopped after the approval and before it could report the call; it was "
+    "not run again, and whether it ran is not known]"
+)
+APPROVAL_TAMPERED = (
+    "The host did not run the call: its stored arguments no longer match what the card showed."
+)
+_STATES = {"approved": "approved", "denied": "denied", "expired": "expired unanswered"}
+
+
+def approval_card(tool: str, arguments: str, who: str, minutes: int) -> str:
+    return (
+        f"Approval needed: {who} asked me to run {tool} with these arguments:\n{arguments}\n"
+        f"It runs only if an approver presses Approve within {minutes} minutes."
+    )
+
+
+def approval_recorded(state: str) -> str:
+    return f"Recorded: {_STATES.get(state, state)}."
+
+
+def approval_already(state: str) -> str:
+    return f"This request was already decided: {_STATES.get(state, state)}. Nothing changed."
+
+
+def approval_closed(tool: str, state: str, by: str | None, at: datetime) -> str:
+    when = at.strftime("%Y-%m-%d %H:%M UTC")
+    who = f" by {by}" if by else ""
+    return f"{tool}: {_STATES.get(state, state)}{who} at {when}."
+
+
+# What the model reads (tool results and the continuation's note); the model tells the person.
+def approval_waiting(tool: str, minutes: int) -> str:
+    return (
+        f"{tool} has NOT run: it needs a person's approval. An approval card with the exact "
+        f"arguments is now in this conversation; an approver has {minutes} minutes to decide. "
+        "Tell the person it waits for approval. The outcome will arrive in a later message."
+    )
+
+
+def approval_unavailable(tool: str) -> str:
+    return (
+        f"{tool} needs a person's approval, and this conversation cannot show an approval card; "
+        "it did not run."
+    )
+
+
+def approval_no_approvers(tool: str) -> str:
+    return (
+        f"{tool} needs a person's approval, and no approver is configured for this platform "
+        "(other than the person asking); it did not run."
+    )
+
+
+def approval_too_long(tool: str, limit: int) -> str:
+    return (
+        f"{tool} needs a person's approval, and its arguments are longer than the {limit} bytes "
+        "an approval card shows; it did not run. Use shorter arguments."
+    )
+
+
+def approval_tool_gone(tool: str) -> str:
+    return f"{tool} was approved but is no longer available, so it did not run."
+
+
+def approval_ran(tool: str, arguments: str, at: datetime, outcome: str) -> str:
+    when = at.strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"[Host note, not from the person] The call to {tool} with arguments {arguments} was "
+        f"approved by an approver at {when}; it ran once. Its result:\n{outcome}\n"
+        "Tell the person what happened."
+    )
+
+
+def approval_refused(tool: str, arguments: str, state: str, at: datetime) -> str:
+    when = at.strftime("%Y-%m-%d %H:%M UTC")
+    why = "denied by an approver" if state == "denied" else "not decided in time (expired)"
+    return (
+        f"[Host note, not from the person] The call to {tool} with arguments {arguments} was "
+        f"{why} at {when}; it did NOT run. Tell the person it was not done, and why."
+    )

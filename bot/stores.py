@@ -14,6 +14,7 @@ from bot.ports.history import ChatBuffer, HistoryStore
 from bot.ports.leadership import Leadership
 from bot.ports.memory import MemoryStore
 from bot.ports.records import TurnRecords, UsageEntry, UsageLedger
+from bot.sql.approvals import SqlApprovals
 from bot.sql.history import ConversationInfo
 from bot.sql.memory import StoredMemory
 from bot.sql.records import RecordSummary
@@ -96,6 +97,9 @@ class OpenStore(Protocol):
 
     @property
     def inbox(self) -> Inbox: ...
+
+    @property
+    def approvals(self) -> SqlApprovals: ...
 
     @property
     def outbox(self) -> Outbox: ...

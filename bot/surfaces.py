@@ -34,6 +34,7 @@ PLATFORMS = ("slack", "telegram", "console", "cron", "webhook", ANY_PLATFORM)
 BUILTIN_TOOLS = frozenset({"memory_recall", "read_attachment", "load_skill"})
 # A tool glob: the characters of tool names (`server__tool`) and the glob's own (`*`, `?`, `[]`).
 TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!]{1,128}$"
+APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"  # platform:person id (SPEC §14)
 
 
 class SurfaceRule(BaseModel):
@@ -50,6 +51,8 @@ class SurfaceRule(BaseModel):
     budget: BudgetLimits | None = None
     # None: the built-in tools only; a list: exactly the tools whose names match one of its globs.
     tools: list[Annotated[str, Field(pattern=TOOL_GLOB)]] | None = None
+    # None: `[approvals] approvers`; a list: who decides approvals asked for on these surfaces.
+    approvers: list[Annotated[str, Field(pattern=APPROVER)]] | None = None
 
     @field_validator("platform")
     @classmethod

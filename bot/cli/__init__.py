@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bot.cli.tools",
         "list the tools each surface is offered (MCP servers' and built-in)",
     ),
+    "approvals": ("bot.cli.approvals", "list tool calls waiting for (or decided by) an approver"),
     "init": ("bot.cli.init", "write a starter config folder"),
     "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from aiohttp import web
 
 from bot import tracing
 from bot.agentfiles import load_agent
+from bot.approvals import ApprovalDesk
 from bot.attachments.intake import AttachmentIntake
 from bot.budget import Budgets, SpendCaps
 from bot.cli.settings import Config, Settings
@@ -35,6 +36,7 @@ from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.policyfiles import Policy, load_policy
+from bot.ports.approvals import ApprovalCards
 from bot.ports.attachments import AttachmentStore
 from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
@@ -56,6 +58,8 @@ if TYPE_CHECKING:
     from channels.cron.webhook import WebhookEndpoint
 
 log = structlog.get_logger(__name__)
+
+APPROVAL_SWEEP_SECONDS = 30.0  # how often pending approvals are checked for expiry
 
 
 def require_api_key(config: Config) -> str:
@@ -223,13 +227,17 @@ class App:
         runs: Runs = Runs(),
         *,
         model: ModelRuntime | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        """`channels`: None for the ones the configuration enables."""
+        """`channels`: None for the ones the configuration enables. `clock`: unix seconds for
+        approvals' expiry (tests pass their own)."""
         self.config = config
         remember_secrets(config.secrets.values.values())  # turn records and logs redact them
         self._builders = configured_channels(config.settings) if channels is None else channels
         self._runs = runs
         self._model_override = model
+        self._clock = clock
+        self.approvals: ApprovalDesk | None = None
         self.cron: CronScheduler | None = None
         self.cron_runner: CronRunner | None = None
         self.cron_jobs: list[JobPlan] = []
@@ -301,6 +309,9 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
+        self.approvals = ApprovalDesk(
+            store.approvals, settings.approvals, **({"clock": self._clock} if self._clock else {})
+        )
         # Channels add their routes whenever the port is configured, so a command that does not
         # serve it (`bot cron run`) accepts the same config as `bot run`.
         http = self.web if settings.http.enabled else None
@@ -318,7 +329,10 @@ class App:
         await self._prepare_cron(store, deliverers)
         if http is not None and self._runs.http:
             await self._start_http()
+        stop_approvals = self._connect_approvals(self._host, hub)
         await self._start_channels(self._host)
+        # Leaving: continuations under way enter the lanes before the host closes them.
+        self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
 
     def _start_tracing(self) -> None:
@@ -402,7 +416,9 @@ class App:
             share=store.share,
             completers={c.name: c for c in self.channels if isinstance(c, RequestCompleter)},
             memory=store.memory if settings.memory.enabled else None,
-            tools_for=toolbox.for_turn,
+            tools_for=self.approvals.gate(toolbox.for_turn)
+            if self.approvals is not None
+            else toolbox.for_turn,
             settings=settings.host,
             attachments=self._attachment_intake(store),
             policies=policy.policies,
@@ -422,6 +438,8 @@ class App:
             mcp_servers=frozenset(server.name for server in settings.mcp.servers),
         )
         host.observers.append(self.metrics.observe)
+        if self.approvals is not None:
+            self.approvals.observers.append(self.metrics.count_approval)
         return host
 
     def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:
@@ -433,6 +451,34 @@ class App:
         return AttachmentIntake(
             attachment_store, self.config.settings.attachments, sources, transcriber
         )
+
+    def _connect_approvals(self, host: Host, hub: McpHub | None) -> Callable[[], Awaitable[None]]:
+        """Approvals: the channels that show cards and take presses, the lane continuations
+        enter, the MCP tools an approved call runs, and the sweep that expires requests."""
+        desk = self.approvals
+        assert desk is not None
+        cards = {c.name: c for c in self.channels if isinstance(c, ApprovalCards)}
+        for channel in cards.values():
+            channel.use_approvals(desk)
+        desk.connect(host, cards, hub.tools if hub is not None else tuple)
+        sweep = asyncio.create_task(self._expire_approvals(desk))
+
+        async def stop_sweep() -> None:
+            sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweep
+            await desk.idle()
+
+        return stop_sweep
+
+    async def _expire_approvals(self, desk: ApprovalDesk) -> None:
+        while True:
+            await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
+            try:
+                await desk.expire_due()
+                await desk.recover()
+            except Exception as exc:  # the store is down for now: the next sweep tries again
+                log.warning("approval_sweep_failed", error=type(exc).__name__)
 
     async def _start_channels(self, host: Host) -> None:
         for channel in self.channels:

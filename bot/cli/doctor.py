@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.cli.settings import Config, load_config
 from bot.config import StoreSettings
 from bot.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bot.mcp.hub import McpTool
 
 HELP = "check config, files, tokens and services"
 
@@ -126,9 +130,36 @@ async def _mcp_servers(config: Config) -> list[Check]:
             names = ", ".join(tool.tool for tool in link.tools) or "none"
             detail = f"{link.settings.transport}: {len(link.tools)} tool(s): {names}"
             checks.append(Check(name, True, redact_text(detail, secrets)))
+        checks.extend(_approvers(config, hub.tools()))
     finally:
         await hub.aclose()
     return checks
+
+
+def _approvers(config: Config, tools: Sequence[McpTool]) -> list[Check]:
+    """Every surface rule that offers a tool which waits for an approval must have someone on
+    its platform to decide it (the rule's approvers, or `[approvals] approvers`)."""
+    from bot.approvals import needs_approval
+    from bot.surfaces import offered_tools
+
+    settings = config.settings
+    allow = settings.approvals.allow_without_approval
+    waiting = sorted(t.spec.name for t in tools if needs_approval(t.info, t.approve, allow))
+    if not waiting:
+        return []
+    problems = []
+    for index, rule in enumerate(settings.surfaces):
+        offered = [name for name in offered_tools(rule, waiting) if name in waiting]
+        listed = rule.approvers if rule.approvers is not None else settings.approvals.approvers
+        if offered and not [a for a in listed if a.startswith(f"{rule.platform}:")]:
+            problems.append(
+                f"surfaces[{index}] ({rule.platform}) offers {', '.join(offered)}, which wait for "
+                f"an approval, and no {rule.platform} approver is configured. Fix: add "
+                f'"{rule.platform}:<user id>" to [approvals] approvers (or the rule\'s approvers)'
+            )
+    if problems:
+        return [Check("approvals", False, "; ".join(problems))]
+    return [Check("approvals", True, f"{len(waiting)} tool(s) wait for an approver: approvers set")]
 
 
 def _files(config: Config) -> Check:

@@ -9,6 +9,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from bot import config
+from bot.approvals import ApprovalSettings
 from bot.config import CoreSettings
 from bot.mcp.settings import McpSettings
 from bot.voice.settings import VoiceSettings
@@ -25,7 +26,8 @@ class Settings(CoreSettings):
     SECRETS: ClassVar[tuple[str, ...]] = (*CoreSettings.SECRETS, *slack.SECRETS, *telegram.SECRETS)
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
-        *("voice", "cron", "schedules", "host", "logging", "prompt", "budget", "mcp", "otel"),
+        *("voice", "cron", "schedules", "host", "logging", "prompt", "budget", "mcp"),
+        *("approvals", "otel"),
     )
 
     slack: SlackSettings = SlackSettings()
@@ -35,6 +37,7 @@ class Settings(CoreSettings):
     schedules: SchedulesSettings = SchedulesSettings()
     webhooks: list[WebhookSettings] = Field(default_factory=list)
     mcp: McpSettings = McpSettings()
+    approvals: ApprovalSettings = ApprovalSettings()
 
     def platforms(self) -> frozenset[str]:
         """The chat platforms this host runs (where cron and webhooks may post)."""

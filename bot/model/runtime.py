@@ -575,6 +575,7 @@ class _Turn:
         self, call: ToolUseBlock, tool: Tool | None, tools: Mapping[str, Tool]
     ) -> ToolResultBlock:
         began = time.monotonic()
+        marked: ToolOutput | None = None  # a result that says more than ok
         with tracing.span(
             f"execute_tool {call.name}",
             gen_ai__operation__name="execute_tool",
@@ -591,6 +592,7 @@ class _Turn:
                     if isinstance(returned, ToolOutput):
                         output, failed = returned.text, False
                         self.images[call.id] = returned.images
+                        marked = returned
                     else:
                         output, failed = str(returned), False
                 except ToolError as exc:
@@ -612,6 +614,8 @@ class _Turn:
             turn_id=self.plan.turn_id,
         )
         outcome = "refused" if tool is None else "error" if failed else "ok"
+        if marked is not None and marked.outcome is not None and not failed:
+            outcome = marked.outcome
         self.tool_calls.append(
             {
                 "tool": call.name,
@@ -619,6 +623,7 @@ class _Turn:
                 "result_bytes": size,
                 "duration_ms": latency_ms,
                 "outcome": outcome,
+                **(dict(marked.facts) if marked is not None else {}),
             }
         )
         return ToolResultBlock(call.id, content, is_error=failed)

@@ -21,6 +21,7 @@ from bot.pgstore.fts import TSVECTOR
 from bot.pgstore.leader import PgLeadership
 from bot.pgstore.owners import Replica, duty, hold, new_owner
 from bot.pgstore.schema import SCHEMA_VERSION, schema_version
+from bot.sql.approvals import SqlApprovals
 from bot.sql.attachments import Attachments
 from bot.sql.buffer import ChatBuffer
 from bot.sql.history import History
@@ -46,6 +47,7 @@ class PgStore:
     leadership: PgLeadership
     share: PgWorkShare
     usage: UsageLedger
+    approvals: SqlApprovals
     attachments: Attachments
     owner: str  # this replica, in the inbox and outbox (see bot.pgstore.owners)
 
@@ -99,6 +101,7 @@ async def open_pg_store(
         leadership=leadership,
         share=PgWorkShare(db, owner),
         usage=usage,
+        approvals=SqlApprovals(db),
         attachments=Attachments(db, attachments or AttachmentSettings(), clock),
         owner=owner,
     )

@@ -247,6 +247,30 @@ _V_CHAT_SCHEDULES = (
     "CREATE INDEX chat_schedules_by_creator ON chat_schedules (creator)",
 )
 
+_V_APPROVALS = (
+    # One row per tool call that waits for a person (SPEC §14): `request` is the turn request the
+    # continuation answers (route included), `digest` the sha256 of the canonical arguments shown.
+    """CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        requester TEXT NOT NULL,
+        approvers TEXT NOT NULL,
+        request TEXT NOT NULL,
+        card TEXT NOT NULL DEFAULT '{}',
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        decided_by TEXT,
+        decided_at DOUBLE PRECISION,
+        result TEXT
+    )""",
+    "CREATE INDEX approvals_by_state ON approvals (state, expires_at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -254,6 +278,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V4_STREAMS,
     _V_CRON_PAUSES,
     _V_CHAT_SCHEDULES,
+    _V_APPROVALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

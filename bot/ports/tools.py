@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -29,6 +29,10 @@ class ToolOutput:
 
     text: str
     images: tuple[ToolImage, ...] = ()
+    # The turn record's outcome of the call when not plainly ok (`waiting_approval`), and any
+    # facts the record keeps with it (the approval id).
+    outcome: str | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Tool(Protocol):

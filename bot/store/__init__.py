@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import StoreOpenError
+from bot.sql.approvals import SqlApprovals
 from bot.sql.attachments import Attachments
 from bot.sql.buffer import ChatBuffer
 from bot.sql.history import History
@@ -42,6 +43,7 @@ class Store:
     inbox: Inbox
     outbox: Outbox
     usage: UsageLedger
+    approvals: SqlApprovals
     attachments: Attachments
 
     @property
@@ -101,6 +103,7 @@ async def open_store(
         inbox=Inbox(db, clock, buffer=buffer),
         outbox=Outbox(db, history, records, clock, usage=usage, memory=memories),
         usage=usage,
+        approvals=SqlApprovals(db),
         attachments=Attachments(db, attachments or AttachmentSettings(), clock),
     )
 

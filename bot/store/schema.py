@@ -242,6 +242,30 @@ _V_CHAT_SCHEDULES = (
     "CREATE INDEX IF NOT EXISTS chat_schedules_by_creator ON chat_schedules (creator)",
 )
 
+_V_APPROVALS = (
+    # One row per tool call that waits for a person (SPEC §14): `request` is the turn request the
+    # continuation answers (route included), `digest` the sha256 of the canonical arguments shown.
+    """CREATE TABLE IF NOT EXISTS approvals (
+        id TEXT PRIMARY KEY,
+        turn_id TEXT NOT NULL,
+        conversation_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        requester TEXT NOT NULL,
+        approvers TEXT NOT NULL,
+        request TEXT NOT NULL,
+        card TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        decided_by TEXT,
+        decided_at REAL,
+        result TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals (state, expires_at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -251,6 +275,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V6_ATTACHMENTS,
     _V7_STREAMS,
     _V_CHAT_SCHEDULES,
+    _V_APPROVALS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

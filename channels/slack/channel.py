@@ -45,10 +45,12 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.config import Secrets
 from bot.errors import ConfigError, IntakeUnavailable
+from bot.ports.approvals import Card, PressDesk
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.memory import Departures
-from bot.turns import Speaker, TurnRequest
-from channels.slack import events
+from bot.replies import APPROVAL_UNKNOWN
+from bot.turns import ReplyRoute, Speaker, TurnRequest
+from channels.slack import approvals, events
 from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.assistant import AssistantPane, AssistantThreads
 from channels.slack.commands import SlashCommand, command_request, read_command
@@ -146,6 +148,7 @@ class SlackChannel:
             self._app.event("app_home_opened")(self._on_home)
         for slash in (settings.commands.memory, settings.commands.forget, settings.commands.usage):
             self._app.command(slash)(self._on_command)
+        self._app.action(approvals.ACTIONS)(self._on_action)
         self._app.event(re.compile(".*"))(_acknowledge)  # every other event type
         if settings.mode == "http" and http is not None:
             http.router.add_post(EVENTS_PATH, self._on_http)
@@ -153,6 +156,7 @@ class SlackChannel:
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: set[asyncio.Task[Any]] = set()
         self._aside: set[asyncio.Task[Any]] = set()  # the pane's calls, after the ack
+        self._desk: PressDesk | None = None  # where presses on approval cards go
 
     @property
     def connected(self) -> bool:
@@ -326,6 +330,53 @@ class SlackChannel:
         key = events.session_key(stop.team, stop.channel, stop.thread_ts)
         stopped = await sink.cancel(key)
         log.info("slack_session_stop", conversation_key=key, stopped=stopped)
+
+    # --- approval cards (SPEC §14) -----------------------------------------------------------
+
+    def use_approvals(self, desk: PressDesk) -> None:
+        self._desk = desk
+
+    async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
+        return await approvals.post_card(self._client, route, card)
+
+    async def close_card(self, where: dict[str, Any], text: str) -> None:
+        await approvals.close_card(self._client, where, text)
+
+    async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """A press on a card's button: acknowledged at once, decided in the background; a press
+        that changes nothing is answered privately."""
+        await ack()
+        self._in_background(self._press(body))
+
+    async def _press(self, body: dict[str, Any]) -> None:
+        press = approvals.read_press(body)
+        if press is None or self._desk is None or self._sink is None:
+            user, channel = body.get("user"), body.get("channel")
+            if isinstance(user, dict) and isinstance(channel, dict):
+                await self._privately(str(channel.get("id")), str(user.get("id")), APPROVAL_UNKNOWN)
+            log.warning("slack_action_unknown")
+            return
+        try:  # a redelivered press is taken once
+            first = await self._sink.note(source=INBOX_SOURCE, marks=[f"action:{press.trigger}"])
+        except IntakeUnavailable:
+            first = True  # the decision itself is taken once by the store
+        if not first:
+            return
+        users = self._settings.allowed_user_ids
+        if users and press.user not in users:
+            log.warning("slack_event_not_allowed", reason="action", user=press.user)
+            return
+        answer = await self._desk.press(
+            press.approval_id, press.approve, f"{events.PLATFORM}:{press.user}"
+        )
+        if not answer.changed:
+            await self._privately(press.channel, press.user, answer.text)
+
+    async def _privately(self, channel: str, user: str, text: str) -> None:
+        try:
+            await self._client.chat_postEphemeral(channel=channel, user=user, text=text)
+        except CALL_ERRORS as exc:
+            log.warning("slack_ephemeral_failed", error=error_code(exc))
 
     # --- slash commands ---------------------------------------------------------------------------
 

@@ -50,11 +50,14 @@ from telegram.request import HTTPXRequest
 
 from bot.config import Secrets
 from bot.errors import ConfigError, IntakeUnavailable
+from bot.ports.approvals import Card, PressDesk
 from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.leadership import Leadership
 from bot.ports.memory import Departure, Departures
 from bot.replies import GROUP_MENU_COMMANDS, MENU_COMMANDS
+from bot.turns import ReplyRoute
+from channels.telegram import approvals
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.files import TelegramFiles
 from channels.telegram.mapping import (
@@ -75,7 +78,7 @@ POLLING_DUTY = "telegram-polling"
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # Only these update kinds can start a turn or feed the buffer; asking for no others saves traffic.
-ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST]
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CHANNEL_POST, Update.CALLBACK_QUERY]
 POLL_BACKOFF = 0.5  # first wait after a failed getUpdates or an update not stored; doubles
 POLL_BACKOFF_MAX = 30.0
 
@@ -178,6 +181,16 @@ class TelegramChannel:
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None  # the next update_id to ask for; all below are stored
         self._confirmed: int | None = None  # the offset Telegram was last told
+        self._desk: PressDesk | None = None  # where presses on approval cards go
+
+    def use_approvals(self, desk: PressDesk) -> None:
+        self._desk = desk
+
+    async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
+        return await approvals.post_card(self._app.bot, route, card)
+
+    async def close_card(self, where: dict[str, Any], text: str) -> None:
+        await approvals.close_card(self._app.bot, where, text)
 
     @property
     def connected(self) -> bool:
@@ -357,6 +370,11 @@ class TelegramChannel:
         assert self._sink is not None, "start() the channel first"
         assert self._me is not None
         update_id = str(payload.get("update_id"))
+        query = payload.get("callback_query")
+        if isinstance(query, dict):  # a press on a card's button: taken once, answered always
+            if await self._sink.note(source=PLATFORM, marks=[update_id]):
+                await approvals.press(self._app.bot, self._desk, query)
+            return True
         decision = decide(
             payload,
             self._me,
@@ -449,6 +467,9 @@ def _chat_of(payload: dict[str, Any]) -> object:
         message = payload.get(kind)
         if isinstance(message, dict) and isinstance(message.get("chat"), dict):
             return message["chat"].get("id")
+    query = payload.get("callback_query")
+    if isinstance(query, dict) and isinstance(query.get("message"), dict):
+        return _chat_of({"message": query["message"]})
     return None
 
 

@@ -492,6 +492,62 @@ class FakeSlack:
         await self._sockets[-1].send_str(json.dumps(frame))
         return envelope.envelope_id
 
+    def block_action(
+        self, post: Mapping[str, Any], user: str, action_id: str, value: str
+    ) -> dict[str, Any]:
+        """The `block_actions` payload Slack sends when `user` presses a button of `post`."""
+        channel, ts = str(post["channel"]), str(post["ts"])
+        trigger = f"{next(self._events)}.{uuid.uuid4().hex}"
+        return {
+            "type": "block_actions",
+            "team": {"id": TEAM, "domain": "fake"},
+            "user": {
+                "id": user,
+                "username": self.users.get(user, {}).get("name", "someone"),
+                "team_id": TEAM,
+            },
+            "api_app_id": APP_ID,
+            "token": "legacy-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": trigger,
+            "channel": {"id": channel, "name": channel.lower()},
+            "message": {
+                "type": "message",
+                "ts": ts,
+                "text": post.get("text", ""),
+                "blocks": post.get("blocks", []),
+            },
+            "response_url": f"{self.hooks_url}actions/{uuid.uuid4().hex}",
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": "approval",
+                    "type": "button",
+                    "value": value,
+                    "action_ts": self.next_ts(),
+                }
+            ],
+        }
+
+    async def push_interactive(self, payload: dict[str, Any]) -> str:
+        """Deliver a button press over the websocket (an `interactive` envelope)."""
+        await asyncio.wait_for(self._connected.wait(), timeout=10)
+        envelope = _Envelope(str(uuid.uuid4()), payload, 0, time.monotonic())
+        self.envelopes.append(envelope)
+        frame = {
+            "envelope_id": envelope.envelope_id,
+            "payload": payload,
+            "type": "interactive",
+            "accepts_response_payload": False,
+        }
+        await self._sockets[-1].send_str(json.dumps(frame))
+        return envelope.envelope_id
+
     @staticmethod
     def signed_form(
         payload: Mapping[str, Any], secret: str, *, timestamp: int | None = None
@@ -955,6 +1011,7 @@ class FakeSlack:
                 "ts": message["ts"],
                 "metadata": metadata,
                 "at": time.monotonic(),
+                "blocks": _json_value(params.get("blocks")) or [],
             }
         )
         return _ok(channel=channel, ts=message["ts"], message=message)
@@ -1074,6 +1131,9 @@ class FakeSlack:
             return metadata
         channel = str(params["channel"])
         self._set_text(channel, message["ts"], str(text))
+        post = self._post_of(channel, message["ts"])
+        if post is not None:  # the blocks sent replace the message's blocks
+            post["blocks"] = _json_value(params.get("blocks")) or []
         if metadata:
             message["metadata"] = metadata
             post = self._post_of(channel, message["ts"])

@@ -150,6 +150,7 @@ class Sent:
     reply_to: int | None
     thread_id: int | None
     at: float = field(default_factory=time.perf_counter)  # when the fake accepted it
+    buttons: tuple[tuple[str, str], ...] = ()  # an inline keyboard's (text, callback_data)
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,9 @@ class FakeTelegram:
         self.commands: list[dict[str, Any]] = []  # what setMyCommands registered (default scope)
         self.menus: dict[str, list[dict[str, Any]]] = {}  # scope type -> its registered commands
         self.actions: list[Call] = []
+        self.answers: list[dict[str, str]] = []  # answerCallbackQuery: the query id and its text
+        self._queries: set[str] = set()  # callback queries not answered yet
+        self._query_ids = itertools.count(900_000)
         self.calls: list[Call] = []
         self.webhook: dict[str, Any] | None = None
         self.webhook_statuses: list[int] = []
@@ -435,6 +439,29 @@ class FakeTelegram:
         if reply_to is not None:
             message["reply_to_message"] = dict(reply_to)
         return {"message": message}
+
+    def press(self, sent: Sent, sender: Mapping[str, Any], data: str) -> dict[str, Any]:
+        """An update carrying a press on one of `sent`'s inline buttons (`data`: the button's
+        callback data, or anything a forger sends)."""
+        query_id = str(next(self._query_ids))
+        self._queries.add(query_id)
+        chat = self._chats[sent.chat_id].payload
+        message: dict[str, Any] = {
+            "message_id": sent.message_id,
+            "from": {k: v for k, v in self.me.items() if k in ("id", "is_bot", "first_name")},
+            "chat": dict(chat),
+            "date": int(time.time()),
+            "text": sent.plain,
+        }
+        return {
+            "callback_query": {
+                "id": query_id,
+                "from": dict(sender),
+                "message": message,
+                "chat_instance": f"ci{sent.chat_id}",
+                "data": data,
+            }
+        }
 
     def _topic_start(self, chat: Mapping[str, Any], topic: int) -> dict[str, Any]:
         return {
@@ -654,8 +681,15 @@ class FakeTelegram:
         timeout = float(params.get("timeout") or 0)
         await self._confirm(offset)
 
+        allowed = params.get("allowed_updates")
+
+        def wanted(update: Mapping[str, Any]) -> bool:
+            # Telegram sends only the kinds asked for; the fake checks the one it must for
+            # approvals (a press never arrives unless `callback_query` is asked for).
+            return "callback_query" not in update or not allowed or "callback_query" in allowed
+
         def ready() -> list[dict[str, Any]]:
-            return [u for u in self._updates if int(u["update_id"]) >= offset][:limit]
+            return [u for u in self._updates if int(u["update_id"]) >= offset and wanted(u)][:limit]
 
         async with self._changed:
             if not ready() and timeout > 0 and not self._closing:
@@ -713,6 +747,7 @@ class FakeTelegram:
             parse_mode=parse_mode,
             reply_to=reply_to[0] if reply_to else None,
             thread_id=int(thread) if thread else None,
+            buttons=_buttons(params.get("reply_markup")),
         )
         self.sent.append(sent)
         result: dict[str, Any] = {
@@ -788,9 +823,20 @@ class FakeTelegram:
             old.reply_to,
             old.thread_id,
             old.at,
+            _buttons(params.get("reply_markup")),
         )
         chat = self._chats[old.chat_id].payload
         return {"message_id": old.message_id, "chat": chat, "date": int(time.time()), "text": plain}
+
+    async def _api_answerCallbackQuery(self, params: Mapping[str, Any]) -> Any:
+        query_id = str(params.get("callback_query_id") or "")
+        if query_id not in self._queries:
+            raise _ApiError(
+                "Bad Request: query is too old and response timeout expired or query ID is invalid"
+            )
+        self._queries.discard(query_id)  # a query is answered once
+        self.answers.append({"id": query_id, "text": str(params.get("text") or "")})
+        return True
 
     async def _api_deleteMessage(self, params: Mapping[str, Any]) -> Any:
         index, _ = self._own_message(params, "message to delete not found")
@@ -823,6 +869,19 @@ def _error(
     return web.json_response(body, status=status)
 
 
+def _buttons(markup: object) -> tuple[tuple[str, str], ...]:
+    """An inline keyboard's buttons, row after row, as (text, callback_data)."""
+    if not isinstance(markup, Mapping):
+        return ()
+    rows = markup.get("inline_keyboard") or []
+    return tuple(
+        (str(button.get("text")), str(button.get("callback_data")))
+        for row in rows
+        for button in row
+        if isinstance(button, Mapping)
+    )
+
+
 async def _params(request: web.Request) -> dict[str, Any]:
     """PTB posts form fields as strings and nested objects as JSON strings; accept JSON too."""
     if request.content_type == "application/json":
@@ -831,7 +890,10 @@ async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
     form = await request.post()
     params.update({key: value for key, value in form.items() if isinstance(value, str)})
-    for key in ("reply_parameters", "allowed_updates", "link_preview_options", "commands", "scope"):
+    for key in (
+        *("reply_parameters", "allowed_updates", "link_preview_options", "commands", "scope"),
+        "reply_markup",
+    ):
         if isinstance(params.get(key), str):
             params[key] = json.loads(params[key])
     return params

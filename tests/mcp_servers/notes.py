@@ -1,6 +1,7 @@
 """A notes server for the tests: `python tests/mcp_servers/notes.py [--http PORT]`.
 
-Tools: `add` and `search` (notes kept in memory), `secret` (whether NOTES_TOKEN arrived), `auth`
+Tools: `add`, `search` and `delete` (notes kept in memory; `delete` is destructive, so it waits
+for an approval), `secret` (whether NOTES_TOKEN arrived), `auth`
 (whether an HTTP request's Authorization header is NOTES_EXPECT), `big` (a result of N bytes),
 `sleep` (hangs for N seconds), `crash` (the process exits at once), `boom` (raises: an error
 result), `refuse` (a JSON-RPC error instead of a result), `image` (a tiny PNG), `data`
@@ -46,6 +47,16 @@ def add(text: str) -> str:
     _record("add", {"text": text})
     NOTES.append(text)
     return f"added note {len(NOTES)}"
+
+
+@server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+def delete(text: str) -> str:
+    """Delete every note holding `text` (destructive: it waits for an approval)."""
+    _record("delete", {"text": text})
+    kept = [note for note in NOTES if text not in note]
+    gone = len(NOTES) - len(kept)
+    NOTES[:] = kept
+    return f"deleted {gone} note(s) holding {text!r}"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -1,0 +1,137 @@
+"""The approval requests (`bot.approvals.ApprovalBook`'s rows), on either engine.
+
+A decision is one conditional UPDATE (`... WHERE state = 'pending'`): on a shared database the
+first replica to decide wins and a second press changes nothing. Expiry is a decision too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.ports.approvals import Approval
+from bot.sql.conn import Row, SqlDatabase
+
+_COLUMNS = (
+    "id, turn_id, conversation_key, tool, arguments, digest, requester, approvers, request, "
+    "card, created_at, expires_at, state, decided_by, decided_at, result"
+)
+
+
+def _approval(row: Row) -> Approval:
+    return Approval(
+        id=row[0],
+        turn_id=row[1],
+        conversation_key=row[2],
+        tool=row[3],
+        arguments=row[4],
+        digest=row[5],
+        requester=row[6],
+        approvers=tuple(json.loads(row[7])),
+        request=row[8],
+        card=json.loads(row[9]),
+        created_at=float(row[10]),
+        expires_at=float(row[11]),
+        state=row[12],
+        decided_by=row[13],
+        decided_at=None if row[14] is None else float(row[14]),
+        result=row[15],
+    )
+
+
+class SqlApprovals:
+    """The durable approval requests: add, read, decide once, list."""
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
+    async def add(self, approval: Approval) -> None:
+        a = approval
+        await self._db.transaction(
+            lambda tx: tx.execute(
+                f"INSERT INTO approvals ({_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                a.id,
+                a.turn_id,
+                a.conversation_key,
+                a.tool,
+                a.arguments,
+                a.digest,
+                a.requester,
+                json.dumps(list(a.approvers)),
+                a.request,
+                json.dumps(dict(a.card)),
+                a.created_at,
+                a.expires_at,
+                a.state,
+                a.decided_by,
+                a.decided_at,
+                a.result,
+            )
+        )
+
+    async def get(self, approval_id: str) -> Approval | None:
+        row = await self._db.reads().fetch_one(
+            f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", approval_id
+        )
+        return None if row is None else _approval(row)
+
+    async def set_card(self, approval_id: str, card: dict[str, Any]) -> None:
+        await self._db.transaction(
+            lambda tx: tx.execute(
+                "UPDATE approvals SET card = ? WHERE id = ?", json.dumps(card), approval_id
+            )
+        )
+
+    async def decide(self, approval_id: str, state: str, by: str, at: float) -> bool:
+        """Move a pending request to `state`; False when it was no longer pending."""
+        changed = await self._db.transaction(
+            lambda tx: tx.execute(
+                "UPDATE approvals SET state = ?, decided_by = ?, decided_at = ? "
+                "WHERE id = ? AND state = 'pending'",
+                state,
+                by,
+                at,
+                approval_id,
+            )
+        )
+        return changed == 1
+
+    async def finish(self, approval_id: str, result: str) -> bool:
+        """Keep the outcome of a decided request (an approved call's result, bounded by the
+        caller; empty for one that did not run) unless one is kept already: False then, and its
+        continuation is someone else's."""
+        changed = await self._db.transaction(
+            lambda tx: tx.execute(
+                "UPDATE approvals SET result = ? WHERE id = ? AND result IS NULL",
+                result,
+                approval_id,
+            )
+        )
+        return changed == 1
+
+    async def stranded(self, before: float) -> list[Approval]:
+        """Requests decided before `before` whose outcome was never kept: the process that
+        decided them stopped before their continuation."""
+        rows = await self._db.reads().fetch_all(
+            f"SELECT {_COLUMNS} FROM approvals WHERE state <> 'pending' AND result IS NULL "
+            "AND decided_at < ? ORDER BY decided_at",
+            before,
+        )
+        return [_approval(row) for row in rows]
+
+    async def due(self, now: float) -> list[Approval]:
+        """Pending requests whose time is up."""
+        rows = await self._db.reads().fetch_all(
+            f"SELECT {_COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at <= ? "
+            "ORDER BY expires_at",
+            now,
+        )
+        return [_approval(row) for row in rows]
+
+    async def listing(self, *, pending: bool = False, limit: int = 100) -> list[Approval]:
+        where = "WHERE state = 'pending' " if pending else ""
+        rows = await self._db.reads().fetch_all(
+            f"SELECT {_COLUMNS} FROM approvals {where}ORDER BY created_at DESC LIMIT ?", limit
+        )
+        return [_approval(row) for row in rows]
