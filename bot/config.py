@@ -503,6 +503,8 @@ def _explain(model: type[CoreSettings], error: Mapping[str, Any]) -> str:
     if kind == "missing":
         return f"{key}: required but not set. Fix: add `{loc[-1]} = ...` under its section."
     message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    if "Fix:" in message:  # the validator already said how to fix it
+        return f"{key} = {shown}: {message.rstrip('.')}."
     return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
 
 
