@@ -43,7 +43,7 @@ async def _run(config: Config, surface: str | None) -> int:
     hub = build_hub(config)
     await hub.start()
     try:
-        toolbox = build_toolbox(config, agent, hub=hub)
+        toolbox = build_toolbox(config, agent, hub=hub, listing=True)
         for link in hub.links:
             if link.problem is not None:
                 print(f"warning: MCP server {link.name!r}: {link.problem} (its tools are unknown)")

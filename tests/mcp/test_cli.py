@@ -115,3 +115,16 @@ def test_tools_and_doctor_in_process(
     assert "mcp server missing" in out
     assert "mcp server notes" in out
     assert SECRET not in out
+
+
+def test_tools_lists_the_schedule_tool_where_a_rule_offers_it(bot: RunBot, agent_dir: Path) -> None:
+    """With `[schedules] allowed` set, the operator's view shows the `schedule` tool exactly
+    where the model is offered it: on a surface whose rule lists it, not elsewhere."""
+    schedules = '\n[schedules]\nallowed = ["slack:U0ALICE"]\n'
+    write_config(agent_dir, schedules + rule_toml("C0GENERAL", ["schedule", "memory_recall"]))
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"}
+    result = bot("tools", "--config", str(agent_dir / "bot.toml"), env=env)
+    assert result.returncode == 0, result.stderr
+    ruled, rest = result.stdout.split("none (no [[surfaces]] rule matches):")
+    assert "  schedule\n" in ruled
+    assert "schedule" not in rest
