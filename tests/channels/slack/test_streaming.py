@@ -47,9 +47,13 @@ async def test_a_long_answer_streams_natively_and_ends_as_the_split_render(
     text = long_answer()
     claude.script(text)
     claude.pace, claude.words_per_delta = PACE, WORDS
+    claude.hold_midway()  # until the first stream opens: a fast model could finish before it
     async with App(make_config(FAST)) as app:
         body = slack.mention(GENERAL, ALICE, "tell me everything")
-        await send(slack, app, body)
+        envelope = await slack.push(body)
+        await slack.wait_for(lambda: "chat.startStream" in methods(slack))
+        claude.release_midway()
+        await settle(slack, app, envelope)
         await slack.wait_for(lambda: len(slack.reactions) == 2)
     ts = body["event"]["ts"]
     parts = expected(slack, text)
@@ -59,8 +63,11 @@ async def test_a_long_answer_streams_natively_and_ends_as_the_split_render(
     assert {post["thread_ts"] for post in slack.posts} == {ts}
     assert slack.posts[0].get("stream")  # and none was posted a second time
     used = methods(slack)
+    # How many parts a stream reaches before the answer is done depends on the machine's load
+    # (the rest are posted whole); that each part is opened once, and each stream finished,
+    # does not.
     streamed = used.count("chat.startStream")
-    assert streamed >= 2
+    assert streamed >= 1
     assert "chat.appendStream" in used
     assert used.count("chat.postMessage") == len(parts) - streamed  # not reached
     assert used.count("chat.update") == streamed  # each stream finished with its final part
