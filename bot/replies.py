@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 
 # Chat commands the host answers itself, never the model: (command, description).
 CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -83,11 +84,12 @@ CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
 CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 
 
-def chat_unanswered(unanswered: int, asked: int, reason: str) -> str:
+def chat_unanswered(unanswered: int, asked: int, reason: str, log: Path) -> str:
     """One line on stderr when a piped `bot chat` could not answer every message."""
     return (
         f"bot chat: {unanswered} of {asked} messages got no answer ({reason}). "
-        "Fix: see the turn with `bot turns show` and the log; check the model is reachable."
+        f"Fix: see the turn with `bot turns show` and the log ({log}); check the model is "
+        "reachable."
     )
 
 
