@@ -18,7 +18,7 @@ from bot.errors import ConfigError
 from bot.mcp.hub import McpHub
 from bot.policyfiles import load_policy
 from bot.ports.tools import ToolSpec
-from bot.surfaces import NO_POLICY, SurfacePolicy
+from bot.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, SurfacePolicy
 from bot.tools import Toolbox
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
@@ -81,6 +81,12 @@ def _show(toolbox: Toolbox, policy: SurfacePolicy, hints: dict[str, str]) -> Non
 def _request(surface: str) -> TurnRequest:
     platform, _, rest = surface.partition(":")
     kind_text, _, surface_id = rest.partition(":")
+    if platform not in PLATFORMS or platform == ANY_PLATFORM:
+        known = ", ".join(name for name in PLATFORMS if name != ANY_PLATFORM)
+        raise ConfigError(
+            f"--surface {surface!r}: {platform!r} is not a platform this host runs. Fix: write "
+            f"PLATFORM[:KIND[:ID]] with PLATFORM one of {known}."
+        )
     try:
         kind = SurfaceKind(kind_text) if kind_text else None
     except ValueError:

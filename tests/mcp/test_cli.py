@@ -128,3 +128,21 @@ def test_tools_lists_the_schedule_tool_where_a_rule_offers_it(bot: RunBot, agent
     ruled, rest = result.stdout.split("none (no [[surfaces]] rule matches):")
     assert "  schedule\n" in ruled
     assert "schedule" not in rest
+
+
+@pytest.mark.parametrize("surface", ["slak:channel", "", "*:dm"])
+def test_tools_refuses_a_surface_on_no_platform_the_host_runs(
+    agent_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    surface: str,
+) -> None:
+    """A misspelt platform would otherwise list what no surface is offered, as if it were."""
+    write_config(agent_dir, rule_toml("C0GENERAL", ["memory_recall"]))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789")
+    config = str(agent_dir / "bot.toml")
+    assert main(["tools", "--surface", surface, "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert f"--surface {surface!r}" in err
+    assert "Fix:" in err
+    assert "Traceback" not in err
