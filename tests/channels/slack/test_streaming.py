@@ -160,8 +160,22 @@ async def test_a_rate_limited_stream_backs_off_and_the_answer_still_arrives_whol
     text = long_answer()
     claude.script(text)
     claude.pace, claude.words_per_delta = PACE, WORDS
+
+    def appended() -> int:
+        return sum(1 for c in slack.calls if c.method == "chat.appendStream")
+
+    # One delta at a time until the first message got a second append (the refused one): a
+    # fast model could otherwise finish before the stream appends twice to one message.
+    claude.hold_step()
     async with App(make_config(FAST)) as app:
-        await send(slack, app, slack.mention(GENERAL, ALICE, "go"))
+        envelope = await slack.push(slack.mention(GENERAL, ALICE, "go"))
+        await slack.wait_for(lambda: "chat.startStream" in methods(slack))
+        for count in (1, 2):
+            claude.release_step()
+            claude.hold_step()
+            await slack.wait_for(lambda: appended() >= count)  # noqa: B023 (awaited here)
+        claude.release_step()
+        await settle(slack, app, envelope)
     assert [post["text"] for post in slack.posts] == expected(slack, text)
     limited = [c for c in slack.calls if c.method == "chat.appendStream" and c.status == 429]
     assert limited  # it was told to wait, and waited (no append in a burst after the 429)
