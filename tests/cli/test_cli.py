@@ -135,6 +135,17 @@ def test_init_writes_a_working_starter_and_never_overwrites(bot: RunBot, tmp_pat
     assert (tmp_path / "demo" / "IDENTITY.md").read_text() != "mine"
 
 
+def test_init_into_a_path_it_cannot_write_says_why_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "taken").write_text("a file, not a folder")
+    assert main(["init", str(tmp_path / "taken")]) == 1
+    err = capsys.readouterr().err
+    assert str(tmp_path / "taken") in err
+    assert "Fix:" in err
+    assert "Traceback" not in err
+
+
 def test_doctor_on_a_fresh_starter_names_the_missing_token(bot: RunBot, tmp_path: Path) -> None:
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
     result = bot("doctor", "--config", "demo/bot.toml", cwd=tmp_path)
