@@ -353,8 +353,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the syntax at that line.") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}). Fix: save it as UTF-8, as TOML requires."
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror}).") from exc
+        raise ConfigError(
+            f"{path}: cannot be read ({exc.strerror}). Fix: pass --config the path of a readable "
+            "bot.toml file."
+        ) from exc
 
 
 # Environment overrides: BOT_<SECTION>__<KEY>=value, e.g. BOT_MODEL__NAME=claude-opus-4-1.

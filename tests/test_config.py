@@ -179,6 +179,17 @@ def test_invalid_toml_points_at_the_syntax(tmp_path: Path) -> None:
         load_config(tmp_path / "bot.toml", env={})
 
 
+def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "bot.toml").write_bytes(b"\xff\xfe[agent]\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8 text.*Fix: save it as UTF-8"):
+        load_config(tmp_path / "bot.toml", env={})
+
+
+def test_a_config_path_that_is_a_folder_says_how_to_fix_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot be read \(Is a directory\)\. Fix: "):
+        load_config(tmp_path, env={})
+
+
 def test_explicit_missing_file_suggests_bot_init(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="bot init"):
         load_config(tmp_path / "nope" / "bot.toml", env={})
