@@ -344,7 +344,12 @@ def _read_dotenv(config_path: Path) -> None:
 
     for candidate in (Path(".env"), config_path.parent / ".env"):
         if candidate.is_file():
-            load_dotenv(candidate, override=False)
+            try:
+                load_dotenv(candidate, override=False)
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"{candidate}: not UTF-8 text (byte {exc.start}). Fix: save it as UTF-8."
+                ) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -185,6 +185,16 @@ def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None
         load_config(tmp_path / "bot.toml", env={})
 
 
+def test_a_dotenv_file_that_is_not_utf8_is_a_clear_error(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(agent_dir)
+    write_config(agent_dir, "")
+    (agent_dir / ".env").write_bytes(b"SOME_TOKEN=x\n\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"\.env: not UTF-8 text.*Fix: save it as UTF-8"):
+        load_config(agent_dir / "bot.toml")  # the process environment, and so the .env files
+
+
 def test_a_config_path_that_is_a_folder_says_how_to_fix_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cannot be read \(Is a directory\)\. Fix: "):
         load_config(tmp_path, env={})
