@@ -272,10 +272,15 @@ def greeting(identity: str) -> str:
     return f"{hello} Ask me anything, or send /help to see the commands."
 
 
-def help_text(skills: Sequence[tuple[str, str]]) -> str:
-    """The answer to `/help`: the host's commands, then one line per skill (name, description)."""
+SCHEDULES_HELP = ("schedules", "The jobs set up here: /schedules, or /schedules remove ID")
+
+
+def help_text(skills: Sequence[tuple[str, str]], *, schedules: bool = False) -> str:
+    """The answer to `/help`: the host's commands (/schedules where schedules from chat are on),
+    then one line per skill (name, description)."""
     lines = ["Commands:"]
-    lines += [f"/{name} - {what}" for name, what in MENU_COMMANDS]
+    commands = (*MENU_COMMANDS, SCHEDULES_HELP) if schedules else MENU_COMMANDS
+    lines += [f"/{name} - {what}" for name, what in commands]
     if skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
         lines += [f"/{name} - {description}" for name, description in skills]
