@@ -15,6 +15,7 @@ from bot.agentfiles import load_agent
 from bot.cli.compose import build_hub, build_toolbox
 from bot.cli.settings import Config
 from bot.errors import ConfigError
+from bot.logs import redact_text
 from bot.mcp.hub import McpHub
 from bot.policyfiles import load_policy
 from bot.ports.tools import ToolSpec
@@ -44,9 +45,11 @@ async def _run(config: Config, surface: str | None) -> int:
     await hub.start()
     try:
         toolbox = build_toolbox(config, agent, hub=hub, listing=True)
+        secrets = tuple(config.secrets.values.values())
         for link in hub.links:
-            if link.problem is not None:
-                print(f"warning: MCP server {link.name!r}: {link.problem} (its tools are unknown)")
+            if link.problem is not None:  # what a server said may hold a secret it was given
+                problem = redact_text(link.problem, secrets)
+                print(f"warning: MCP server {link.name!r}: {problem} (its tools are unknown)")
         if surface is not None:
             _show(toolbox, policies.for_request(_request(surface)), _hints(hub))
         else:

@@ -146,3 +146,19 @@ def test_tools_refuses_a_surface_on_no_platform_the_host_runs(
     assert f"--surface {surface!r}" in err
     assert "Fix:" in err
     assert "Traceback" not in err
+
+
+def test_tools_names_a_failing_server_without_its_secrets(bot: RunBot, agent_dir: Path) -> None:
+    """A server that prints the secret it was given on stderr and dies: `bot tools` warns about
+    it, as `bot doctor` does, with the value redacted."""
+    write_config(
+        agent_dir,
+        f'\n[[mcp.servers]]\nname = "leaky"\ncommand = {json.dumps(LEAKY)}\n'
+        'env = ["NOTES_TOKEN"]\n',
+    )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "NOTES_TOKEN": SECRET}
+    result = bot("tools", "--config", str(agent_dir / "bot.toml"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "warning: MCP server 'leaky'" in result.stdout
+    assert "my token is" in result.stdout
+    assert SECRET not in result.stdout + result.stderr
