@@ -21,8 +21,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conversation",
         metavar="NAME",
+        type=_conversation_name,
         help="resume (or start) the named conversation console:NAME instead of a new one",
     )
+
+
+NAME_MAX_CHARS = 200
+
+
+def _conversation_name(name: str) -> str:
+    """The NAME of `console:NAME`, the key `bot history` lists: one line, printable, bounded."""
+    if len(name) > NAME_MAX_CHARS or not name.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{name[:40]!r} cannot name a conversation (a line break, a control character, or "
+            f"over {NAME_MAX_CHARS} characters). Fix: use a short name of printable characters."
+        )
+    return name
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

@@ -382,3 +382,18 @@ def test_preview_builds_the_person_id_the_live_channel_does() -> None:
     )  # fmt: skip
     assert slack.person == slack_person("T1", "U1") == "slack:T1:U1"
     assert telegram.person == telegram_person("42")
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "x" * 201])
+def test_chat_refuses_a_conversation_name_that_would_break_its_key(
+    bot: RunBot, agent_dir: Path, name: str
+) -> None:
+    """The name becomes the key `console:NAME` that `bot history` lists and resumes: a line break
+    or control character in it would break those listings, so it is refused before any turn."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"}
+    config = str(agent_dir / "bot.toml")
+    result = bot("chat", "--conversation", name, "--config", config, env=env)
+    assert result.returncode == 2
+    assert "--conversation" in result.stderr
+    assert "Fix:" in result.stderr
+    assert "Traceback" not in result.stderr
