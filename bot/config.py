@@ -344,7 +344,12 @@ def _read_dotenv(config_path: Path) -> None:
 
     for candidate in (Path(".env"), config_path.parent / ".env"):
         if candidate.is_file():
-            load_dotenv(candidate, override=False)
+            try:
+                load_dotenv(candidate, override=False)
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"{candidate}: not UTF-8 text (byte {exc.start}). Fix: save it as UTF-8."
+                ) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -353,8 +358,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the syntax at that line.") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}). Fix: save it as UTF-8, as TOML requires."
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror}).") from exc
+        raise ConfigError(
+            f"{path}: cannot be read ({exc.strerror}). Fix: pass --config the path of a readable "
+            "bot.toml file."
+        ) from exc
 
 
 # Environment overrides: BOT_<SECTION>__<KEY>=value, e.g. BOT_MODEL__NAME=claude-opus-4-1.
@@ -503,6 +515,8 @@ def _explain(model: type[CoreSettings], error: Mapping[str, Any]) -> str:
     if kind == "missing":
         return f"{key}: required but not set. Fix: add `{loc[-1]} = ...` under its section."
     message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    if "Fix:" in message:  # the validator already said how to fix it
+        return f"{key} = {shown}: {message.rstrip('.')}."
     return f"{key} = {shown}: {message}. Fix: {_fix_for(kind, error, loc)}."
 
 

@@ -544,7 +544,7 @@ class Host:
             say = (
                 replies.greeting(agent.identity)
                 if command == "start"
-                else replies.help_text(listed)
+                else replies.help_text(listed, schedules=self._schedules is not None)
             )
             record = self._record(request, started, Outcome.COMMAND)
             return await self._conclude(job, record, InboxState.REFUSED, say=say)

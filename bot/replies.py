@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 
 # Chat commands the host answers itself, never the model: (command, description).
 CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
@@ -83,11 +84,12 @@ CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
 CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 
 
-def chat_unanswered(unanswered: int, asked: int, reason: str) -> str:
+def chat_unanswered(unanswered: int, asked: int, reason: str, log: Path) -> str:
     """One line on stderr when a piped `bot chat` could not answer every message."""
     return (
         f"bot chat: {unanswered} of {asked} messages got no answer ({reason}). "
-        "Fix: see the turn with `bot turns show` and the log; check the model is reachable."
+        f"Fix: see the turn with `bot turns show` and the log ({log}); check the model is "
+        "reachable."
     )
 
 
@@ -270,10 +272,15 @@ def greeting(identity: str) -> str:
     return f"{hello} Ask me anything, or send /help to see the commands."
 
 
-def help_text(skills: Sequence[tuple[str, str]]) -> str:
-    """The answer to `/help`: the host's commands, then one line per skill (name, description)."""
+SCHEDULES_HELP = ("schedules", "The jobs set up here: /schedules, or /schedules remove ID")
+
+
+def help_text(skills: Sequence[tuple[str, str]], *, schedules: bool = False) -> str:
+    """The answer to `/help`: the host's commands (/schedules where schedules from chat are on),
+    then one line per skill (name, description)."""
     lines = ["Commands:"]
-    lines += [f"/{name} - {what}" for name, what in MENU_COMMANDS]
+    commands = (*MENU_COMMANDS, SCHEDULES_HELP) if schedules else MENU_COMMANDS
+    lines += [f"/{name} - {what}" for name, what in commands]
     if skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
         lines += [f"/{name} - {description}" for name, description in skills]

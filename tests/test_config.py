@@ -158,7 +158,7 @@ def test_bad_values_name_key_value_and_fix(agent_dir: Path, extra: str, expected
     with pytest.raises(ConfigError) as raised:
         load_config(agent_dir / "bot.toml", env={})
     assert expected in str(raised.value)
-    assert "Fix:" in str(raised.value)
+    assert str(raised.value).count("Fix:") == 1  # one fix, not the validator's and a generic one
 
 
 def test_missing_identity_file_is_a_clear_startup_error(agent_dir: Path) -> None:
@@ -177,6 +177,27 @@ def test_invalid_toml_points_at_the_syntax(tmp_path: Path) -> None:
     (tmp_path / "bot.toml").write_text("[agent\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_path / "bot.toml", env={})
+
+
+def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "bot.toml").write_bytes(b"\xff\xfe[agent]\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8 text.*Fix: save it as UTF-8"):
+        load_config(tmp_path / "bot.toml", env={})
+
+
+def test_a_dotenv_file_that_is_not_utf8_is_a_clear_error(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(agent_dir)
+    write_config(agent_dir, "")
+    (agent_dir / ".env").write_bytes(b"SOME_TOKEN=x\n\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"\.env: not UTF-8 text.*Fix: save it as UTF-8"):
+        load_config(agent_dir / "bot.toml")  # the process environment, and so the .env files
+
+
+def test_a_config_path_that_is_a_folder_says_how_to_fix_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot be read \(Is a directory\)\. Fix: "):
+        load_config(tmp_path, env={})
 
 
 def test_explicit_missing_file_suggests_bot_init(tmp_path: Path) -> None:

@@ -21,8 +21,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conversation",
         metavar="NAME",
+        type=_conversation_name,
         help="resume (or start) the named conversation console:NAME instead of a new one",
     )
+
+
+NAME_MAX_CHARS = 200
+
+
+def _conversation_name(name: str) -> str:
+    """The NAME of `console:NAME`, the key `bot history` lists: one line, printable, bounded."""
+    if len(name) > NAME_MAX_CHARS or not name.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{name[:40]!r} cannot name a conversation (a line break, a control character, or "
+            f"over {NAME_MAX_CHARS} characters). Fix: use a short name of printable characters."
+        )
+    return name
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -34,8 +48,11 @@ async def _chat(name: str | None, config: Config) -> int:
     from channels.console import ConsoleChannel, conversation_key
 
     require_api_key(config)
-    log_file = _quiet_logging(config, to_file=sys.stdin.isatty())
-    note = f"(warnings and errors go to {log_file})" if log_file is not None else None
+    # Warnings and errors go to a file beside the database: on a terminal a retry warning would
+    # land mid-answer, and a piped chat's stderr is the one line a script reads when it failed.
+    interactive = sys.stdin.isatty()
+    log_file = _quiet_logging(config)
+    note = f"(warnings and errors go to {log_file})" if interactive else None
     channel = ConsoleChannel(conversation_key(name), note=note)
     # CHAT checks the model: a refused key is the operator's configuration error (exit 2, with
     # the fix), not an apology to the person typing.
@@ -66,24 +83,22 @@ async def _chat(name: str | None, config: Config) -> int:
         return 130
     if channel.unanswered and not channel.interactive:  # a script must be able to tell
         print(
-            replies.chat_unanswered(len(channel.unanswered), channel.asked, channel.unanswered[-1]),
+            replies.chat_unanswered(
+                len(channel.unanswered), channel.asked, channel.unanswered[-1], log_file
+            ),
             file=sys.stderr,
         )
         return 1
     return 0
 
 
-def _quiet_logging(config: Config, *, to_file: bool) -> Path | None:
-    """The terminal is the conversation: only warnings and errors are logged, and on a terminal
-    they go to a file beside the database (a retry warning would land mid-answer otherwise)."""
+def _quiet_logging(config: Config) -> Path:
+    """The terminal is the conversation: only warnings and errors are logged, to a file beside
+    the database."""
     level = config.settings.logging.level
     quiet = LoggingSettings(
-        level=level if level in {"warning", "error"} else "warning",
-        format="json" if to_file else config.settings.logging.format,
+        level=level if level in {"warning", "error"} else "warning", format="json"
     )
-    if not to_file:
-        configure_logging(quiet, secrets=config.secrets)
-        return None
     path = config.settings.store.path.parent / "chat.log"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     stream = path.open("a", encoding="utf-8")

@@ -51,6 +51,9 @@ from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub
+    from bot.ports.tools import Tool
+    from bot.recall import RecallCache
+    from bot.turns import TurnRequest
     from channels.cron.chat import ScheduleDesk
     from channels.cron.plan import JobPlan
     from channels.cron.runner import CronRunner
@@ -81,15 +84,21 @@ def build_toolbox(
     files: AttachmentStore | None = None,
     hub: McpHub | None = None,
     desk: ScheduleDesk | None = None,
+    listing: bool = False,
 ) -> Toolbox:
     """The tools the configuration offers; `files` where shared files are kept (the host's),
-    `hub` the started MCP servers (their tools), `desk` the schedules set up in chat."""
+    `hub` the started MCP servers (their tools), `desk` the schedules set up in chat. `listing`:
+    only to say what is offered (`bot tools`), so the `schedule` tool is listed without a desk."""
     settings = config.settings
     own: list[tuple[ToolSpec, MakeTool]] = []
     if desk is not None:
         from channels.cron.chat import SCHEDULE_SPEC
 
         own.append((SCHEDULE_SPEC, lambda request, recall: desk.tool(request)))
+    elif listing and settings.schedules.enabled:
+        from channels.cron.chat import SCHEDULE_SPEC
+
+        own.append((SCHEDULE_SPEC, _listed_only))
     return Toolbox(
         agent,
         skill_max_bytes=settings.agent.skill_max_bytes,
@@ -99,6 +108,10 @@ def build_toolbox(
         extra=hub.tools if hub is not None else tuple,
         own=own,
     )
+
+
+def _listed_only(request: TurnRequest, recall: RecallCache) -> Tool:
+    raise RuntimeError("a toolbox built for listing runs no tools")
 
 
 def build_hub(config: Config) -> McpHub:

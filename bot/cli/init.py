@@ -35,8 +35,17 @@ def run(args: argparse.Namespace, config: object) -> int:
             file=sys.stderr,
         )
         return 1
-    for source, name in FILES.items():
-        _copy(starter.joinpath(source), target / name)
+    try:
+        for source, name in FILES.items():
+            _copy(starter.joinpath(source), target / name)
+    except OSError as exc:
+        print(
+            f"bot init: cannot write the starter config to {target}: "
+            f"{exc.strerror or exc} ({exc.filename or target}). "
+            "Fix: name a folder you may write to that is not a file.",
+            file=sys.stderr,
+        )
+        return 1
     print(f"Wrote a starter config to {target}/:")
     for name in FILES.values():
         print(f"  {target / name}")

@@ -12,6 +12,7 @@ from bot.sql.memory import StoredMemory
 from bot.stores import OpenStore
 
 HELP = "search or forget long-term memory entries"
+LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +36,8 @@ async def _run(args: argparse.Namespace, store: OpenStore) -> int:
             return 0
         print(f"bot memory forget: no memory with id {args.id}", file=sys.stderr)
         return 1
-    found = await store.memory.search(" ".join(args.query), limit=max(1, args.limit))
+    limit = min(max(1, args.limit), LIMIT_MAX)  # a number past 64 bits means "all"
+    found = await store.memory.search(" ".join(args.query), limit=limit)
     if args.json:
         print(json.dumps([_as_json(item) for item in found], indent=2, ensure_ascii=False))
     elif not found:

@@ -15,10 +15,11 @@ from bot.agentfiles import load_agent
 from bot.cli.compose import build_hub, build_toolbox
 from bot.cli.settings import Config
 from bot.errors import ConfigError
+from bot.logs import redact_text
 from bot.mcp.hub import McpHub
 from bot.policyfiles import load_policy
 from bot.ports.tools import ToolSpec
-from bot.surfaces import NO_POLICY, SurfacePolicy
+from bot.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, SurfacePolicy
 from bot.tools import Toolbox
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
@@ -43,10 +44,12 @@ async def _run(config: Config, surface: str | None) -> int:
     hub = build_hub(config)
     await hub.start()
     try:
-        toolbox = build_toolbox(config, agent, hub=hub)
+        toolbox = build_toolbox(config, agent, hub=hub, listing=True)
+        secrets = tuple(config.secrets.values.values())
         for link in hub.links:
-            if link.problem is not None:
-                print(f"warning: MCP server {link.name!r}: {link.problem} (its tools are unknown)")
+            if link.problem is not None:  # what a server said may hold a secret it was given
+                problem = redact_text(link.problem, secrets)
+                print(f"warning: MCP server {link.name!r}: {problem} (its tools are unknown)")
         if surface is not None:
             _show(toolbox, policies.for_request(_request(surface)), _hints(hub))
         else:
@@ -81,6 +84,12 @@ def _show(toolbox: Toolbox, policy: SurfacePolicy, hints: dict[str, str]) -> Non
 def _request(surface: str) -> TurnRequest:
     platform, _, rest = surface.partition(":")
     kind_text, _, surface_id = rest.partition(":")
+    if platform not in PLATFORMS or platform == ANY_PLATFORM:
+        known = ", ".join(name for name in PLATFORMS if name != ANY_PLATFORM)
+        raise ConfigError(
+            f"--surface {surface!r}: {platform!r} is not a platform this host runs. Fix: write "
+            f"PLATFORM[:KIND[:ID]] with PLATFORM one of {known}."
+        )
     try:
         kind = SurfaceKind(kind_text) if kind_text else None
     except ValueError:

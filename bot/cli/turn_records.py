@@ -15,6 +15,7 @@ from bot.sql.records import RecordSummary
 from bot.stores import OpenStore
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"
+LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,8 @@ async def _run(args: argparse.Namespace, store: OpenStore) -> int:
         record = redact_value(stored, ())
         print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else _text(record))
         return 0
-    summaries = await store.records.recent(args.conversation, limit=max(1, args.limit))
+    limit = min(max(1, args.limit), LIMIT_MAX)  # a number past 64 bits means "all"
+    summaries = await store.records.recent(args.conversation, limit=limit)
     if args.json:
         print(json.dumps([_summary_json(s) for s in summaries], indent=2, ensure_ascii=False))
     elif not summaries:

@@ -109,9 +109,12 @@ async def test_a_piped_chat_whose_model_times_out_exits_non_zero_and_the_call_is
         _, err = await asyncio.wait_for(process.communicate(b"tell me a long story\n"), 60)
         fake.release_midway()
     assert process.returncode == 1
-    *_, line = err.decode().strip().splitlines()  # after the log's warnings (JSON lines)
+    # One line a script can read: the retries' and timeout's warnings go to the log file.
+    [line] = err.decode().strip().splitlines()
     assert line.startswith("bot chat: 1 of 1 messages got no answer (")
     assert "Fix:" in line
+    assert str(agent_dir / "data" / "chat.log") in line
+    assert "model_call" in (agent_dir / "data" / "chat.log").read_text()
 
     code, output = await _bot(bot_command, agent_dir, "usage", "--json", env={})
     assert code == 0, output

@@ -135,6 +135,17 @@ def test_init_writes_a_working_starter_and_never_overwrites(bot: RunBot, tmp_pat
     assert (tmp_path / "demo" / "IDENTITY.md").read_text() != "mine"
 
 
+def test_init_into_a_path_it_cannot_write_says_why_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "taken").write_text("a file, not a folder")
+    assert main(["init", str(tmp_path / "taken")]) == 1
+    err = capsys.readouterr().err
+    assert str(tmp_path / "taken") in err
+    assert "Fix:" in err
+    assert "Traceback" not in err
+
+
 def test_doctor_on_a_fresh_starter_names_the_missing_token(bot: RunBot, tmp_path: Path) -> None:
     assert bot("init", "demo", cwd=tmp_path).returncode == 0
     result = bot("doctor", "--config", "demo/bot.toml", cwd=tmp_path)
@@ -371,3 +382,18 @@ def test_preview_builds_the_person_id_the_live_channel_does() -> None:
     )  # fmt: skip
     assert slack.person == slack_person("T1", "U1") == "slack:T1:U1"
     assert telegram.person == telegram_person("42")
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "x" * 201])
+def test_chat_refuses_a_conversation_name_that_would_break_its_key(
+    bot: RunBot, agent_dir: Path, name: str
+) -> None:
+    """The name becomes the key `console:NAME` that `bot history` lists and resumes: a line break
+    or control character in it would break those listings, so it is refused before any turn."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"}
+    config = str(agent_dir / "bot.toml")
+    result = bot("chat", "--conversation", name, "--config", config, env=env)
+    assert result.returncode == 2
+    assert "--conversation" in result.stderr
+    assert "Fix:" in result.stderr
+    assert "Traceback" not in result.stderr

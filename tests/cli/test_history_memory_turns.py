@@ -108,6 +108,16 @@ def test_turns_show_and_list(seeded: Path, capsys: pytest.CaptureFixture[str]) -
     assert bot(seeded, "turns", "show", "turn-2") == 1
 
 
+def test_a_limit_past_64_bits_lists_everything_without_a_traceback(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    huge = "99999999999999999999"
+    assert bot(seeded, "turns", "list", "--limit", huge) == 0
+    assert "turn-1" in capsys.readouterr().out
+    assert bot(seeded, "memory", "search", "badge", "--limit", huge) == 0
+    assert "badge 7731" in capsys.readouterr().out
+
+
 def test_a_missing_database_is_reported_not_created(
     config_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -465,6 +465,7 @@ class FakeAnthropic:
         self._closing = asyncio.Event()  # a stalled answer gives up when the server closes
         self._gate: asyncio.Event | None = None  # set by hold(): answers wait for release()
         self._midway: asyncio.Event | None = None  # set by hold_midway(): see there
+        self._step: asyncio.Event | None = None  # set by hold_step(): see there
         self.in_flight = 0  # Messages API calls being answered now
         self.most_in_flight = 0  # the most ever at once
         self.base_url = ""
@@ -544,6 +545,16 @@ class FakeAnthropic:
         midway, self._midway = self._midway, None
         if midway is not None:
             midway.set()
+
+    def hold_step(self) -> None:
+        """The answer being streamed stops after its next text delta until `release_step()`;
+        release and hold again to let it write one delta at a time, without a clock."""
+        self._step = asyncio.Event()
+
+    def release_step(self) -> None:
+        step, self._step = self._step, None
+        if step is not None:
+            step.set()
 
     def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
         self._responder = responder
@@ -742,6 +753,8 @@ class FakeAnthropic:
                 self.first_text_at.append(time.monotonic())
                 if self._midway is not None:
                     await self._midway.wait()
+            if self._step is not None and event.get("delta", {}).get("type") == "text_delta":
+                await self._step.wait()
             if self.pace and event.get("delta", {}).get("type") == "text_delta":
                 await asyncio.sleep(self.pace)
         await response.write_eof()

@@ -116,3 +116,50 @@ def test_tools_and_doctor_in_process(
     assert "mcp server missing" in out
     assert "mcp server notes" in out
     assert SECRET not in out
+
+
+def test_tools_lists_the_schedule_tool_where_a_rule_offers_it(bot: RunBot, agent_dir: Path) -> None:
+    """With `[schedules] allowed` set, the operator's view shows the `schedule` tool exactly
+    where the model is offered it: on a surface whose rule lists it, not elsewhere."""
+    schedules = '\n[schedules]\nallowed = ["slack:U0ALICE"]\n'
+    write_config(agent_dir, schedules + rule_toml("C0GENERAL", ["schedule", "memory_recall"]))
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789"}
+    result = bot("tools", "--config", str(agent_dir / "bot.toml"), env=env)
+    assert result.returncode == 0, result.stderr
+    ruled, rest = result.stdout.split("none (no [[surfaces]] rule matches):")
+    assert "  schedule\n" in ruled
+    assert "schedule" not in rest
+
+
+@pytest.mark.parametrize("surface", ["slak:channel", "", "*:dm"])
+def test_tools_refuses_a_surface_on_no_platform_the_host_runs(
+    agent_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    surface: str,
+) -> None:
+    """A misspelt platform would otherwise list what no surface is offered, as if it were."""
+    write_config(agent_dir, rule_toml("C0GENERAL", ["memory_recall"]))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-0123456789")
+    config = str(agent_dir / "bot.toml")
+    assert main(["tools", "--surface", surface, "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert f"--surface {surface!r}" in err
+    assert "Fix:" in err
+    assert "Traceback" not in err
+
+
+def test_tools_names_a_failing_server_without_its_secrets(bot: RunBot, agent_dir: Path) -> None:
+    """A server that prints the secret it was given on stderr and dies: `bot tools` warns about
+    it, as `bot doctor` does, with the value redacted."""
+    write_config(
+        agent_dir,
+        f'\n[[mcp.servers]]\nname = "leaky"\ncommand = {json.dumps(LEAKY)}\n'
+        'env = ["NOTES_TOKEN"]\n',
+    )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "NOTES_TOKEN": SECRET}
+    result = bot("tools", "--config", str(agent_dir / "bot.toml"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "warning: MCP server 'leaky'" in result.stdout
+    assert "my token is" in result.stdout
+    assert SECRET not in result.stdout + result.stderr

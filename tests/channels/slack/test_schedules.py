@@ -153,3 +153,18 @@ async def test_the_tool_is_offered_only_where_a_surface_rule_allows_it(
     async with App(make_config(without_rule), runs=Runs(http=False, scheduler=False)) as app:
         await send(slack, app, slack.mention(GENERAL, ALICE, ASK))
     assert "schedule" not in tool_names(claude.requests[0])
+
+
+async def test_help_names_the_schedules_command_only_where_schedules_are_on(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """People learn the commands from /help: with `[schedules] allowed` set it names
+    /schedules (as it names /memory), without it it does not."""
+    for config, shown in ((SCHEDULES, True), ("", False)):
+        slack.posts.clear()
+        async with App(make_config(config), runs=Runs(http=False, scheduler=False)) as app:
+            await send(slack, app, slack.mention(GENERAL, ALICE, "/help"))
+        [help_post] = slack.posts
+        assert "/memory" in help_post["text"]
+        assert ("/schedules" in help_post["text"]) is shown
+    assert claude.requests == []  # /help costs no model call

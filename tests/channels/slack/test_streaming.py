@@ -47,9 +47,13 @@ async def test_a_long_answer_streams_natively_and_ends_as_the_split_render(
     text = long_answer()
     claude.script(text)
     claude.pace, claude.words_per_delta = PACE, WORDS
+    claude.hold_midway()  # until the first stream opens: a fast model could finish before it
     async with App(make_config(FAST)) as app:
         body = slack.mention(GENERAL, ALICE, "tell me everything")
-        await send(slack, app, body)
+        envelope = await slack.push(body)
+        await slack.wait_for(lambda: "chat.startStream" in methods(slack))
+        claude.release_midway()
+        await settle(slack, app, envelope)
         await slack.wait_for(lambda: len(slack.reactions) == 2)
     ts = body["event"]["ts"]
     parts = expected(slack, text)
@@ -59,8 +63,11 @@ async def test_a_long_answer_streams_natively_and_ends_as_the_split_render(
     assert {post["thread_ts"] for post in slack.posts} == {ts}
     assert slack.posts[0].get("stream")  # and none was posted a second time
     used = methods(slack)
+    # How many parts a stream reaches before the answer is done depends on the machine's load
+    # (the rest are posted whole); that each part is opened once, and each stream finished,
+    # does not.
     streamed = used.count("chat.startStream")
-    assert streamed >= 2
+    assert streamed >= 1
     assert "chat.appendStream" in used
     assert used.count("chat.postMessage") == len(parts) - streamed  # not reached
     assert used.count("chat.update") == streamed  # each stream finished with its final part
@@ -153,8 +160,22 @@ async def test_a_rate_limited_stream_backs_off_and_the_answer_still_arrives_whol
     text = long_answer()
     claude.script(text)
     claude.pace, claude.words_per_delta = PACE, WORDS
+
+    def appended() -> int:
+        return sum(1 for c in slack.calls if c.method == "chat.appendStream")
+
+    # One delta at a time until the first message got a second append (the refused one): a
+    # fast model could otherwise finish before the stream appends twice to one message.
+    claude.hold_step()
     async with App(make_config(FAST)) as app:
-        await send(slack, app, slack.mention(GENERAL, ALICE, "go"))
+        envelope = await slack.push(slack.mention(GENERAL, ALICE, "go"))
+        await slack.wait_for(lambda: "chat.startStream" in methods(slack))
+        for count in (1, 2):
+            claude.release_step()
+            claude.hold_step()
+            await slack.wait_for(lambda: appended() >= count)  # noqa: B023 (awaited here)
+        claude.release_step()
+        await settle(slack, app, envelope)
     assert [post["text"] for post in slack.posts] == expected(slack, text)
     limited = [c for c in slack.calls if c.method == "chat.appendStream" and c.status == 429]
     assert limited  # it was told to wait, and waited (no append in a burst after the 429)
