@@ -152,7 +152,11 @@ def _renderer(
 async def _stream(
     session: LiveSession, render: Callable[[str], list[str]], prefixes: list[str]
 ) -> str | None:
-    """Open, show each prefix, seal: what `bot.streaming` does, one step per delta."""
+    """Open, show each prefix, seal: what `bot.streaming` does, one step per delta. Like it, a
+    prefix that renders to nothing visible (a bare `>`) opens and shows nothing."""
+    prefixes = [prefix for prefix in prefixes if render(prefix)]
+    if not prefixes:
+        return None
     first = prefixes[0]
     platform_id = await session.open(0, None, LiveView(render(first)[0], first))
     for prefix in prefixes[1:]:
