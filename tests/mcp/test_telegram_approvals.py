@@ -21,6 +21,7 @@ from bot.cli.compose import App
 from bot.cli.settings import Config, load_config
 from tests.channels.telegram.conftest import tg  # noqa: F401
 from tests.conftest import write_config
+from tests.engines import Clock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.fakes.telegram import FakeTelegram, Sent
 from tests.mcp.conftest import CallLog, server_toml
@@ -33,14 +34,11 @@ APPROVALS = '\n[approvals]\napprovers = ["telegram:4242", "telegram:42"]\nexpire
 DELETE = ToolCall("notes__delete", {"text": "milk"})
 
 
-class Clock:
-    """Unix seconds the test moves by hand (expiry without sleeping)."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+def people(tg: FakeTelegram) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:  # noqa: F811
+    """Alice asks in her DM; Bob (4242) is the approver."""
+    alice = tg.user("Alice", "Chen", "alice", user_id=42)
+    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
+    return alice, bob, tg.private_chat(alice)
 
 
 def config(
@@ -107,10 +105,8 @@ async def test_the_approver_runs_the_call_once_and_others_change_nothing(
     claude: FakeAnthropic,
     call_log: CallLog,
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
+    alice, bob, chat = people(tg)
     eve = tg.user("Eve", "Ng", "eve", user_id=99)
-    chat = tg.private_chat(alice)
     claude.script(Reply(tool_calls=[DELETE]), "It waits for approval.", "The milk note is gone.")
     async with App(config(agent_dir, tg, claude, call_log)) as app:
         card = await ask(app, tg, alice, chat)
@@ -159,10 +155,8 @@ async def test_deny_and_expiry_never_run_the_call_and_the_model_is_told_why(
     claude: FakeAnthropic,
     call_log: CallLog,
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
-    chat = tg.private_chat(alice)
-    clock = Clock()
+    alice, bob, chat = people(tg)
+    clock = Clock(1_800_000_000.0)  # moved by hand: expiry without sleeping
     claude.script(
         Reply(tool_calls=[DELETE]),
         "It waits.",
@@ -201,9 +195,7 @@ async def test_a_restart_while_pending_then_approval_continues_once(
     claude: FakeAnthropic,
     call_log: CallLog,
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
-    chat = tg.private_chat(alice)
+    alice, bob, chat = people(tg)
     claude.script(Reply(tool_calls=[DELETE]), "It waits for approval.", "Done after the restart.")
     settings = config(agent_dir, tg, claude, call_log)
     async with App(settings) as app:
@@ -230,10 +222,8 @@ async def test_arguments_changed_after_the_card_never_run_and_the_operator_sees_
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
-    chat = tg.private_chat(alice)
-    clock = Clock()
+    alice, bob, chat = people(tg)
+    clock = Clock(1_800_000_000.0)  # moved by hand: expiry without sleeping
     claude.script(Reply(tool_calls=[DELETE]), "It waits.", "It did not run.")
     settings = config(agent_dir, tg, claude, call_log)
     async with App(settings, clock=clock) as app:
@@ -291,10 +281,8 @@ async def test_a_press_after_the_expiry_is_an_expiry(
     claude: FakeAnthropic,
     call_log: CallLog,
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
-    chat = tg.private_chat(alice)
-    clock = Clock()
+    alice, bob, chat = people(tg)
+    clock = Clock(1_800_000_000.0)  # moved by hand: expiry without sleeping
     claude.script(Reply(tool_calls=[DELETE]), "It waits.", "Too late: not done.")
     async with App(config(agent_dir, tg, claude, call_log), clock=clock) as app:
         assert app.approvals is not None
@@ -315,9 +303,7 @@ async def test_presses_arrive_over_the_webhook_too(
     claude: FakeAnthropic,
     call_log: CallLog,
 ) -> None:
-    alice = tg.user("Alice", "Chen", "alice", user_id=42)
-    bob = tg.user("Bob", "Ito", "bob", user_id=4242)
-    chat = tg.private_chat(alice)
+    alice, bob, chat = people(tg)
     secret = "s3cret-token_for-tests"
     claude.script(Reply(tool_calls=[DELETE]), "It waits.", "Deleted via the webhook.")
     settings = config(
