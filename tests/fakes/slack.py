@@ -480,17 +480,7 @@ class FakeSlack:
 
     async def push_command(self, payload: dict[str, Any]) -> str:
         """Deliver a slash command over the websocket (a `slash_commands` envelope)."""
-        await asyncio.wait_for(self._connected.wait(), timeout=10)
-        envelope = _Envelope(str(uuid.uuid4()), payload, 0, time.monotonic())
-        self.envelopes.append(envelope)
-        frame = {
-            "envelope_id": envelope.envelope_id,
-            "payload": payload,
-            "type": "slash_commands",
-            "accepts_response_payload": True,
-        }
-        await self._sockets[-1].send_str(json.dumps(frame))
-        return envelope.envelope_id
+        return await self._push_envelope("slash_commands", payload, accepts_response=True)
 
     def block_action(
         self, post: Mapping[str, Any], user: str, action_id: str, value: str
@@ -536,14 +526,19 @@ class FakeSlack:
 
     async def push_interactive(self, payload: dict[str, Any]) -> str:
         """Deliver a button press over the websocket (an `interactive` envelope)."""
+        return await self._push_envelope("interactive", payload, accepts_response=False)
+
+    async def _push_envelope(
+        self, kind: str, payload: dict[str, Any], *, accepts_response: bool
+    ) -> str:
         await asyncio.wait_for(self._connected.wait(), timeout=10)
         envelope = _Envelope(str(uuid.uuid4()), payload, 0, time.monotonic())
         self.envelopes.append(envelope)
         frame = {
             "envelope_id": envelope.envelope_id,
             "payload": payload,
-            "type": "interactive",
-            "accepts_response_payload": False,
+            "type": kind,
+            "accepts_response_payload": accepts_response,
         }
         await self._sockets[-1].send_str(json.dumps(frame))
         return envelope.envelope_id
