@@ -1,14 +1,14 @@
-"""Delivering answers through the channels' deliverers, from the outbox where the channel can.
+"""Delivering answers through the channels' deliverers, from the outbox.
 
-A channel whose deliverer is a `PartDeliverer` (Slack, Telegram) gets its answers as outbox
-parts: rendered before the publication that stores them, then posted one by one, in order, each
-marked delivered with the platform's id as soon as the platform took it. Parts left over by an
-earlier process are looked for on the platform first (`find`), so a post that went through before
-a crash is marked, not posted again. Other deliverers (the console) take the whole text at once.
+Every channel's `Deliverer` gets its answers as outbox parts: rendered before the publication
+that stores them, then posted one by one, in order, each marked delivered with the platform's id
+as soon as the platform took it. Parts left over by an earlier process are looked for on the
+platform first (`find`), so a post that went through before a crash is marked, not posted again.
 
-A `LiveDeliverer` (Slack, Telegram) also streams answers while they are written (`stream`, driven
-by `bot.streaming`): the messages a stream opened become the parts' platform ids, and such a part
-is finished (`LiveDeliverer.finish`) rather than posted, so the answer is never shown twice.
+A deliverer whose route streams (`live`: Slack, Telegram, the console) shows answers while they
+are written (`stream`, driven by `bot.streaming`): the messages a stream opened become the parts'
+platform ids, and such a part is finished (`Deliverer.finish`) rather than posted, so the answer
+is never shown twice.
 
 A part the platform does not take for a passing reason (rate limits past the deliverer's own
 waits, a timeout, a dropped connection) is tried again here, in-process, with backoff (never
@@ -30,9 +30,9 @@ import structlog
 
 from bot import tracing
 from bot.errors import PartDelayed, PartFailed
-from bot.inbox import LiveDeliverer, Outbox, OutboxPart, PartDeliverer
+from bot.inbox import Outbox, OutboxPart
 from bot.ports.delivery import Deliverer, DeliveryReport
-from bot.streaming import AnswerStream, Record
+from bot.streaming import AnswerStream
 from bot.turns import ReplyRoute
 
 log = structlog.get_logger(__name__)
@@ -59,16 +59,18 @@ class Delivery:
     def deliverer(self, platform: str) -> Deliverer | None:
         return self._deliverers.get(platform)
 
-    def stream(self, turn_id: str, route: ReplyRoute | None, record: Record) -> AnswerStream | None:
-        """A live preview of the answer on `route`, or None where the route does not stream."""
+    def stream(self, turn_id: str, route: ReplyRoute | None) -> AnswerStream | None:
+        """A live preview of the answer on `route`, or None where the route does not stream.
+        The messages it opens are recorded in the outbox as they open."""
         deliverer = self._deliverers.get(route.platform) if route else None
-        if route is None or not isinstance(deliverer, LiveDeliverer):
+        if route is None or deliverer is None:
             return None
         session = deliverer.live(route, turn_id)
         if session is None:
             return None
-        live: LiveDeliverer = deliverer
-        return AnswerStream(session, lambda text: live.render(route, text), record)
+        return AnswerStream(
+            session, lambda text: deliverer.render(route, text), self._outbox, turn_id
+        )
 
     async def parts(
         self,
@@ -80,21 +82,18 @@ class Delivery:
         *,
         resumed: bool = True,
     ) -> list[OutboxPart]:
-        """The outbox parts of `text` for `route`; [] when nothing is said or the deliverer
-        takes whole answers (then `send` posts the text itself). Messages the turn's streams
-        opened (`live`, and, for a turn that may have run before, what the outbox kept from an
-        earlier run) become the parts' platform ids; one the answer does not need becomes a
-        part with no text (removed)."""
+        """The outbox parts of `text` for `route`; [] when nothing is said (or no channel takes
+        the route). Messages the turn's streams opened (`live`, and, for a turn that may have
+        run before, what the outbox kept from an earlier run) become the parts' platform ids;
+        one the answer does not need becomes a part with no text (removed)."""
         deliverer = self._deliverers.get(route.platform) if route else None
-        if route is None or not isinstance(deliverer, PartDeliverer):
+        if route is None or deliverer is None:
             return []
         texts = deliverer.render(route, text) if text.strip() else []
         parts = [
             OutboxPart(f"{turn_id}.{index}", turn_id, key, index, route, part)
             for index, part in enumerate(texts)
         ]
-        if not isinstance(deliverer, LiveDeliverer):
-            return parts
         earlier = await self._outbox.streamed(turn_id) if resumed else {}
         opened = {**earlier, **(live or {})}
         for index, platform_id in sorted(opened.items()):
@@ -106,41 +105,24 @@ class Delivery:
         return parts
 
     async def send(
-        self,
-        route: ReplyRoute | None,
-        text: str,
-        parts: Sequence[OutboxPart],
-        *,
-        reconcile: bool = False,
+        self, route: ReplyRoute | None, parts: Sequence[OutboxPart], *, reconcile: bool = False
     ) -> DeliveryReport | None:
-        """Post a published answer: its outbox parts, or the whole text to other deliverers.
+        """Post a published answer's outbox parts (None when there is nothing to post).
         `reconcile`: the turn ran before (its first run may have shown parts that were never
         recorded), so each part is looked for on the platform first."""
-        if route is None or not (text.strip() or parts):
+        if route is None:
             return None
-        with tracing.span("delivery", bot__platform=route.platform, bot__parts=len(parts)) as span:
-            report = await self._send(route, text, parts, reconcile)
-            span.set(bot__accepted=report.accepted, bot__delivered=report.delivered)
-            if not report.delivered:
-                span.failed(report.error or "not every part was accepted")
-        return report
-
-    async def _send(
-        self, route: ReplyRoute, text: str, parts: Sequence[OutboxPart], reconcile: bool
-    ) -> DeliveryReport:
         deliverer = self._deliverers.get(route.platform)
         if deliverer is None:
             log.error("no_deliverer", platform=route.platform)
             return DeliveryReport(parts=1, accepted=0, error=f"no channel {route.platform!r}")
-        if isinstance(deliverer, PartDeliverer):
-            return await self._post(deliverer, parts, first=None, reconcile=reconcile)
-        try:
-            report = await deliverer.deliver(route, text)
-        except Exception as exc:
-            log.exception("delivery_failed")
-            return DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
-        if not report.delivered:
-            log.warning("delivery_incomplete", error=report.error)
+        if not parts:
+            return None
+        with tracing.span("delivery", bot__platform=route.platform, bot__parts=len(parts)) as span:
+            report = await self._post(deliverer, parts, first=None, reconcile=reconcile)
+            span.set(bot__accepted=report.accepted, bot__delivered=report.delivered)
+            if not report.delivered:
+                span.failed(report.error or "not every part was accepted")
         return report
 
     async def leftovers(self, parts: Sequence[OutboxPart]) -> DeliveryReport:
@@ -151,7 +133,7 @@ class Delivery:
         for turn in _by_turn(parts):
             route = turn[0].route
             deliverer = self._deliverers.get(route.platform)
-            if not isinstance(deliverer, PartDeliverer):
+            if deliverer is None:
                 log.warning("outbox_no_deliverer", platform=route.platform, parts=len(turn))
                 failed += len(turn)
                 continue
@@ -176,7 +158,7 @@ class Delivery:
 
     async def _post(
         self,
-        deliverer: PartDeliverer,
+        deliverer: Deliverer,
         parts: Sequence[OutboxPart],
         *,
         first: str | None,
@@ -213,17 +195,17 @@ class Delivery:
 
     @staticmethod
     async def _deliver(
-        deliverer: PartDeliverer, part: OutboxPart, first: str | None, reconcile: bool
+        deliverer: Deliverer, part: OutboxPart, first: str | None, reconcile: bool
     ) -> tuple[str, bool]:
         """Post or finish one part; its platform id, and whether it was found already there."""
         found = None
         if part.platform_id is None and reconcile:
             found = await deliverer.find(part, first)
-        if found is not None and isinstance(deliverer, LiveDeliverer):
+        if found is not None:
             part = replace(part, platform_id=found)  # maybe a stream's: finish it
-        if part.platform_id is not None and isinstance(deliverer, LiveDeliverer):
+        if part.platform_id is not None:
             return await deliverer.finish(part, first), found is not None
-        return found or await deliverer.post(part, first), found is not None
+        return await deliverer.post(part, first), False
 
     @staticmethod
     async def _settle(write: Awaitable[None]) -> None:

@@ -35,7 +35,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import structlog
 
@@ -105,13 +105,6 @@ PUBLISH_RETRY_MAX = 30.0
 STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
 
 
-@runtime_checkable
-class StreamingDeliverer(Protocol):
-    """A deliverer that can show text as it arrives (the console)."""
-
-    async def stream(self, route: ReplyRoute, delta: str) -> None: ...
-
-
 # The tools a turn offers: its request, its recall cache, the surface rule that applies.
 ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
 
@@ -126,8 +119,9 @@ class _Job:
     leftovers: tuple[OutboxPart, ...] = ()
     resumed: bool = False  # found pending at start: it may have run (and stopped) before
     trace: tracing.TurnTrace = field(default=tracing.NO_TURN, compare=False)  # opened at intake
-    # Messages this run's answer stream opened on the platform (index -> platform id).
-    live: dict[int, str] = field(default_factory=dict, compare=False)
+    # Messages this run's answer stream opened on the platform (index -> platform id), as the
+    # stream's close returned them.
+    live: Mapping[int, str] = field(default_factory=dict, compare=False)
 
     @property
     def turn_id(self) -> str:
@@ -577,7 +571,7 @@ class Host:
             recalled.set(bot__history_entries=len(history), bot__memory_hits=len(hits))
         self._log_context(request)
         stream = self._stream(job, request)
-        heard = _Heard(stream.on_text if stream is not None else self._streamer(request))
+        heard = _Heard(stream.on_text if stream is not None else None)
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
@@ -621,7 +615,7 @@ class Host:
                         outcome = await self._model.run(plan)
                     finally:  # what the stream showed is finished by delivery, after publication
                         if stream is not None:
-                            await stream.close()
+                            job = replace(job, live=await stream.close())
         except WindowExceeded as exc:
             # The floors alone do not fit the window: unmet by definition.
             details = {"floor_unmet": True}
@@ -804,7 +798,7 @@ class Host:
         if failure is not None:  # the item stays pending: it runs again after the next start
             await self._charge(request, record)  # what this run's calls cost counts all the same
             return TurnResult(request.turn_id, Outcome.FAILED, error=f"publish: {failure}")
-        delivery = await self._delivery.send(request.route, say, parts, reconcile=job.resumed)
+        delivery = await self._delivery.send(request.route, parts, reconcile=job.resumed)
         if delivery is not None:  # the stored record was written before; observers see this too
             record = replace(record, details={**record.details, "delivered": delivery.delivered})
         self._observe(record)
@@ -1059,28 +1053,7 @@ class Host:
         silent token."""
         if job.resumed or request.kind is ConversationKind.REQUEST:
             return None
-        outbox = self._outbox
-
-        async def record(index: int, platform_id: str) -> None:
-            job.live[index] = platform_id
-            try:
-                await outbox.opened(request.turn_id, index, platform_id)
-            except Exception as exc:  # kept in memory: this run still finishes, not reposts
-                log.warning("stream_record_failed", error=type(exc).__name__)
-
-        return self._delivery.stream(request.turn_id, request.route, record)
-
-    def _streamer(self, request: TurnRequest) -> Callable[[str], Awaitable[None]] | None:
-        route = request.route
-        deliverer = self._delivery.deliverer(route.platform) if route else None
-        if route is None or not isinstance(deliverer, StreamingDeliverer):
-            return None
-        streaming: StreamingDeliverer = deliverer
-
-        async def on_text(delta: str) -> None:
-            await streaming.stream(route, delta)
-
-        return on_text
+        return self._delivery.stream(request.turn_id, request.route)
 
     @contextlib.asynccontextmanager
     async def _working(self, route: ReplyRoute | None) -> AsyncIterator[None]:

@@ -10,9 +10,10 @@ Exactly once, end to end, rests on two tables and three promises:
 - **Outbox.** The parts of an answer are written by `Outbox.publish` in the same transaction that
   publishes the turn's history, closes its inbox item and saves its turn record (a `Publication`),
   so history, outbox and inbox never disagree.
-- **Delivery.** A `PartDeliverer` posts parts one by one and returns the platform's id for each,
-  which `Outbox.delivered` records; on start every undelivered part is posted (after `find` has
-  looked for it on the platform, where the platform can say).
+- **Delivery.** Every channel's `Deliverer` (`bot.ports.delivery`) posts parts one by one and
+  returns the platform's id for each, which `Outbox.delivered` records; on start every
+  undelivered part is posted (after `find` has looked for it on the platform, where the
+  platform can say).
 
 - **Streaming.** A message a stream opens on the platform while the model writes (SPEC §7) is
   recorded with `Outbox.opened` as soon as the platform names it; the publication's parts take
@@ -186,65 +187,3 @@ class RequestCompleter(Protocol):
 
     async def complete(self, request: TurnRequest) -> TurnRequest:
         """The request with what was left to fill in; never raises (degrade instead)."""
-
-
-@runtime_checkable
-class PartDeliverer(Protocol):
-    """A deliverer that posts an answer part by part, so the outbox can track each one."""
-
-    def render(self, route: ReplyRoute, text: str) -> list[str]:
-        """The answer formatted and split into the parts that will be posted, in order."""
-
-    async def post(self, part: OutboxPart, first: str | None) -> str:
-        """Post one part (after retries on rate limits); the platform's id for it. `first` is
-        the platform id of part 0 once it is posted (a Slack answer continues in its thread).
-        Raises PartFailed when the platform refuses it for good."""
-
-    async def find(self, part: OutboxPart, first: str | None) -> str | None:
-        """Look on the platform for a post of this part that went through before a restart;
-        its platform id, or None (also when the platform offers no way to look)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveView:
-    """What one live message should show now: `formatted` is the part as the deliverer renders
-    the answer so far; `markdown` is the model's text since the message opened (what a platform
-    that appends Markdown itself, Slack's native streams, is sent)."""
-
-    formatted: str
-    markdown: str
-
-
-class LiveSession(Protocol):
-    """One turn's live messages on one route, as the platform can show them (`bot.streaming`
-    drives it). Each method raises StreamRefused when the platform will not stream (nothing
-    more is tried) and StreamBusy when rate-limited; other errors skip one update."""
-
-    @property
-    def interval(self) -> float:
-        """Seconds between two updates of one message (the platform's rate for this chat)."""
-
-    async def open(self, index: int, first: str | None, view: LiveView) -> str | None:
-        """Show message `index` (`first`: the platform id of message 0, once there is one);
-        its platform id, or None where the platform keeps no message yet (a draft)."""
-
-    async def show(self, index: int, platform_id: str | None, view: LiveView) -> None:
-        """Update message `index` to `view`."""
-
-    async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str | None:
-        """Message `index` is full (the answer goes on in the next): stop streaming it; its
-        platform id (a draft becomes a message here), or None when it has none."""
-
-
-@runtime_checkable
-class LiveDeliverer(PartDeliverer, Protocol):
-    """A part deliverer that can show an answer while it is written."""
-
-    def live(self, route: ReplyRoute, turn_id: str) -> LiveSession | None:
-        """A session for one turn's answer on `route`; None when this route does not stream
-        (streaming off, or refused by the platform earlier)."""
-
-    async def finish(self, part: OutboxPart, first: str | None) -> str:
-        """Make the message a stream opened (`part.platform_id`) show exactly `part.text` and
-        end its streaming; a part with no text is removed. Its platform id. Raises PartFailed
-        when the platform refuses for good."""

@@ -10,6 +10,7 @@ from typing import Any
 from bot.delivery import Delivery
 from bot.errors import PartDelayed, PartFailed
 from bot.inbox import OutboxPart
+from bot.ports.delivery import Deliverer
 from bot.turns import ReplyRoute
 from tests.waiting import until
 
@@ -17,8 +18,8 @@ ROUTE = ReplyRoute("test", {"to": "x"})
 PART = OutboxPart("t.0", "t", "test:k", 0, ROUTE, "the answer")
 
 
-class Parts:
-    """A part deliverer whose posts fail as scripted (an exception) or land (an id)."""
+class Parts(Deliverer):
+    """A deliverer whose posts fail as scripted (an exception) or land (an id)."""
 
     def __init__(self, *script: Exception | str) -> None:
         self.script = list(script)
@@ -39,6 +40,9 @@ class Parts:
         self.looked.append(part.part_id)
         return None
 
+    def route_to(self, destination: str) -> ReplyRoute:
+        return ROUTE
+
 
 class Marks:
     """The outbox's marks, in lists."""
@@ -56,8 +60,7 @@ class Marks:
 
 def delivery(marks: Marks, parts: Parts, closing: asyncio.Event) -> Delivery:
     outbox: Any = marks  # only the marks are used on this path
-    deliverers: Any = {"test": parts}
-    return Delivery(outbox, deliverers, closing)
+    return Delivery(outbox, {"test": parts}, closing)
 
 
 async def test_a_delayed_part_is_tried_again_no_sooner_than_retry_after() -> None:

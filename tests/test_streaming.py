@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
@@ -19,7 +20,8 @@ from hypothesis import strategies as st
 
 from bot.delivery import Delivery
 from bot.errors import StreamBusy, StreamRefused
-from bot.inbox import LiveView, OutboxPart, Publication
+from bot.inbox import OutboxPart, Publication
+from bot.ports.delivery import LiveSession, LiveView
 from bot.streaming import AnswerStream
 from bot.turns import ReplyRoute
 from channels.telegram.deliver import TelegramDeliverer
@@ -31,13 +33,17 @@ RENDER = TelegramDeliverer(None, limit=LIMIT)  # type: ignore[arg-type]  # rende
 
 
 @dataclass
-class Session:
+class Session(LiveSession):
     """A LiveSession that records what it was asked to show."""
 
-    interval: float = 0.0
+    every: float = 0.0
     calls: list[tuple[str, int, str]] = field(default_factory=list)
     refuse: bool = False
     busy: int = 0
+
+    @property
+    def interval(self) -> float:
+        return self.every
 
     async def open(self, index: int, first: str | None, view: LiveView) -> str | None:
         if self.refuse:
@@ -57,7 +63,11 @@ class Session:
 
 
 class Outbox:
-    """Just what `Delivery.parts` reads: the streams a previous run left (none here)."""
+    """What `AnswerStream` records and `Delivery.parts` reads: the messages streams opened
+    (none from a previous run here)."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[int, str] = {}
 
     async def streamed(self, turn_id: str) -> dict[int, str]:
         return {}
@@ -71,7 +81,8 @@ class Outbox:
     async def parts(self, turn_id: str) -> list[OutboxPart]:
         return []
 
-    async def opened(self, turn_id: str, index: int, platform_id: str) -> None: ...
+    async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
+        self.recorded[index] = platform_id
 
 
 def chunked(text: str, cuts: list[int]) -> list[str]:
@@ -79,19 +90,18 @@ def chunked(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(points)]
 
 
-async def stream(session: Session, deltas: list[str], yields: int) -> dict[int, str]:
-    recorded: dict[int, str] = {}
-
-    async def record(index: int, platform_id: str) -> None:
-        recorded[index] = platform_id
-
-    answer = AnswerStream(session, lambda text: RENDER.render(ROUTE, text), record)
+async def stream(session: Session, deltas: list[str], yields: int) -> Mapping[int, str]:
+    """Stream the deltas; the messages opened, as the stream's close returns them (each was
+    recorded in the outbox as it opened, too)."""
+    outbox = Outbox()
+    answer = AnswerStream(session, lambda text: RENDER.render(ROUTE, text), outbox, "t")
     for delta in deltas:
         await answer.on_text(delta)
         for _ in range(yields):
             await asyncio.sleep(0)
-    await answer.close()
-    return recorded
+    opened = await answer.close()
+    assert outbox.recorded == opened
+    return opened
 
 
 WORDS = st.sampled_from(["word", "**bold**", "`code`", "\n\n", "\n- item", "\n```\nx = 1\n```\n"])

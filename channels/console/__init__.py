@@ -23,7 +23,9 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from bot import replies
-from bot.ports.delivery import DeliveryReport
+from bot.errors import PartFailed
+from bot.inbox import OutboxPart
+from bot.ports.delivery import Deliverer, LiveSession, LiveView
 from bot.ports.intake import TurnResult, TurnSink
 from bot.turns import ConversationKind, Outcome, ReplyRoute, TurnRequest
 
@@ -38,32 +40,60 @@ def conversation_key(name: str | None) -> str:
     return f"console:{name or uuid.uuid4()}"
 
 
-class ConsoleDeliverer:
-    """Writes answers to the terminal; streamed deltas are shown as they arrive."""
+class ConsoleDeliverer(Deliverer):
+    """Writes answers to the terminal: an answer is one part; a streamed one is printed as the
+    model writes it (`live`), then finished with a line end."""
 
     def __init__(self, out: TextIO, *, progress: bool = False) -> None:
         self._out = out
-        self._streamed: set[str] = set()
+        self._terminal = uuid.uuid4().hex  # this process's output: routes carry it
+        self._shown: dict[str, str] = {}  # what each live message printed so far, by its id
         self._progress = progress  # a terminal: show a sign while nothing has arrived yet
         self._sign_shown = False
         self.gone = False  # whoever read the output closed it (`bot chat | head -1`)
 
-    async def stream(self, route: ReplyRoute, delta: str) -> None:
-        self._erase_sign()
-        self._streamed.add(str(route.values.get("turn_id")))
-        self.write(delta)
+    def route(self, turn_id: str) -> ReplyRoute:
+        """Where a turn's answer goes: this terminal."""
+        return ReplyRoute(PLATFORM, {"turn_id": turn_id, "terminal": self._terminal})
 
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
+    def route_to(self, destination: str) -> ReplyRoute:
+        return self.route(destination)
+
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        return [text]  # a terminal takes any length, as written
+
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        self._check(part)
         self._erase_sign()
-        turn_id = str(route.values.get("turn_id"))
-        if turn_id in self._streamed:
-            self._streamed.discard(turn_id)
-            self.write("\n")
-        else:
-            self.write(text + "\n")
+        self.write(part.text + "\n")
+        self._check(part)
+        return part.part_id
+
+    def live(self, route: ReplyRoute, turn_id: str) -> LiveSession:
+        return _ConsoleLive(self, turn_id)
+
+    async def finish(self, part: OutboxPart, first: str | None) -> str:
+        """End a streamed answer: what the stream did not print yet (when the answer goes on
+        from what it printed), then the line end. A terminal cannot take back what it showed."""
+        self._check(part)
+        shown = self._shown.pop(part.platform_id or "", "")
+        rest = part.text[len(shown) :] if part.text.startswith(shown) else ""
+        self.write(rest + "\n")
+        self._check(part)
+        return part.part_id
+
+    def _check(self, part: OutboxPart) -> None:
+        if part.route.values.get("terminal") != self._terminal:
+            raise PartFailed("the terminal that asked is gone (an earlier `bot chat`)")
         if self.gone:
-            return DeliveryReport(parts=1, accepted=0, error="nobody reads the output any more")
-        return DeliveryReport(parts=1, accepted=1)
+            raise PartFailed("nobody reads the output any more")
+
+    def print_live(self, platform_id: str, text: str) -> None:
+        """Show a live message's text: the part of it not printed yet."""
+        self._erase_sign()
+        shown = self._shown.get(platform_id, "")
+        self._shown[platform_id] = text
+        self.write(text[len(shown) :] if text.startswith(shown) else text)
 
     @asynccontextmanager
     async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
@@ -90,8 +120,30 @@ class ConsoleDeliverer:
             self._sign_shown = False
             self.write(_ERASE_LINE)
 
-    def route_to(self, destination: str) -> ReplyRoute:
-        return ReplyRoute(PLATFORM, {"turn_id": destination})
+
+class _ConsoleLive(LiveSession):
+    """A turn's answer printed as it is written: the terminal has one message, never full."""
+
+    def __init__(self, console: ConsoleDeliverer, turn_id: str) -> None:
+        self._console = console
+        self._id = f"{turn_id}.0"
+
+    @property
+    def interval(self) -> float:
+        return 0.0  # a terminal takes every update
+
+    async def open(self, index: int, first: str | None, view: LiveView) -> str:
+        self._console.print_live(self._id, view.formatted)
+        return self._id
+
+    async def show(self, index: int, platform_id: str | None, view: LiveView) -> None:
+        self._console.print_live(self._id, view.formatted)
+
+    async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str:
+        return self._id  # `render` never splits: not reached
+
+    async def ended(self, index: int, platform_id: str | None, view: LiveView) -> None:
+        self._console.print_live(self._id, view.formatted)
 
 
 # Outcomes after which the person got no answer from the model (an apology or a notice at most).
@@ -155,7 +207,7 @@ class ConsoleChannel:
             text=text,
             received_at=self._clock(),
             turn_id=turn_id,
-            route=ReplyRoute(PLATFORM, {"turn_id": turn_id}),
+            route=self.deliverer.route(turn_id),
         )
 
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:

@@ -127,10 +127,7 @@ class CronRunner:
             return RunResult(await self._finish(record, CronRunStatus.FAILED, error=missing))
         deliverer = self._deliverers.get(route.platform)
         assert deliverer is not None  # _route found it
-        try:
-            report = await deliverer.deliver(route, previous.text)
-        except Exception as exc:  # a deliverer should report, but a raise is an answer too
-            report = DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
+        report = await deliverer.post_text(route, previous.text, notice_id=record.run_id)
         status = CronRunStatus.OK if report.delivered else CronRunStatus.UNDELIVERED
         finished = await self._finish(record, status, report=report)
         log.info(
@@ -192,11 +189,9 @@ class CronRunner:
         if not first or route is None:
             return
         deliverer = self._deliverers[route.platform]
-        try:
-            report = await deliverer.deliver(route, replies.job_paused(plan.record_key, breaker))
-        except Exception as exc:  # the pause holds either way; the log says it was not told
-            report = DeliveryReport(parts=1, accepted=0, error=type(exc).__name__)
-        if not report.delivered:
+        notice = replies.job_paused(plan.record_key, breaker)
+        report = await deliverer.post_text(route, notice, notice_id=f"pause-{uuid.uuid4().hex}")
+        if not report.delivered:  # the pause holds either way; the log says it was not told
             log.warning("cron_pause_untold", job=plan.record_key, error=report.error)
 
     async def _finish(

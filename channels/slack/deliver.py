@@ -43,7 +43,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import PartDelayed, PartFailed
 from bot.inbox import OutboxPart
-from bot.ports.delivery import DeliveryReport
+from bot.ports.delivery import Deliverer
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code, retry_after
 from channels.slack.assistant import AssistantPane
@@ -66,7 +66,7 @@ FIND_LIMIT = 200  # messages looked through for one part after a restart
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class SlackDeliverer:
+class SlackDeliverer(Deliverer):
     """The Slack implementation of `bot.ports.delivery.Deliverer`."""
 
     def __init__(
@@ -177,28 +177,6 @@ class SlackDeliverer:
 
     def render(self, route: ReplyRoute, text: str) -> list[str]:
         return split_message(to_mrkdwn(text), MESSAGE_BUDGET)
-
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        channel = _channel(route)
-        if channel is None:
-            return DeliveryReport(parts=0, accepted=0, error="route has no Slack channel")
-        parts = self.render(route, text)
-        if not parts:
-            log.warning("slack_empty_answer")
-            return DeliveryReport(parts=0, accepted=0)
-        thread = route.values.get("thread_ts")
-        accepted = 0
-        for part in parts:
-            try:
-                ts = await self._post(channel, part, thread)
-            except _PostFailed as failure:
-                log.warning(
-                    "slack_part_failed", part=accepted + 1, parts=len(parts), error=str(failure)
-                )
-                return DeliveryReport(parts=len(parts), accepted=accepted, error=str(failure))
-            accepted += 1
-            thread = thread or ts
-        return DeliveryReport(parts=len(parts), accepted=accepted)
 
     async def post(self, part: OutboxPart, first: str | None) -> str:
         """Post one outbox part: part 0 where the route says, the rest in the thread under it."""

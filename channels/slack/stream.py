@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import StreamBusy, StreamRefused
-from bot.inbox import LiveView
+from bot.ports.delivery import LiveSession, LiveView
 from bot.turns import ReplyRoute
 from channels.slack.api import error_code, retry_after
 from channels.slack.neutral import stream_text
@@ -67,7 +67,7 @@ def metadata(part_id: str) -> dict[str, Any]:
     return {"event_type": PART_EVENT, "event_payload": {"part_id": part_id}}
 
 
-class SlackLive:
+class SlackLive(LiveSession):
     """The live messages of one turn's answer on one Slack route."""
 
     def __init__(

@@ -45,7 +45,7 @@ from telegram.error import (
 
 from bot.errors import DeliveryError, PartDelayed, PartFailed, RouteError
 from bot.inbox import OutboxPart
-from bot.ports.delivery import DeliveryReport
+from bot.ports.delivery import Deliverer
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
 from channels.telegram.mapping import PLATFORM
@@ -98,7 +98,7 @@ def route_for(target: Target) -> ReplyRoute:
     )
 
 
-class TelegramDeliverer:
+class TelegramDeliverer(Deliverer):
     """The Deliverer port for Telegram, on python-telegram-bot's Bot."""
 
     def __init__(
@@ -237,26 +237,6 @@ class TelegramDeliverer:
 
     async def find(self, part: OutboxPart, first: str | None) -> str | None:
         return None  # the Bot API cannot list a chat's messages: see the module docstring
-
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        target = Target.of(route)
-        parts = self.render(route, text)
-        accepted = 0
-        for index, part in enumerate(parts):
-            reply_to = target.reply_to if index == 0 else None
-            try:
-                target, _ = await self._send(replace(target, reply_to=reply_to), part)
-            except TelegramError as exc:
-                log.warning(
-                    "telegram_delivery_failed",
-                    part=index + 1,
-                    parts=len(parts),
-                    error=type(exc).__name__,
-                    reason=exc.message,
-                )
-                return DeliveryReport(len(parts), accepted, f"{type(exc).__name__}: {exc.message}")
-            accepted += 1
-        return DeliveryReport(len(parts), accepted)
 
     async def _send(self, target: Target, part: str) -> tuple[Target, int]:
         """Post one part; the target it went to (a migrated group has a new chat id) and the

@@ -26,7 +26,7 @@ from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.errors import StreamBusy, StreamRefused
-from bot.inbox import LiveView
+from bot.ports.delivery import LiveSession, LiveView
 
 StreamMode = Literal["native", "edits", "off"]
 FIX = (
@@ -49,7 +49,7 @@ def not_modified(exc: TelegramError) -> bool:
     return "message is not modified" in exc.message.lower()
 
 
-class TelegramLive:
+class TelegramLive(LiveSession):
     """The live messages of one turn's answer in one Telegram chat (or topic)."""
 
     def __init__(

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 from telegram import Bot
 
-from bot.inbox import LiveSession, LiveView, OutboxPart
+from bot.inbox import OutboxPart
+from bot.ports.delivery import LiveSession, LiveView
 from bot.turns import ReplyRoute
 from channels.slack.deliver import SlackDeliverer
 from channels.telegram.deliver import Target, TelegramDeliverer, route_for
@@ -191,7 +192,9 @@ async def _slack_answer(text: str, cuts: list[int]) -> FakeSlack:
             turn = f"turn-{mode}"
             part = OutboxPart(f"{turn}.0", turn, "k", 0, route, render(text)[0], ts)
             await deliverer.finish(part, None)
-            await deliverer.deliver(route, text)  # and the same answer posted whole
+            await deliverer.post_text(
+                route, text, notice_id="n"
+            )  # and the same answer posted whole
         return slack
 
 
@@ -237,7 +240,7 @@ async def _telegram_answer(text: str, cuts: list[int]) -> FakeTelegram:
                     await deliverer.post(part, None)  # a draft's last part is sent by delivery
                 else:
                     await deliverer.finish(part, None)
-            await deliverer.deliver(group, text)
+            await deliverer.post_text(group, text, notice_id="n")
         finally:
             await bot.shutdown()
         return tg

@@ -1,7 +1,7 @@
 """In-memory doubles of the ports `bot.host.Host` takes, for fast unit tests of the host alone.
 
 Each is a real class implementing its Protocol (no mocks): the inbox and outbox keep what they
-are given in lists, the deliverer records what it was asked to post, and the model runtime
+are given in lists, the deliverer records the parts it was asked to post, and the model runtime
 returns a canned `TurnOutcome` (or raises a canned error), optionally holding each turn at a
 gate until the test opens it, so tests wait on events, never on time.
 """
@@ -9,13 +9,12 @@ gate until the test opens it, so tests wait on events, never on time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
-from bot.ports.delivery import DeliveryReport
+from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter
 from bot.ports.model import TurnOutcome, TurnPlan
 from bot.turns import HistoryEntry, ReplyRoute, TextBlock, TurnRequest
@@ -92,6 +91,8 @@ class MemoryOutbox:
 
     def __init__(self, inbox: MemoryInbox, history: MemoryHistory) -> None:
         self.publications: list[Publication] = []
+        self.marked: dict[str, str | None] = {}  # part id -> platform id (None: abandoned)
+        self.streams: dict[str, dict[int, str]] = {}  # turn id -> messages its streams opened
         self._inbox = inbox
         self._history = history
 
@@ -103,40 +104,47 @@ class MemoryOutbox:
             self._inbox.states[publication.item_id] = publication.state
 
     async def delivered(self, part_id: str, platform_id: str) -> None:
-        raise AssertionError("whole-text deliverers have no parts")
+        self.marked[part_id] = platform_id
 
     async def abandon(self, part_id: str, error: str) -> None:
-        raise AssertionError("whole-text deliverers have no parts")
+        self.marked[part_id] = None
 
     async def undelivered(self) -> list[OutboxPart]:
-        return []
+        return [part for part in self._parts() if part.part_id not in self.marked]
 
     async def parts(self, turn_id: str) -> list[OutboxPart]:
-        return []
+        return [
+            replace(part, platform_id=self.marked.get(part.part_id) or part.platform_id)
+            for part in self._parts()
+            if part.turn_id == turn_id
+        ]
 
     async def opened(self, turn_id: str, index: int, platform_id: str) -> None:
-        raise AssertionError("whole-text deliverers stream no messages")
+        self.streams.setdefault(turn_id, {})[index] = platform_id
 
     async def streamed(self, turn_id: str) -> dict[int, str]:
-        return {}
+        return dict(self.streams.get(turn_id, {}))
+
+    def _parts(self) -> list[OutboxPart]:
+        return [part for publication in self.publications for part in publication.parts]
 
 
 @dataclass
-class RecordingDeliverer:
-    """`bot.ports.delivery.Deliverer` that posts into a list and says when it did."""
+class RecordingDeliverer(Deliverer):
+    """`bot.ports.delivery.Deliverer` that posts into a list (an answer is one part) and says
+    when it did."""
 
     posted: list[tuple[ReplyRoute, str]] = field(default_factory=list)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        async with self.changed:
-            self.posted.append((route, text))
-            self.changed.notify_all()
-        return DeliveryReport(parts=1, accepted=1)
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        return [text]
 
-    @contextlib.asynccontextmanager
-    async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
-        yield
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        async with self.changed:
+            self.posted.append((part.route, part.text))
+            self.changed.notify_all()
+        return part.part_id
 
     def route_to(self, destination: str) -> ReplyRoute:
         return ReplyRoute("test", {"to": destination})

@@ -12,13 +12,13 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from bot.errors import PartFailed
+from bot.inbox import OutboxPart
 from bot.ports.cron import CronRun, CronRunStatus, JobPause
-from bot.ports.delivery import DeliveryReport
+from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.ports.intake import Admission, TurnResult
 from bot.turns import ReplyRoute, TurnRequest
 
@@ -103,22 +103,22 @@ class ScriptedSink:
 
 
 @dataclass
-class RecordingDeliverer:
-    """A Deliverer double: top-level routes to `destination`, records what it posts."""
+class RecordingDeliverer(Deliverer):
+    """A Deliverer double: top-level routes to `destination`, records what it posts (an
+    answer is one part)."""
 
     platform: str = "slack"
     posted: list[tuple[ReplyRoute, str]] = field(default_factory=list)
     accept: bool = True
 
-    async def deliver(self, route: ReplyRoute, text: str) -> DeliveryReport:
-        if not self.accept:
-            return DeliveryReport(parts=1, accepted=0, error="channel_not_found")
-        self.posted.append((route, text))
-        return DeliveryReport(parts=1, accepted=1)
+    def render(self, route: ReplyRoute, text: str) -> list[str]:
+        return [text]
 
-    @asynccontextmanager
-    async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
-        yield
+    async def post(self, part: OutboxPart, first: str | None) -> str:
+        if not self.accept:
+            raise PartFailed("channel_not_found")
+        self.posted.append((part.route, part.text))
+        return part.part_id
 
     def route_to(self, destination: str) -> ReplyRoute:
         return ReplyRoute(self.platform, {"channel": destination})

@@ -52,7 +52,7 @@ def long_answer(paragraphs: int = 10) -> str:
 async def test_a_short_answer_is_one_mrkdwn_post_in_the_thread(
     slack: FakeSlack, deliverer: SlackDeliverer
 ) -> None:
-    report = await deliverer.deliver(thread_route(), "**Done** & <dusted>")
+    report = await deliverer.post_text(thread_route(), "**Done** & <dusted>", notice_id="n")
     assert report.delivered
     [post] = slack.posts
     assert (post["channel"], post["text"], post["thread_ts"]) == (
@@ -66,7 +66,7 @@ async def test_a_long_dm_answer_starts_at_top_level_and_continues_in_its_thread(
     slack: FakeSlack, deliverer: SlackDeliverer
 ) -> None:
     route = ReplyRoute("slack", {"channel": DM, "thread_ts": None, "message_ts": "1.0"})
-    report = await deliverer.deliver(route, long_answer())
+    report = await deliverer.post_text(route, long_answer(), notice_id="n")
     assert (report.parts, report.accepted) == (3, 3)
     first, *rest = slack.posts
     assert first["thread_ts"] is None
@@ -77,7 +77,7 @@ async def test_a_429_on_the_second_part_waits_then_keeps_order(
     slack: FakeSlack, deliverer: SlackDeliverer, sleeps: Sleeps
 ) -> None:
     slack.fail("chat.postMessage", status=429, retry_after=7, after=1)
-    report = await deliverer.deliver(thread_route(), long_answer())
+    report = await deliverer.post_text(thread_route(), long_answer(), notice_id="n")
     assert report.delivered
     assert sleeps.waits == [7.0]
     assert "\n\n".join(post["text"] for post in slack.posts) == long_answer()
@@ -88,9 +88,10 @@ async def test_a_429_on_the_second_part_waits_then_keeps_order(
 async def test_transient_errors_are_retried_with_backoff(
     slack: FakeSlack, deliverer: SlackDeliverer, sleeps: Sleeps
 ) -> None:
+    message = slack.say(GENERAL, "U0ALICE01", f"<@{BOT_USER}> hi")  # a thread to look in
     slack.fail("chat.postMessage", "internal_error", times=1)
     slack.fail("chat.postMessage", "service_unavailable", status=503, times=1)
-    report = await deliverer.deliver(thread_route(), "hello")
+    report = await deliverer.post_text(thread_route(message["ts"]), "hello", notice_id="n")
     assert report.delivered
     assert sleeps.waits == [0.5, 1.0]
 
@@ -99,7 +100,7 @@ async def test_retries_are_bounded(
     slack: FakeSlack, deliverer: SlackDeliverer, sleeps: Sleeps
 ) -> None:
     slack.fail("chat.postMessage", status=429, retry_after=1, times=100)
-    report = await deliverer.deliver(thread_route(), "hello")
+    report = await deliverer.post_text(thread_route(), "hello", notice_id="n")
     assert not report.delivered
     assert report.error is not None
     assert "after 5 attempts" in report.error
@@ -111,7 +112,7 @@ async def test_a_permanent_error_stops_the_rest_and_reports_honestly(
     slack: FakeSlack, deliverer: SlackDeliverer, sleeps: Sleeps
 ) -> None:
     slack.fail("chat.postMessage", "not_in_channel", after=1)
-    report = await deliverer.deliver(thread_route(), long_answer())
+    report = await deliverer.post_text(thread_route(), long_answer(), notice_id="n")
     assert (report.parts, report.accepted, report.delivered) == (3, 1, False)
     assert report.error == "chat.postMessage failed: not_in_channel"
     assert len(slack.posts) == 1
@@ -120,7 +121,9 @@ async def test_a_permanent_error_stops_the_rest_and_reports_honestly(
 
 async def test_parts_keep_code_blocks_balanced(slack: FakeSlack, deliverer: SlackDeliverer) -> None:
     code = "\n".join(f"print({i})  # {'x' * 40}" for i in range(200))
-    await deliverer.deliver(thread_route(), f"Script:\n\n```python\n{code}\n```\n\nThat is all.")
+    await deliverer.post_text(
+        thread_route(), f"Script:\n\n```python\n{code}\n```\n\nThat is all.", notice_id="n"
+    )
     assert len(slack.posts) >= 3
     for post in slack.posts:
         assert len(post["text"]) <= MESSAGE_BUDGET
@@ -130,13 +133,13 @@ async def test_parts_keep_code_blocks_balanced(slack: FakeSlack, deliverer: Slac
 async def test_scheduled_posts_go_to_the_channel_top_level(
     slack: FakeSlack, deliverer: SlackDeliverer
 ) -> None:
-    report = await deliverer.deliver(deliverer.route_to(GENERAL), "Good morning")
+    report = await deliverer.post_text(deliverer.route_to(GENERAL), "Good morning", notice_id="n")
     assert report.delivered
     assert slack.posts[0]["thread_ts"] is None
 
 
 async def test_a_route_without_channel_is_reported_not_raised(deliverer: SlackDeliverer) -> None:
-    report = await deliverer.deliver(ReplyRoute("slack", {}), "hello")
+    report = await deliverer.post_text(ReplyRoute("slack", {}), "hello", notice_id="n")
     assert not report.delivered
 
 
@@ -173,6 +176,6 @@ async def test_working_on_a_route_without_a_message_does_nothing(
 
 
 async def test_an_empty_answer_posts_nothing(slack: FakeSlack, deliverer: SlackDeliverer) -> None:
-    report = await deliverer.deliver(thread_route(), "  \n\n ")
+    report = await deliverer.post_text(thread_route(), "  \n\n ", notice_id="n")
     assert (report.parts, report.accepted) == (0, 0)
     assert slack.calls == []

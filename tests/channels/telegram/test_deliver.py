@@ -36,7 +36,9 @@ LONG_ANSWER = "\n\n".join(
 async def test_dm_answer_is_html_without_reply(tg: FakeTelegram, bot: Bot) -> None:
     alice = tg.user("Alice")
     chat = tg.private_chat(alice)
-    report = await TelegramDeliverer(bot).deliver(route_for(Target(chat["id"])), "**hi** <there>")
+    report = await TelegramDeliverer(bot).post_text(
+        route_for(Target(chat["id"])), "**hi** <there>", notice_id="n"
+    )
     assert report.delivered
     [sent] = tg.sent
     assert (sent.text, sent.parse_mode, sent.reply_to) == ("<b>hi</b> &lt;there&gt;", "HTML", None)
@@ -45,7 +47,7 @@ async def test_dm_answer_is_html_without_reply(tg: FakeTelegram, bot: Bot) -> No
 async def test_group_answer_replies_with_its_first_part_only(tg: FakeTelegram, bot: Bot) -> None:
     chat = tg.supergroup(-1001, "Team")
     route = route_for(Target(chat["id"], reply_to=77))
-    report = await TelegramDeliverer(bot).deliver(route, LONG_ANSWER)
+    report = await TelegramDeliverer(bot).post_text(route, LONG_ANSWER, notice_id="n")
     assert report.delivered
     assert report.parts == len(tg.sent) > 1
     assert [s.reply_to for s in tg.sent] == [77] + [None] * (len(tg.sent) - 1)
@@ -58,7 +60,9 @@ async def test_group_answer_replies_with_its_first_part_only(tg: FakeTelegram, b
 
 async def test_long_answer_parts_fit_and_read_back_whole(tg: FakeTelegram, bot: Bot) -> None:
     chat = tg.private_chat(tg.user("Alice"))
-    await TelegramDeliverer(bot).deliver(route_for(Target(chat["id"])), LONG_ANSWER)
+    await TelegramDeliverer(bot).post_text(
+        route_for(Target(chat["id"])), LONG_ANSWER, notice_id="n"
+    )
     assert len(tg.sent) >= 3
     for sent in tg.sent:
         assert utf16_length(sent.text) <= TELEGRAM_MESSAGE_LIMIT
@@ -71,14 +75,18 @@ async def test_long_answer_parts_fit_and_read_back_whole(tg: FakeTelegram, bot: 
 
 async def test_topic_answers_stay_in_the_topic(tg: FakeTelegram, bot: Bot) -> None:
     chat = tg.supergroup(-1002, "Forum", forum=True)
-    await TelegramDeliverer(bot).deliver(route_for(Target(chat["id"], 55, 9)), LONG_ANSWER)
+    await TelegramDeliverer(bot).post_text(
+        route_for(Target(chat["id"], 55, 9)), LONG_ANSWER, notice_id="n"
+    )
     assert {s.thread_id for s in tg.sent} == {55}
 
 
 async def test_entity_error_resends_that_part_as_plain_text(tg: FakeTelegram, bot: Bot) -> None:
     chat = tg.private_chat(tg.user("Alice"))
     tg.entity_error()
-    report = await TelegramDeliverer(bot).deliver(route_for(Target(chat["id"])), "**a** & <b>")
+    report = await TelegramDeliverer(bot).post_text(
+        route_for(Target(chat["id"])), "**a** & <b>", notice_id="n"
+    )
     assert report.delivered
     [sent] = tg.sent
     assert (sent.text, sent.parse_mode) == ("a & <b>", None)
@@ -89,9 +97,9 @@ async def test_rate_limit_waits_as_asked_and_continues_in_order(tg: FakeTelegram
     chat = tg.private_chat(tg.user("Alice"))
     waits = Waits()
     deliverer = TelegramDeliverer(bot, sleep=waits)
-    first = await deliverer.deliver(route_for(Target(chat["id"])), "one")
+    first = await deliverer.post_text(route_for(Target(chat["id"])), "one", notice_id="n")
     tg.rate_limit(3, times=2)
-    second = await deliverer.deliver(route_for(Target(chat["id"])), LONG_ANSWER)
+    second = await deliverer.post_text(route_for(Target(chat["id"])), LONG_ANSWER, notice_id="n")
     assert first.delivered
     assert second.delivered
     assert waits.asked == [3.0, 3.0]
@@ -104,11 +112,13 @@ async def test_flood_wait_beyond_the_bound_fails_honestly(tg: FakeTelegram, bot:
     chat = tg.private_chat(tg.user("Alice"))
     tg.rate_limit(int(MAX_RATE_LIMIT_WAIT) + 1)
     waits = Waits()
-    report = await TelegramDeliverer(bot, sleep=waits).deliver(route_for(Target(chat["id"])), "x")
+    report = await TelegramDeliverer(bot, sleep=waits).post_text(
+        route_for(Target(chat["id"])), "x", notice_id="n"
+    )
     assert not report.delivered
     assert (report.parts, report.accepted) == (1, 0)
     assert report.error is not None
-    assert report.error.startswith("RetryAfter")
+    assert report.error.startswith("Telegram flood control")
     assert waits.asked == []
 
 
@@ -118,7 +128,7 @@ async def test_a_refused_part_stops_delivery_and_says_how_far_it_got(
     chat = tg.private_chat(tg.user("Alice"))
     deliverer = TelegramDeliverer(bot)
     tg.fail("sendMessage", status=403, description="Forbidden: bot was blocked by the user")
-    report = await deliverer.deliver(route_for(Target(chat["id"])), LONG_ANSWER)
+    report = await deliverer.post_text(route_for(Target(chat["id"])), LONG_ANSWER, notice_id="n")
     assert (report.accepted, report.delivered) == (0, False)
     assert report.error == "Forbidden: Forbidden: bot was blocked by the user"
     assert tg.sent == []
@@ -133,7 +143,9 @@ async def test_migrated_group_is_followed_to_its_supergroup(tg: FakeTelegram, bo
         description="Bad Request: group chat was upgraded to a supergroup chat",
         parameters={"migrate_to_chat_id": new["id"]},
     )
-    report = await TelegramDeliverer(bot).deliver(route_for(Target(old["id"])), "hello")
+    report = await TelegramDeliverer(bot).post_text(
+        route_for(Target(old["id"])), "hello", notice_id="n"
+    )
     assert report.delivered
     assert [s.chat_id for s in tg.sent] == [new["id"]]
 
