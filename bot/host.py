@@ -305,14 +305,21 @@ class Host:
 
     async def command(self, request: TurnRequest) -> str:
         """A host command sent beside the conversation rather than into it (Slack's slash
-        commands): `/memory`, `/forget N|all` or `/usage`, answered here from the person's own
-        data in the request's scope, with no model call, nothing kept in history and no lane
-        (it waits for no turn). The reply is the person's alone; the channel shows it privately."""
+        commands): `/memory`, `/forget N|all`, `/usage` or `/schedules [remove ID]`, answered here
+        from the person's own data (and the place's schedules) in the request's scope, with no
+        model call, nothing kept in history and no lane (it waits for no turn). The reply is the
+        person's alone; the channel shows it privately."""
         if is_memory_command(request.text):
             scope = memory_scope(request)
             return await memory_commands.answer(request.text, request.person, scope, self._memory)
         if _first_word(request.text) == "/usage":
             return await self._usage(request.person)
+        if schedule_commands.is_schedules_command(request.text):
+            if self._schedules is None:
+                return replies.SCHEDULES_OFF
+            return await schedule_commands.answer(
+                request.text, request, self._schedules, self._operators
+            )
         return replies.COMMAND_UNKNOWN
 
     async def _usage(self, person: str | None) -> str:

@@ -226,6 +226,7 @@ def _telegram(parts: Parts) -> Channel:
         departures=parts.departures,
         leader=parts.store.leadership,
         tls=parts.tls,
+        schedules=parts.config.settings.schedules.enabled,
     )
 
 
