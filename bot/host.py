@@ -313,7 +313,7 @@ class Host:
             scope = memory_scope(request)
             return await memory_commands.answer(request.text, request.person, scope, self._memory)
         if _first_word(request.text) == "/usage":
-            return await self._usage(request.person)
+            return await self._usage(request)
         if schedule_commands.is_schedules_command(request.text):
             if self._schedules is None:
                 return replies.SCHEDULES_OFF
@@ -322,7 +322,12 @@ class Host:
             )
         return replies.COMMAND_UNKNOWN
 
-    async def _usage(self, person: str | None) -> str:
+    async def _usage(self, request: TurnRequest) -> str:
+        person = request.person
+        if self._budgets is not None and request.kind is ConversationKind.CONSOLE:
+            # Nobody at a terminal is known by name: what this conversation used.
+            here = await self._budgets.spent_here(request, datetime.now(UTC))
+            return replies.console_usage(here.tokens, here.cost_usd)
         if person is None or self._budgets is None:
             return replies.USAGE_UNKNOWN
         mine = await self._budgets.personal(person, datetime.now(UTC))
@@ -531,8 +536,10 @@ class Host:
         if is_memory_command(text):  # the person's own memory: answered here, never the model,
             return await self._memory_command(job, request, started)  # nor refused for budget
         if _first_word(text) == "/usage":  # likewise; said only where nobody else reads it
-            dm = request.surface is not None and request.surface.kind is SurfaceKind.DM
-            say = await self._usage(request.person) if dm else replies.USAGE_PRIVATE
+            private = request.kind is ConversationKind.CONSOLE or (
+                request.surface is not None and request.surface.kind is SurfaceKind.DM
+            )
+            say = await self._usage(request) if private else replies.USAGE_PRIVATE
             record = self._record(request, started, Outcome.COMMAND, details={"command": "usage"})
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         if self._schedules is not None and schedule_commands.is_schedules_command(text):
@@ -939,7 +946,10 @@ class Host:
     ) -> TurnResult:
         """/memory or /forget: the host answers from the speaker's own memory, at no token cost."""
         scope = memory_scope(request)
-        reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
+        console = request.kind is ConversationKind.CONSOLE
+        reply = await memory_commands.answer(
+            request.text, request.person, scope, self._memory, console=console
+        )
         record = self._record(request, started, Outcome.OK, details={"command": "memory"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 

@@ -25,6 +25,12 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
 
 MEMORY_OFF = "Memory is turned off, so I keep nothing to list or forget."
 MEMORY_NOBODY = "I can't tell who you are here, so I can't show or forget anything of yours."
+# `bot chat`: the terminal's words are kept with its conversation, not with a person.
+MEMORY_CONSOLE = (
+    "In the terminal I don't know who you are, so what is said here is remembered with this "
+    "conversation, not as yours: /memory and /forget work in Slack and Telegram. Here, "
+    "`bot memory search QUERY` shows what I remember and `bot memory forget ID` deletes an entry."
+)
 MEMORY_EMPTY = "I don't remember anything you said here."
 MEMORY_LIST = "What I remember you said here ({total}), newest first:"
 MEMORY_MORE = "…and {count} older."
@@ -67,6 +73,15 @@ def usage_report(
         when = resets_at.strftime("%Y-%m-%d %H:%M")
         lines.append(f"The day resets at {when} {resets_at.tzname() or 'UTC'}.")
     return "\n".join(lines)
+
+
+def console_usage(tokens: int, cost_usd: float) -> str:
+    """The answer to /usage in `bot chat`, where nobody has limits of their own."""
+    return (
+        f"Today this conversation has used {tokens:,} tokens (about ${cost_usd:.2f}). The "
+        "terminal has no daily limit of its own; `bot usage` reports usage by person, surface "
+        "or day."
+    )
 
 
 # --- a turn a person stopped (Slack's stop button) -----------------------------------------------
@@ -280,7 +295,6 @@ def greeting(identity: str) -> str:
     found = _NAME.search(identity)
     hello = f"Hi, I'm {found.group(1)}." if found else "Hi!"
     return f"{hello} Ask me anything, or send /help to see the commands."
-
 
 
 def help_text(skills: Sequence[tuple[str, str]], *, schedules: bool = False) -> str:
