@@ -33,6 +33,8 @@ from bot.turns import (
 )
 
 HELP = "print the exact model request for an event file"
+# The channels a turn comes from (each one's `channel` in its TurnRequest).
+CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,6 +143,11 @@ def parse_event(raw: Any) -> TurnRequest:
         raise BadInput("the event must be a JSON object.")
     event = _Reader(raw)
     channel = event.text("channel", required=True) or ""
+    if channel not in CHANNELS:
+        raise BadInput(
+            f"channel = {channel!r} is not one of {', '.join(CHANNELS)}. "
+            'Fix: name the channel the event comes from, e.g. "channel": "slack".'
+        )
     kind_name = event.text("kind") or ("console" if channel == "console" else "push")
     try:
         kind = ConversationKind(kind_name)

@@ -367,6 +367,21 @@ def test_preview_of_an_unknown_skill_says_so_in_one_line(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("channel", ["slak", "Slack", "", "discord"])
+def test_preview_of_an_unknown_channel_names_it_and_the_valid_ones(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], channel: str
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"channel": channel, "text": "hello"}))
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"channel = {channel!r}" in err
+    assert "slack, telegram, console, cron, webhook" in err
+    assert "Traceback" not in err
+
+
 def test_preview_builds_the_person_id_the_live_channel_does() -> None:
     from bot.cli.preview import parse_event
     from channels.slack.events import person_id as slack_person
