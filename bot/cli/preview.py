@@ -58,11 +58,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except json.JSONDecodeError as exc:
         print(f"bot preview: {args.event} is not valid JSON: {exc}", file=sys.stderr)
         return 2
+    except BadInput as exc:  # a ValueError too: caught first, it is the content that is wrong
+        print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting past the limit
         print(f"bot preview: {args.event} is not usable JSON: {exc}", file=sys.stderr)
-        return 2
-    except BadInput as exc:
-        print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
         return 2
     try:
         body, rule = asyncio.run(_preview(config, request))

@@ -379,6 +379,7 @@ def test_preview_of_an_unknown_channel_names_it_and_the_valid_ones(
     assert len(err.strip().splitlines()) == 1
     assert f"channel = {channel!r}" in err
     assert "slack, telegram, console, cron, webhook" in err
+    assert "JSON" not in err  # the file is good JSON: its content is what is wrong
     assert "Traceback" not in err
 
 
