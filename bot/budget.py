@@ -278,12 +278,16 @@ class Budgets:
             reset,
         )
 
+    async def spent_here(self, request: TurnRequest, now: datetime) -> Spent:
+        """What was used today where this turn happens (for a console or request-driven turn:
+        its conversation)."""
+        start, _ = self.day(now)
+        return await self._ledger.spent(start, surface=surface_key(request), person=None)
+
     async def spent_tokens(self, request: TurnRequest, now: datetime) -> int:
         """Tokens used today where this turn happens (for a request-driven run: its job's
         conversation)."""
-        start, _ = self.day(now)
-        spent = await self._ledger.spent(start, surface=surface_key(request), person=None)
-        return spent.tokens
+        return (await self.spent_here(request, now)).tokens
 
     async def charge(self, request: TurnRequest, record: TurnRecord) -> None:
         """Count what a finished turn used (nothing when it used nothing)."""

@@ -299,17 +299,29 @@ class Host:
 
     async def command(self, request: TurnRequest) -> str:
         """A host command sent beside the conversation rather than into it (Slack's slash
-        commands): `/memory`, `/forget N|all` or `/usage`, answered here from the person's own
-        data in the request's scope, with no model call, nothing kept in history and no lane
-        (it waits for no turn). The reply is the person's alone; the channel shows it privately."""
+        commands): `/memory`, `/forget N|all`, `/usage` or `/schedules [remove ID]`, answered here
+        from the person's own data (and the place's schedules) in the request's scope, with no
+        model call, nothing kept in history and no lane (it waits for no turn). The reply is the
+        person's alone; the channel shows it privately."""
         if is_memory_command(request.text):
             scope = memory_scope(request)
             return await memory_commands.answer(request.text, request.person, scope, self._memory)
         if _first_word(request.text) == "/usage":
-            return await self._usage(request.person)
+            return await self._usage(request)
+        if schedule_commands.is_schedules_command(request.text):
+            if self._schedules is None:
+                return replies.SCHEDULES_OFF
+            return await schedule_commands.answer(
+                request.text, request, self._schedules, self._operators
+            )
         return replies.COMMAND_UNKNOWN
 
-    async def _usage(self, person: str | None) -> str:
+    async def _usage(self, request: TurnRequest) -> str:
+        person = request.person
+        if self._budgets is not None and request.kind is ConversationKind.CONSOLE:
+            # Nobody at a terminal is known by name: what this conversation used.
+            here = await self._budgets.spent_here(request, datetime.now(UTC))
+            return replies.console_usage(here.tokens, here.cost_usd)
         if person is None or self._budgets is None:
             return replies.USAGE_UNKNOWN
         mine = await self._budgets.personal(person, datetime.now(UTC))
@@ -518,8 +530,10 @@ class Host:
         if is_memory_command(text):  # the person's own memory: answered here, never the model,
             return await self._memory_command(job, request, started)  # nor refused for budget
         if _first_word(text) == "/usage":  # likewise; said only where nobody else reads it
-            dm = request.surface is not None and request.surface.kind is SurfaceKind.DM
-            say = await self._usage(request.person) if dm else replies.USAGE_PRIVATE
+            private = request.kind is ConversationKind.CONSOLE or (
+                request.surface is not None and request.surface.kind is SurfaceKind.DM
+            )
+            say = await self._usage(request) if private else replies.USAGE_PRIVATE
             record = self._record(request, started, Outcome.COMMAND, details={"command": "usage"})
             return await self._conclude(job, record, InboxState.REFUSED, say=say)
         if self._schedules is not None and schedule_commands.is_schedules_command(text):
@@ -926,7 +940,10 @@ class Host:
     ) -> TurnResult:
         """/memory or /forget: the host answers from the speaker's own memory, at no token cost."""
         scope = memory_scope(request)
-        reply = await memory_commands.answer(request.text, request.person, scope, self._memory)
+        console = request.kind is ConversationKind.CONSOLE
+        reply = await memory_commands.answer(
+            request.text, request.person, scope, self._memory, console=console
+        )
         record = self._record(request, started, Outcome.OK, details={"command": "memory"})
         return await self._conclude(job, record, InboxState.ANSWERED, say=reply)
 

@@ -26,13 +26,18 @@ def is_memory_command(text: str) -> bool:
 
 
 async def answer(
-    text: str, person: str | None, scope: MemoryScope, memory: MemoryStore | None
+    text: str,
+    person: str | None,
+    scope: MemoryScope,
+    memory: MemoryStore | None,
+    *,
+    console: bool = False,
 ) -> str:
-    """The reply to a /memory or /forget message."""
+    """The reply to a /memory or /forget message (`console`: typed in `bot chat`)."""
     if memory is None:
         return replies.MEMORY_OFF
     if person is None:
-        return replies.MEMORY_NOBODY
+        return replies.MEMORY_CONSOLE if console else replies.MEMORY_NOBODY
     command, _, argument = text.strip().partition(" ")
     if command.lower() == "/memory":
         return await _listing(person, scope, memory)

@@ -25,6 +25,12 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
 
 MEMORY_OFF = "Memory is turned off, so I keep nothing to list or forget."
 MEMORY_NOBODY = "I can't tell who you are here, so I can't show or forget anything of yours."
+# `bot chat`: the terminal's words are kept with its conversation, not with a person.
+MEMORY_CONSOLE = (
+    "In the terminal I don't know who you are, so what is said here is remembered with this "
+    "conversation, not as yours: /memory and /forget work in Slack and Telegram. Here, "
+    "`bot memory search QUERY` shows what I remember and `bot memory forget ID` deletes an entry."
+)
 MEMORY_EMPTY = "I don't remember anything you said here."
 MEMORY_LIST = "What I remember you said here ({total}), newest first:"
 MEMORY_MORE = "…and {count} older."
@@ -39,7 +45,9 @@ FORGOT_NOTHING = "There was nothing of yours to forget here."
 
 USAGE_PRIVATE = "I only tell you your usage in a private chat with me (or privately, via /usage)."
 USAGE_UNKNOWN = "I can't tell who you are here, so I can't show your usage."
-COMMAND_UNKNOWN = "I don't know that command. I answer /memory, /forget N and /usage here."
+COMMAND_UNKNOWN = (
+    "I don't know that command. I answer /memory, /forget N, /usage and /schedules here."
+)
 
 
 def usage_report(
@@ -65,6 +73,15 @@ def usage_report(
         when = resets_at.strftime("%Y-%m-%d %H:%M")
         lines.append(f"The day resets at {when} {resets_at.tzname() or 'UTC'}.")
     return "\n".join(lines)
+
+
+def console_usage(tokens: int, cost_usd: float) -> str:
+    """The answer to /usage in `bot chat`, where nobody has limits of their own."""
+    return (
+        f"Today this conversation has used {tokens:,} tokens (about ${cost_usd:.2f}). The "
+        "terminal has no daily limit of its own; `bot usage` reports usage by person, surface "
+        "or day."
+    )
 
 
 # --- a turn a person stopped (Slack's stop button) -----------------------------------------------
@@ -214,6 +231,7 @@ SCHEDULE_NOT_ALLOWED = (
 SCHEDULE_NOWHERE = "Scheduled jobs can only be set up in a Slack or Telegram conversation."
 SCHEDULE_NOT_YOURS = "Sorry, only the person who set up that job, or an operator, can remove it."
 SCHEDULES_NONE = "There are no scheduled jobs here."
+SCHEDULES_OFF = "Scheduled jobs from chat are turned off for this bot, so there are none here."
 SCHEDULES_LIST = "Scheduled jobs here ({count}):"
 SCHEDULES_HOW_TO_REMOVE = "To remove one: /schedules remove ID."
 SCHEDULES_USAGE = "Say /schedules to list the jobs here, or /schedules remove ID to remove one."
@@ -258,11 +276,18 @@ COMMAND_HELP: Sequence[tuple[str, str]] = (
 # Every command the host answers itself, as /help lists them and a platform's command menu
 # (Telegram's setMyCommands) offers them in private chats.
 MENU_COMMANDS: Sequence[tuple[str, str]] = (*COMMAND_HELP, *CHAT_COMMANDS)
-# The menu in group chats: /usage is answered only in private, and /compact changes the whole
-# group's conversation, so neither is offered there (both still work when typed).
-GROUP_MENU_COMMANDS: Sequence[tuple[str, str]] = tuple(
-    (name, what) for name, what in MENU_COMMANDS if name not in ("usage", "compact")
-)
+# Listed where schedules from chat are on (`[schedules] allowed` names someone).
+SCHEDULES_HELP = ("schedules", "The jobs set up here: /schedules, or /schedules remove ID")
+# Not in group menus: /usage is answered only in private, and /compact changes the whole group's
+# conversation (both still work when typed).
+_PRIVATE_ONLY = ("usage", "compact")
+
+
+def command_menu(*, private: bool, schedules: bool) -> tuple[tuple[str, str], ...]:
+    """The commands a platform's menu offers (Telegram's setMyCommands), in private chats or in
+    groups; /schedules only where schedules from chat are on."""
+    listed = (*MENU_COMMANDS, SCHEDULES_HELP) if schedules else tuple(MENU_COMMANDS)
+    return listed if private else tuple(c for c in listed if c[0] not in _PRIVATE_ONLY)
 
 
 def greeting(identity: str) -> str:
@@ -272,15 +297,11 @@ def greeting(identity: str) -> str:
     return f"{hello} Ask me anything, or send /help to see the commands."
 
 
-SCHEDULES_HELP = ("schedules", "The jobs set up here: /schedules, or /schedules remove ID")
-
-
 def help_text(skills: Sequence[tuple[str, str]], *, schedules: bool = False) -> str:
     """The answer to `/help`: the host's commands (/schedules where schedules from chat are on),
     then one line per skill (name, description)."""
     lines = ["Commands:"]
-    commands = (*MENU_COMMANDS, SCHEDULES_HELP) if schedules else MENU_COMMANDS
-    lines += [f"/{name} - {what}" for name, what in commands]
+    lines += [f"/{name} - {what}" for name, what in command_menu(private=True, schedules=schedules)]
     if skills:
         lines += ["", "Skills (start a message with one to use it for that message):"]
         lines += [f"/{name} - {description}" for name, description in skills]

@@ -20,6 +20,7 @@ import contextlib
 import time
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 CONTENT_MAX_CHARS = 4096
+# Environment variables the OTLP exporter reads request headers from (often a collector's key).
+HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
 Value = str | int | float | bool | list[str] | None
 
 
@@ -182,13 +185,26 @@ def add_trace_ids(
     return event
 
 
+def traces_url(endpoint: str) -> str:
+    """Where traces are posted: `<endpoint>/v1/traces`."""
+    return endpoint.rstrip("/") + "/v1/traces"
+
+
+def shown_url(url: str) -> str:
+    """The URL as it may be printed or logged: without user, password, query or fragment (where a
+    collector's credentials would be)."""
+    parts = urlsplit(url)
+    host_and_port = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host_and_port, parts.path, "", ""))
+
+
 def install(endpoint: str, *, service: str, content: bool = False, timeout: float = 10.0) -> None:
     """Export every turn's trace to an OTLP/HTTP collector at `endpoint` (its base URL; traces
-    go to `<endpoint>/v1/traces`), batched. Raises ImportError when the extra is missing."""
+    go to `traces_url(endpoint)`), batched. Raises ImportError when the extra is missing."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=timeout)
+    exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=timeout)
     _install(BatchSpanProcessor(exporter), service, content)
 
 

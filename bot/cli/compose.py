@@ -226,6 +226,7 @@ def _telegram(parts: Parts) -> Channel:
         departures=parts.departures,
         leader=parts.store.leadership,
         tls=parts.tls,
+        schedules=parts.config.settings.schedules.enabled,
     )
 
 
@@ -355,14 +356,16 @@ class App:
             return
         if not tracing.available():
             raise ConfigError(
-                f"otel.endpoint = {otel.endpoint!r}, but the OpenTelemetry packages are not "
-                "installed. Fix: pip install -e '.[otel]' (the otel extra), or remove "
-                "otel.endpoint."
+                f"otel.endpoint = {tracing.shown_url(otel.endpoint)!r}, but the OpenTelemetry "
+                "packages are not installed. Fix: pip install -e '.[otel]' (the otel extra), or "
+                "remove otel.endpoint."
             )
         tracing.install(otel.endpoint, service=otel.service_name, content=otel.content)
         # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
         self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
-        log.info("traces_exporting", endpoint=otel.endpoint, content=otel.content)
+        log.info(
+            "traces_exporting", endpoint=tracing.shown_url(otel.endpoint), content=otel.content
+        )
 
     async def _schedule_desk(self, store: OpenStore) -> ScheduleDesk | None:
         """Schedules from chat, when `[schedules] allowed` names anyone: their records (shared

@@ -73,6 +73,7 @@ async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
     checks.extend(_tokens(config))
     checks.extend(_streaming(config))
     checks.append(await _voice(config))
+    checks.append(_traces(config))
     checks.extend(_mcp_secrets(config))
     if not offline:
         for name, probe in _services(config):
@@ -361,6 +362,34 @@ async def _voice(config: Config) -> Check:
         return Check("voice", False, detail)
     checked = "its files match their sha256" if files.verified else f"not verified: no {MANIFEST}"
     return Check("voice", True, f"{files.name} loads ({checked}); up to {voice.max_seconds} s")
+
+
+def _traces(config: Config) -> Check:
+    """Where `[otel]` sends each turn's trace, and whether the extra that exports it is there
+    (`bot run` refuses to start without it). No credential of the endpoint, no header value."""
+    import os
+
+    from bot import tracing
+
+    otel = config.settings.otel
+    if otel.endpoint is None:
+        return Check("traces", True, "off (otel.endpoint is not set): no traces are exported")
+    where = tracing.traces_url(tracing.shown_url(otel.endpoint))
+    if not tracing.available():
+        detail = (
+            f"otel.endpoint is set ({where}), but the OpenTelemetry packages are not installed, "
+            "so `bot run` will not start. Fix: pip install -e '.[otel]' (the otel extra), or "
+            "remove otel.endpoint."
+        )
+        return Check("traces", False, detail)
+    content = "message content on spans" if otel.content else "no message content"
+    headers = [name for name in tracing.HEADER_VARIABLES if os.environ.get(name)]
+    sent = f"; headers from {', '.join(headers)}" if headers else ""
+    detail = (
+        f"OTLP/HTTP to {where} as service {otel.service_name!r} ({content}{sent}); "
+        "otel extra installed"
+    )
+    return Check("traces", True, detail)
 
 
 Probe = Callable[[], Awaitable[str]]

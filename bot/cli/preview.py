@@ -33,6 +33,8 @@ from bot.turns import (
 )
 
 HELP = "print the exact model request for an event file"
+# The channels a turn comes from (each one's `channel` in its TurnRequest).
+CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +58,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except json.JSONDecodeError as exc:
         print(f"bot preview: {args.event} is not valid JSON: {exc}", file=sys.stderr)
         return 2
+    except BadInput as exc:  # a ValueError too: caught first, it is the content that is wrong
+        print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting past the limit
         print(f"bot preview: {args.event} is not usable JSON: {exc}", file=sys.stderr)
         return 2
-    except BadInput as exc:
-        print(f"bot preview: {args.event}: {exc}", file=sys.stderr)
+    command = host_command(request.text, schedules=config.settings.schedules.enabled)
+    if command is not None:
+        print(
+            f"bot preview: {args.event}: {command} is a command the host answers itself, so no "
+            "model request is made for it.",
+            file=sys.stderr,
+        )
         return 2
     try:
         body, rule = asyncio.run(_preview(config, request))
@@ -76,6 +86,21 @@ def run(args: argparse.Namespace, config: Config) -> int:
     print(f"surface rule: {rule}", file=sys.stderr)
     print(json.dumps(body, indent=2, ensure_ascii=False))
     return 0
+
+
+def host_command(text: str, *, schedules: bool) -> str | None:
+    """The command `text` is when the host answers it itself, never the model (SPEC §6): /memory,
+    /forget, /usage, /schedules (where schedules from chat are on), /help, /start, /compact."""
+    from bot.memory_commands import is_memory_command
+    from bot.prompt.skills import host_command as turn_command
+    from bot.schedule_commands import is_schedules_command
+
+    words = text.split(maxsplit=1)
+    first = words[0].lower() if words else ""
+    if is_memory_command(text) or first == "/usage" or (schedules and is_schedules_command(text)):
+        return first
+    name = turn_command(text)
+    return f"/{name}" if name is not None else None
 
 
 async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, Any], str]:
@@ -141,6 +166,11 @@ def parse_event(raw: Any) -> TurnRequest:
         raise BadInput("the event must be a JSON object.")
     event = _Reader(raw)
     channel = event.text("channel", required=True) or ""
+    if channel not in CHANNELS:
+        raise BadInput(
+            f"channel = {channel!r} is not one of {', '.join(CHANNELS)}. "
+            'Fix: name the channel the event comes from, e.g. "channel": "slack".'
+        )
     kind_name = event.text("kind") or ("console" if channel == "console" else "push")
     try:
         kind = ConversationKind(kind_name)

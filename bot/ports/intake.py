@@ -72,7 +72,8 @@ class TurnSink(Protocol):
 
     async def command(self, request: TurnRequest) -> str:
         """The private reply to a host command sent beside the conversation (Slack's slash
-        commands `/memory`, `/forget`, `/usage`): no model call, nothing in history."""
+        commands `/memory`, `/forget`, `/usage`, `/schedules`): no model call, nothing in
+        history."""
 
 
 class Channel(Protocol):

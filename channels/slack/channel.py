@@ -146,7 +146,7 @@ class SlackChannel:
         if agent:
             self._app.event(STOP_EVENT)(self._on_stop)
             self._app.event("app_home_opened")(self._on_home)
-        for slash in (settings.commands.memory, settings.commands.forget, settings.commands.usage):
+        for slash in settings.commands.slashes():
             self._app.command(slash)(self._on_command)
         self._app.action(approvals.ACTIONS)(self._on_action)
         self._app.event(re.compile(".*"))(_acknowledge)  # every other event type

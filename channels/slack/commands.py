@@ -1,5 +1,5 @@
-"""Slack's slash commands for the host's own commands (pure): `/memory`, `/forget N|all` and
-`/usage`, under the names `[slack] commands` gives them.
+"""Slack's slash commands for the host's own commands (pure): `/memory`, `/forget N|all`, `/usage`
+and `/schedules [remove ID]`, under the names `[slack] commands` gives them.
 
 Slack's client takes a leading `/` in a message as a slash command, so in a DM these are the only
 way to reach the host's commands. A command's payload (Socket Mode `slash_commands` envelope, or a
@@ -31,7 +31,7 @@ DM_NAME = "directmessage"  # the channel_name Slack sends for a command typed in
 class SlashCommand:
     """One slash command as the host needs it. Ids and the response URL stay route-side."""
 
-    name: str  # the host's command: "memory", "forget" or "usage"
+    name: str  # the host's command: "memory", "forget", "usage" or "schedules"
     argument: str  # the cleaned text after the command
     team: str
     channel: str

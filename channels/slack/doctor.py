@@ -38,7 +38,7 @@ FILE_SCOPES = frozenset({"files:read"})
 # Without this, the assistant pane offers no suggested prompts and names no thread, and agent
 # messaging has no sessions (no stop button): the app is not declared an agent.
 ASSISTANT_SCOPES = frozenset({"assistant:write"})
-# Without this, the slash commands (/memory, /forget, /usage) are not the app's.
+# Without this, the slash commands (/memory, /forget, /usage, /schedules) are not the app's.
 COMMAND_SCOPES = frozenset({"commands"})
 # The manifest for each way of messaging (deploy/): the events it subscribes differ.
 MANIFESTS = {
@@ -50,7 +50,7 @@ MANIFESTS = {
 def messaging(settings: SlackSettings) -> str:
     """What `bot doctor` says of `[slack] messaging` and the slash commands."""
     commands = settings.commands
-    names = f"{commands.memory}, {commands.forget} and {commands.usage}"
+    names = f"{commands.memory}, {commands.forget}, {commands.usage} and {commands.schedules}"
     manifest = MANIFESTS[settings.messaging]
     if settings.messaging == "agent":
         what = (
@@ -113,7 +113,7 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
         )
     if COMMAND_SCOPES - granted:
         notes.append(
-            "without commands the slash commands /memory, /forget and /usage do not reach the "
-            "bot (add the scope and the commands, as the manifest does, and reinstall)"
+            "without commands the slash commands /memory, /forget, /usage and /schedules do not "
+            "reach the bot (add the scope and the commands, as the manifest does, and reinstall)"
         )
     return "; ".join([who, *notes]) if notes else f"{who}; every scope the host uses is granted"

@@ -28,32 +28,38 @@ class AssistantPrompt(BaseModel):
 
 
 # The host commands people can send as Slack slash commands, by the host's own name.
-HOST_COMMANDS = ("memory", "forget", "usage")
+HOST_COMMANDS = ("memory", "forget", "usage", "schedules")
 _COMMAND_NAME = r"^/[a-z0-9_-]{1,31}$"  # what Slack accepts as a slash command's name
 
 
 class SlashCommands(BaseModel):
     """The slash command each host command is registered as in the Slack app (another name where
-    a workspace already has /memory, /forget or /usage)."""
+    a workspace already has /memory, /forget, /usage or /schedules)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     memory: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/memory"
     forget: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/forget"
     usage: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/usage"
+    schedules: Annotated[str, Field(pattern=_COMMAND_NAME)] = "/schedules"
+
+    def slashes(self) -> list[str]:
+        """Every slash command the app answers, one per host command."""
+        return [getattr(self, name) for name in HOST_COMMANDS]
 
     @model_validator(mode="after")
     def _distinct(self) -> SlashCommands:
-        names = [self.memory, self.forget, self.usage]
+        names = self.slashes()
         if len(set(names)) != len(names):
             raise ValueError(
                 f"two host commands share one slash command ({', '.join(names)}). Fix: give "
-                "memory, forget and usage three different names."
+                "memory, forget, usage and schedules different names."
             )
         return self
 
     def host_command(self, slash: str) -> str | None:
-        """The host command (`memory`, `forget`, `usage`) a slash command stands for."""
+        """The host command (`memory`, `forget`, `usage`, `schedules`) a slash command stands
+        for."""
         return next((name for name in HOST_COMMANDS if getattr(self, name) == slash), None)
 
 

@@ -55,7 +55,7 @@ from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.leadership import Leadership
 from bot.ports.memory import Departure, Departures
-from bot.replies import GROUP_MENU_COMMANDS, MENU_COMMANDS
+from bot.replies import command_menu
 from bot.turns import ReplyRoute
 from channels.telegram import approvals
 from channels.telegram.deliver import TelegramDeliverer
@@ -132,13 +132,16 @@ class TelegramChannel:
         departures: Departures | None = None,
         leader: Leadership | None = None,
         tls: ssl.SSLContext | None = None,
+        schedules: bool = False,
     ) -> None:
         """`tls`: the TLS client context for the Bot API (shared with the other HTTPS clients);
-        None builds PTB's own (one per HTTP client)."""
+        None builds PTB's own (one per HTTP client). `schedules`: schedules from chat are on, so
+        the command menus offer /schedules."""
         token = secrets.get("TELEGRAM_BOT_TOKEN")
         if not token:
             raise ConfigError(_NO_TOKEN)
         self._settings = settings
+        self._schedules = schedules
         self._buffer = buffer
         self._departures = departures
         self._access = Access(
@@ -234,10 +237,12 @@ class TelegramChannel:
         """List the host's chat commands in Telegram's command menu, one list for private chats
         and one for groups (the default scope gets the group list: it is what every chat may
         see); a refusal is only logged."""
+        private = command_menu(private=True, schedules=self._schedules)
+        groups = command_menu(private=False, schedules=self._schedules)
         menus: list[tuple[BotCommandScope | None, Sequence[tuple[str, str]]]] = [
-            (None, GROUP_MENU_COMMANDS),
-            (BotCommandScopeAllPrivateChats(), MENU_COMMANDS),
-            (BotCommandScopeAllGroupChats(), GROUP_MENU_COMMANDS),
+            (None, groups),
+            (BotCommandScopeAllPrivateChats(), private),
+            (BotCommandScopeAllGroupChats(), groups),
         ]
         for scope, menu in menus:
             commands = [BotCommand(name, description) for name, description in menu]

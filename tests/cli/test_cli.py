@@ -367,6 +367,38 @@ def test_preview_of_an_unknown_skill_says_so_in_one_line(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("text", ["/memory", "/forget 2", "/usage", "/help", "/compact", "/start"])
+def test_preview_of_a_host_command_says_the_host_answers_it_not_the_model(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """SPEC §6: these commands never reach the model, so there is no model request to show (and
+    no skill of that name to look for)."""
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"channel": "console", "text": text}))
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"{text.split()[0]} is a command the host answers itself" in err
+    assert "skill" not in err
+
+
+@pytest.mark.parametrize("channel", ["slak", "Slack", "", "discord"])
+def test_preview_of_an_unknown_channel_names_it_and_the_valid_ones(
+    agent_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], channel: str
+) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"channel": channel, "text": "hello"}))
+    assert main(["preview", str(event), "--config", str(agent_dir / "bot.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"channel = {channel!r}" in err
+    assert "slack, telegram, console, cron, webhook" in err
+    assert "JSON" not in err  # the file is good JSON: its content is what is wrong
+    assert "Traceback" not in err
+
+
 def test_preview_builds_the_person_id_the_live_channel_does() -> None:
     from bot.cli.preview import parse_event
     from channels.slack.events import person_id as slack_person
@@ -397,3 +429,12 @@ def test_chat_refuses_a_conversation_name_that_would_break_its_key(
     assert "--conversation" in result.stderr
     assert "Fix:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_preview_of_schedules_is_a_host_command_only_where_schedules_are_on() -> None:
+    from bot.cli.preview import host_command
+
+    assert host_command("/schedules remove abc", schedules=True) == "/schedules"
+    assert host_command("/schedules", schedules=False) is None  # then it names no skill
+    assert host_command("/memoryless thoughts", schedules=True) is None
+    assert host_command("please /help", schedules=True) is None

@@ -136,7 +136,7 @@ async def test_a_fresh_starter_with_slack_expects_agent_messaging_and_says_what_
     assert "agent: the Messages tab" in messaging
     assert "stop button" in messaging
     assert "deploy/slack-app-manifest.yaml" in messaging
-    assert "/memory, /forget and /usage" in messaging
+    assert "/memory, /forget, /usage and /schedules" in messaging
     slack_line = next(line for line in lines if line.split()[1:2] == ["slack"])
     assert "without commands the slash commands" in slack_line
     assert slack.bot_token not in "\n".join(lines)

@@ -392,6 +392,27 @@ async def test_commands_beside_the_conversation_are_answered_without_a_model_cal
         nobody = await app.host.command(channel.request("/usage"))  # a console has no person
         listing = await app.host.command(channel.request("/memory"))
     assert unknown.startswith("I don't know that command")
-    assert nobody.startswith("I can't tell who you are here")
+    assert nobody.startswith("Today this conversation has used 0 tokens")
     assert listing.startswith("I can't tell who you are here")
     assert fake.requests == []
+
+
+async def test_in_bot_chat_usage_and_memory_answer_the_person_at_the_terminal(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    """The console is a private conversation (SPEC §1): /usage answers there (never "only in a
+    private chat"), with what this conversation used today, and /memory says why it has no
+    entries of the person's own and where an operator looks instead. No model call for either."""
+    fake.script("Noted.")
+    channel, out = console(text="my locker code is 4411\n/usage\n/memory\n/forget all\n")
+    async with App(make_config(), [ready(channel)], HOST_ONLY) as app:
+        await channel.finished()
+        await app.host.idle()
+    said, usage, memory, forget = out.getvalue().splitlines()
+    assert said == "Noted."
+    assert usage.startswith("Today this conversation has used ")
+    assert " 0 tokens" not in usage
+    assert "private" not in usage
+    assert "`bot memory search QUERY`" in memory
+    assert forget == memory
+    assert len(fake.requests) == 1

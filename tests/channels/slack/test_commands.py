@@ -1,7 +1,8 @@
-"""Slack slash commands for the host's own commands (/memory, /forget, /usage): Socket Mode
-`slash_commands` envelopes and signed HTTP forms through slack-bolt against the fake Slack,
-acknowledged at once, answered privately through the response URL, with no model call and only
-ever the caller's own entries in the scope of the channel the command was typed in."""
+"""Slack slash commands for the host's own commands (/memory, /forget, /usage; /schedules in
+test_schedules): Socket Mode `slash_commands` envelopes and signed HTTP forms through slack-bolt
+against the fake Slack, acknowledged at once, answered privately through the response URL, with
+no model call and only ever the caller's own entries in the scope of the channel the command was
+typed in."""
 
 from __future__ import annotations
 
@@ -200,7 +201,7 @@ async def test_http_mode_takes_signed_commands_and_refuses_forged_ones(
 def test_two_host_commands_on_one_slash_command_is_a_clear_configuration_error(
     make_config: MakeConfig,
 ) -> None:
-    with pytest.raises(ConfigError, match="three different names"):
+    with pytest.raises(ConfigError, match="different names"):
         make_config('commands = { memory = "/x", forget = "/x" }\n')
 
 
@@ -255,7 +256,8 @@ _VALUE = st.none() | st.integers() | st.text(max_size=30)
             "team_id": _VALUE,
             "channel_id": _VALUE,
             "user_id": _VALUE,
-            "command": st.sampled_from(["/memory", "/forget", "/usage", "/other"]) | _VALUE,
+            "command": st.sampled_from(["/memory", "/forget", "/usage", "/schedules", "/other"])
+            | _VALUE,
             "text": _VALUE,
             "channel_name": _VALUE,
             "response_url": _VALUE,
@@ -266,5 +268,5 @@ def test_any_command_payload_is_read_or_skipped_never_raises(body: dict[str, Any
     read = read_command(body, NAMES)
     assert isinstance(read, SlashCommand | Skip)
     if isinstance(read, SlashCommand):
-        assert read.name in ("memory", "forget", "usage")
+        assert read.name in ("memory", "forget", "usage", "schedules")
         assert len(read.argument) <= MAX_ARGUMENT_CHARS

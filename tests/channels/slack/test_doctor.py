@@ -64,7 +64,7 @@ def test_doctor_describes_each_way_of_messaging_and_the_command_names() -> None:
     agent = messaging(SlackSettings(messaging="agent", commands={"memory": "/bot-memory"}))
     assert "stop button" in agent
     assert "agent_session_stopped" in agent
-    assert "/bot-memory, /forget and /usage" in agent
+    assert "/bot-memory, /forget, /usage and /schedules" in agent
     assert "deploy/slack-app-manifest.yaml" in agent
     pane = messaging(SlackSettings())
     assert pane.startswith("assistant:")

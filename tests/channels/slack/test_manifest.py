@@ -63,7 +63,7 @@ def test_the_slash_commands_are_the_default_command_names(manifest: Path) -> Non
     lines = manifest.read_text(encoding="utf-8").splitlines()
     listed = [line.split(": ", 1)[1] for line in lines if line.startswith("    - command: ")]
     names = SlashCommands()
-    assert listed == [names.memory, names.forget, names.usage]
+    assert listed == [names.memory, names.forget, names.usage, names.schedules]
 
 
 @BOTH

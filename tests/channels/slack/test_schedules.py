@@ -13,7 +13,8 @@ from bot.cli.compose import App, Runs
 from channels.cron.chat import job_plans
 from channels.cron.scheduler import CronScheduler
 from tests.channels.cron.doubles import ManualClock, utc
-from tests.channels.slack.conftest import ALICE, BOB, GENERAL, MakeConfig
+from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
+from tests.channels.slack.test_commands import command, hooks
 from tests.channels.slack.test_scenarios import send
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.fakes.slack import FakeSlack
@@ -168,3 +169,52 @@ async def test_help_names_the_schedules_command_only_where_schedules_are_on(
         assert "/memory" in help_post["text"]
         assert ("/schedules" in help_post["text"]) is shown
     assert claude.requests == []  # /help costs no model call
+
+
+async def test_schedules_is_a_slash_command_answered_privately_in_a_dm(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """Slack's client takes `/schedules` typed in a DM as a slash command, so the app registers it
+    as one (SPEC §7, §17): it lists the DM's jobs and removes one, only the person sees the
+    answer, and no model call is made."""
+    claude.script(CREATE, "Done: a summary here every weekday at 9.")
+    async with App(
+        make_config(hooks(slack) + SCHEDULES), runs=Runs(http=False, scheduler=False)
+    ) as app:
+        await send(slack, app, slack.dm(DM, ALICE, ASK))
+        records = await app.store.cron_runs()
+        [job] = await records.schedules()
+        posts = len(slack.posts)
+        listed = await command(
+            slack, app, slack.slash_command("/schedules", "", channel=DM, user=ALICE)
+        )
+        elsewhere = await command(
+            slack, app, slack.slash_command("/schedules", "", channel=GENERAL, user=ALICE)
+        )
+        removed = await command(
+            slack,
+            app,
+            slack.slash_command("/schedules", f"remove {job.id}", channel=DM, user=ALICE),
+        )
+        left = await records.schedules()
+        await records.aclose()
+    assert job.place == f"slack:{DM}"
+    assert job.id in listed
+    assert "(yours): Post a summary." in listed
+    assert elsewhere == replies.SCHEDULES_NONE  # #general's jobs, not the DM's
+    assert removed == replies.SCHEDULE_REMOVED.format(id=job.id)
+    assert left == []
+    assert len(slack.posts) == posts, "nothing is posted for everyone to see"
+    assert len(claude.requests) == 2  # the job's creation only: the commands cost no model call
+    assert all(body.get("response_type") == "ephemeral" for _, body in slack.responses)
+
+
+async def test_the_schedules_slash_command_says_when_schedules_are_off(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    async with App(make_config(hooks(slack)), runs=Runs(http=False, scheduler=False)) as app:
+        answer = await command(
+            slack, app, slack.slash_command("/schedules", "", channel=DM, user=ALICE)
+        )
+    assert answer == replies.SCHEDULES_OFF
+    assert claude.requests == []

@@ -129,3 +129,23 @@ async def test_two_replicas_post_a_group_schedule_once(
     events = [line["event"] for line in logs]
     assert events.count("cron_run_started") == 1
     assert events.count("cron_slot_claimed_elsewhere") == 1
+
+
+async def test_the_command_menus_offer_schedules_only_where_schedules_are_on(
+    tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    """People find /schedules in Telegram's command menus (setMyCommands), in private chats and
+    groups alike (a job belongs to the chat it was set up in), as /help names it."""
+    offered = {}
+    for config, on in ((SCHEDULES, True), ("", False)):
+        async with App(make_config(config), runs=ONE_HOST):
+            offered[on] = {
+                scope: [item["command"] for item in listed] for scope, listed in tg.menus.items()
+            }
+    assert offered[True] == {
+        "all_private_chats": ["help", "compact", "memory", "forget", "usage", "schedules"],
+        "all_group_chats": ["help", "memory", "forget", "schedules"],
+        "default": ["help", "memory", "forget", "schedules"],
+    }
+    assert all("schedules" not in listed for listed in offered[False].values())
+    assert claude.requests == []
