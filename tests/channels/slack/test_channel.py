@@ -58,7 +58,7 @@ async def start(slack: FakeSlack, sink: RecordingSink) -> AsyncIterator[Start]:
     async def start(http: web.Application | None = None, **settings: Any) -> SlackChannel:
         config = SlackSettings(enabled=True, api_url=slack.api_url, **settings)
         channel = SlackChannel(config, secrets_for(slack), http)
-        sink.complete = channel.complete  # what the host does when the turn starts
+        sink.look_up = channel.look_up  # what the host does when the turn starts
         await channel.start(sink)
         started.append(channel)
         return channel
