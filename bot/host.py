@@ -482,13 +482,13 @@ class Host:
             return await self._turn(replace(job, request=request), request)
 
     async def _completed(self, request: TurnRequest) -> TurnRequest:
-        """The request with what its channel left for the turn to look up (Slack's names)."""
-        route = request.route
-        completer = self._completers.get(route.platform) if route is not None else None
-        if completer is None:
+        """The request with the names its channel left for the turn to look up (Slack's)."""
+        lookups = request.lookups
+        completer = self._completers.get(request.channel) if lookups is not None else None
+        if lookups is None or completer is None:
             return request
         try:
-            return await completer.complete(request)
+            return request.named(await completer.look_up(lookups))
         except Exception:  # the stored request is readable as it is
             log.exception("request_completion_failed")
             return request

@@ -40,7 +40,7 @@ from typing import Protocol, runtime_checkable
 from bot.ports.history import Chatter
 from bot.ports.memory import MemoryCapture
 from bot.ports.records import TurnRecord, UsageEntry
-from bot.turns import HistoryEntry, ReplyRoute, TurnRequest
+from bot.turns import HistoryEntry, Lookups, Names, ReplyRoute, TurnRequest
 
 
 class InboxState(StrEnum):
@@ -182,8 +182,10 @@ class WorkShare(Protocol):
 
 @runtime_checkable
 class RequestCompleter(Protocol):
-    """A channel whose stored requests leave something for their turn to fill in (Slack looks
-    names up then, not before the ack): the host asks it first, when the turn starts."""
+    """A channel whose stored requests leave names for their turn to look up (Slack looks them
+    up then, not before the ack): when the turn starts, the host hands it the request's
+    `Lookups` and applies the `Names` it answers."""
 
-    async def complete(self, request: TurnRequest) -> TurnRequest:
-        """The request with what was left to fill in; never raises (degrade instead)."""
+    async def look_up(self, lookups: Lookups) -> Names:
+        """The names behind `lookups`; degrades (an unknown person is "someone") rather than
+        fails."""

@@ -12,7 +12,7 @@ assembler never reads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -131,6 +131,41 @@ class ReplyRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class Lookups:
+    """The ids a stored request still has to name before its turn runs: who spoke, where, whom
+    its text mentions and what was said before it. A channel that acknowledges an event before
+    it may ask its platform for names (Slack wants the ack within 3 s) stores the request readable
+    as it is plus these; when the turn starts, the host hands them to that channel's
+    `bot.inbox.RequestCompleter` and applies the `Names` it answers (`TurnRequest.named`).
+
+    Owned by the channel that wrote it, opaque to the core and never shown to the model: ids and
+    the text as written (its mentions still ids), like the route.
+    """
+
+    speaker: str  # the person (or bot) who wrote the message
+    surface: str  # the conversation it was written in
+    text: str  # the message as written, its mentions still ids
+    message: str  # the message's own id: what others said before it is read up to it
+    thread: str | None = None  # the thread it was written in, if any
+    surface_type: str | None = None  # the conversation's kind as the event named it
+    speaker_name: str | None = None  # named by the event already (another bot): not looked up
+    viewing: str | None = None  # the conversation the person has open beside this one
+    bot_user: str | None = None  # the bot's own user id: a mention of it is an address
+    bot_author: str | None = None  # the id the bot's own posts carry besides (Slack's bot_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """What a channel found for a request's `Lookups`: the model-visible facts its turn reads."""
+
+    text: str
+    speaker: Speaker
+    surface: Surface
+    preceding: tuple[PrecedingMessage, ...] = ()
+    viewing: Viewing | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One turn to run: what the channel knows about the event, plus the hidden route."""
 
@@ -151,6 +186,20 @@ class TurnRequest:
     # memory. It is a platform user id in disguise, so the assembler never renders it.
     person: str | None = None
     viewing: Viewing | None = None
+    # What the channel left to look up when the turn runs (Slack's names); None once named.
+    lookups: Lookups | None = None
+
+    def named(self, names: Names) -> TurnRequest:
+        """The request with the names its lookups found, nothing left to look up."""
+        return replace(
+            self,
+            text=names.text,
+            speaker=names.speaker,
+            surface=names.surface,
+            preceding=names.preceding,
+            viewing=names.viewing,
+            lookups=None,
+        )
 
 
 # History entries: the durable, model-neutral record of what was said. Blocks mirror the content

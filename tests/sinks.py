@@ -2,8 +2,9 @@
 the host's inbox does (or through a real inbox, which also empties the chat buffer a stored turn
 consumes), and answers with an admission the test sets (ACCEPTED, BUSY, CLOSED...).
 
-`stored` is what the channel submitted (what the inbox would hold); `requests` is the same after
-`complete` (the channel's `RequestCompleter`, when a test sets it), as a turn would see it."""
+`stored` is what the channel submitted (what the inbox would hold); `requests` is the same with
+the names `look_up` found for its lookups (the channel's `RequestCompleter`, when a test sets it),
+as a turn would see it."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from bot.errors import IntakeUnavailable
 from bot.inbox import Inbox
 from bot.ports.history import Chatter
 from bot.ports.intake import Admission, TurnResult
-from bot.turns import TurnRequest
+from bot.turns import Lookups, Names, TurnRequest
 
 
 class RecordingSink:
     def __init__(self, answer: Admission = Admission.ACCEPTED, inbox: Inbox | None = None) -> None:
         self.requests: list[TurnRequest] = []
         self.stored: list[TurnRequest] = []
-        self.complete: Callable[[TurnRequest], Awaitable[TurnRequest]] | None = None
+        self.look_up: Callable[[Lookups], Awaitable[Names]] | None = None
         self.marks: set[tuple[str, str]] = set()
         self.chatter: list[Chatter] = []  # kept messages noted (without an inbox)
         self.unwritten = 0  # notes the inbox could not write
@@ -44,7 +45,9 @@ class RecordingSink:
         elif not self._mark(source, marks):
             return Admission.DUPLICATE
         self.stored.append(request)
-        self.requests.append(await self.complete(request) if self.complete else request)
+        if self.look_up is not None and request.lookups is not None:
+            request = request.named(await self.look_up(request.lookups))
+        self.requests.append(request)
         return self.answer
 
     async def note(

@@ -538,15 +538,15 @@ class App:
             self.webhooks.install(self.web)
         if (jobs or chat) and self._runs.scheduler:
             from channels.cron.chat import job_plans
-            from channels.cron.scheduler import CronScheduler
+            from channels.cron.scheduler import CronScheduler, SlotRules
 
             self.cron = CronScheduler(
                 jobs,
                 self.cron_runner,
                 runs,
-                misfire_grace=settings.cron.misfire_grace,
-                retries=settings.cron.retries,
-                retry_delay=settings.cron.retry_delay,
+                SlotRules(
+                    settings.cron.misfire_grace, settings.cron.retries, settings.cron.retry_delay
+                ),
                 source=(lambda: job_plans(runs)) if chat else None,
             )
 

@@ -261,7 +261,7 @@ def _channel_surface(channel: str) -> Callable[[SurfaceKind, str, str | None], S
     """The channel's own way of describing a surface (budget, platform, threading), so the
     preview shows exactly what that channel would send."""
     if channel == "slack":
-        from channels.slack.events import surface as slack_surface
+        from channels.slack.names import surface as slack_surface
 
         return slack_surface
     if channel == "telegram":

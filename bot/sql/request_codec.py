@@ -22,6 +22,7 @@ from bot.inbox import InboxItem, OutboxPart
 from bot.turns import (
     Attachment,
     ConversationKind,
+    Lookups,
     PrecedingMessage,
     ReplyRoute,
     Speaker,
@@ -118,6 +119,9 @@ def decode_request(text: str) -> TurnRequest:
             body["viewing"] = Viewing(**{**viewing, "kind": SurfaceKind(viewing["kind"])})
         route = body.get("route")
         body["route"] = _route(route) if route is not None else None
+        body["lookups"] = _maybe(Lookups, body.get("lookups"))
+        if body["route"] is not None and body["lookups"] is None:
+            body["route"], body["lookups"] = _legacy_lookups(body["route"])
         return TurnRequest(**body)
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
@@ -155,6 +159,42 @@ def _route(body: Any) -> ReplyRoute:
     if not isinstance(values, dict):
         raise UnreadableRecord("a route's values are not an object")
     return ReplyRoute(platform=body["platform"], values=values)
+
+
+# Before `Lookups` had a field of its own, Slack kept them in its route: what was left to look up
+# under "lookup", the channel open beside an assistant thread under "viewing", the ids in the
+# route's own values. A request stored by such a version (still pending when it was upgraded) is
+# read into the new form here; it is written again only in the new form.
+_LEGACY_LOOKUP, _LEGACY_VIEWING = "lookup", "viewing"
+
+
+def _legacy_lookups(route: ReplyRoute) -> tuple[ReplyRoute, Lookups | None]:
+    """The route without the lookups an older version kept in it, and those lookups."""
+    values = route.values
+    lookup = values.get(_LEGACY_LOOKUP)
+    if not isinstance(lookup, Mapping):
+        return route, None
+    kept = {k: v for k, v in values.items() if k not in (_LEGACY_LOOKUP, _LEGACY_VIEWING)}
+    ids = [values.get(key) for key in ("user", "channel", "message_ts")]
+    if not all(isinstance(value, str) and value for value in ids):
+        return ReplyRoute(route.platform, kept), None  # nothing it could be looked up by
+    speaker, surface, message = (str(value) for value in ids)
+    return ReplyRoute(route.platform, kept), Lookups(
+        speaker=speaker,
+        surface=surface,
+        text=str(lookup.get("text") or ""),
+        message=message,
+        thread=_text_or_none(lookup.get("thread_ts")),
+        surface_type=_text_or_none(lookup.get("channel_type")),
+        speaker_name=_text_or_none(lookup.get("bot_name")),
+        viewing=_text_or_none(values.get(_LEGACY_VIEWING)),
+        bot_user=_text_or_none(lookup.get("bot_user_id")),
+        bot_author=_text_or_none(lookup.get("bot_id")),
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _maybe(kind: Any, body: Any) -> Any:

@@ -49,6 +49,17 @@ ON_TIME = timedelta(seconds=1)
 RETRY_GROWTH = 4.0
 
 
+@dataclass(frozen=True, slots=True)
+class SlotRules:
+    """What becomes of a slot that is late or whose run failed (`[cron]`): a slot noticed at most
+    `misfire_grace` seconds late still runs; a failed run is tried again up to `retries` times,
+    the first after `retry_delay` seconds."""
+
+    misfire_grace: float
+    retries: int
+    retry_delay: float
+
+
 @dataclass
 class _Job:
     plan: JobPlan
@@ -70,10 +81,8 @@ class CronScheduler:
         jobs: Sequence[JobPlan],
         runner: CronRunner,
         runs: CronRuns,
+        rules: SlotRules,
         *,
-        misfire_grace: float,
-        retries: int,
-        retry_delay: float,
         now: Clock = utc_now,
         sleep: Sleep = asyncio.sleep,
         source: Source | None = None,
@@ -88,9 +97,9 @@ class CronScheduler:
         self._poked = asyncio.Event()
         self._runner = runner
         self._runs = runs
-        self._grace = timedelta(seconds=misfire_grace) + ON_TIME
-        self._retries = retries
-        self._retry_delay = retry_delay
+        self._grace = timedelta(seconds=rules.misfire_grace) + ON_TIME
+        self._retries = rules.retries
+        self._retry_delay = rules.retry_delay
         self._now = now
         self._sleep = sleep
         self._jobs: dict[str, _Job] = {}

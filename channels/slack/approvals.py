@@ -1,5 +1,7 @@
-"""Approval cards on Slack: a Block Kit message with Approve and Deny buttons, its update once
-decided, and the presses (`block_actions`, over Socket Mode or signed HTTP like events).
+"""Approval cards on Slack (SPEC §14): a Block Kit message with Approve and Deny buttons, its
+update once decided, and the presses (`block_actions`, over Socket Mode or signed HTTP like
+events): acknowledged at once, taken once, decided by the host's `PressDesk` in the background; a
+press that changes nothing is answered privately.
 
 A button's `action_id` says approve or deny and its `value` is the opaque approval id, nothing
 more. Every text is escaped for mrkdwn (`&`, `<`, `>`), so an argument cannot mention anyone,
@@ -9,13 +11,26 @@ open a link or post a channel-wide ping.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.ports.approvals import Card
+from bot.errors import IntakeUnavailable
+from bot.ports.approvals import Card, PressDesk
+from bot.ports.intake import TurnSink
+from bot.replies import APPROVAL_UNKNOWN
 from bot.turns import ReplyRoute
+from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.background import Background
+from channels.slack.events import PLATFORM
+from channels.slack.intake import INBOX_SOURCE
+from channels.slack.settings import SlackSettings
+
+log = structlog.get_logger(__name__)
 
 APPROVE_ACTION = "approval_approve"
 DENY_ACTION = "approval_deny"
@@ -109,3 +124,61 @@ async def close_card(client: AsyncWebClient, where: dict[str, Any], text: str) -
         text=shown,
         blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": shown}}],
     )
+
+
+class ApprovalButtons:
+    """The listener for presses on approval cards; `use` names the desk that decides them."""
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        client: AsyncWebClient,
+        sink: Callable[[], TurnSink | None],
+        background: Background,
+    ) -> None:
+        """`sink`: where presses are noted once (None before start and while stopping)."""
+        self._settings = settings
+        self._client = client
+        self._sink = sink
+        self._background = background
+        self._desk: PressDesk | None = None
+
+    def use(self, desk: PressDesk) -> None:
+        self._desk = desk
+
+    def attach(self, app: AsyncApp) -> None:
+        app.action(ACTIONS)(self._on_action)
+
+    async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self._background.run(self._press(body))
+
+    async def _press(self, body: dict[str, Any]) -> None:
+        press, sink = read_press(body), self._sink()
+        if press is None or self._desk is None or sink is None:
+            user, channel = body.get("user"), body.get("channel")
+            if isinstance(user, dict) and isinstance(channel, dict):
+                await self._privately(str(channel.get("id")), str(user.get("id")), APPROVAL_UNKNOWN)
+            log.warning("slack_action_unknown")
+            return
+        try:  # a redelivered press is taken once
+            first = await sink.note(source=INBOX_SOURCE, marks=[f"action:{press.trigger}"])
+        except IntakeUnavailable:
+            first = True  # the decision itself is taken once by the store
+        if not first:
+            return
+        users = self._settings.allowed_user_ids
+        if users and press.user not in users:
+            log.warning("slack_event_not_allowed", reason="action", user=press.user)
+            return
+        answer = await self._desk.press(
+            press.approval_id, press.approve, f"{PLATFORM}:{press.user}"
+        )
+        if not answer.changed:
+            await self._privately(press.channel, press.user, answer.text)
+
+    async def _privately(self, channel: str, user: str, text: str) -> None:
+        try:
+            await self._client.chat_postEphemeral(channel=channel, user=user, text=text)
+        except CALL_ERRORS as exc:
+            log.warning("slack_ephemeral_failed", error=error_code(exc))

@@ -1,11 +1,11 @@
-"""Slack's assistant pane (Agents & AI apps): which DM threads are assistant threads, what the
-person in each has open beside it, and the pane's own Web API calls (suggested prompts, the
-thread's status and its title).
+"""Slack's assistant pane (Agents & AI apps): its events read (pure: `read_assistant_thread`,
+`thread_title`), which DM threads are assistant threads, what the person in each has open beside
+it, and the pane's own Web API calls (suggested prompts, the thread's status and its title).
 
 What the threads' events said is kept in memory, bounded (the least recently used thread goes
 first): after a restart, or on another replica, a thread is known again from its next message
 (Slack marks those) and its next context change. A stored turn keeps what it was taken in with,
-in its route.
+in its lookups.
 
 A method Slack refuses for the app (it lacks `assistant:write`, the assistant feature is off) is
 logged once as a warning naming the fix and not called again until the next start; the turn goes
@@ -15,8 +15,9 @@ retried: none of them is worth delaying an answer.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.api import CALL_ERRORS, error_code
-from channels.slack.events import AssistantThread
+from channels.slack.events import Skip, ts_value
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +42,74 @@ FIX = (
     "deploy/slack-app-manifest.yaml), make sure the bot token has the assistant:write scope, "
     "and reinstall the app."
 )
+
+
+# --- the pane's events (pure) -----------------------------------------------------------------
+
+ASSISTANT_EVENTS = frozenset({"assistant_thread_started", "assistant_thread_context_changed"})
+TITLE_MAX_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantThread:
+    """An assistant thread as its `assistant_thread_started` or `_context_changed` event says:
+    the DM and thread it lives in, the person, and the channel they have open beside it (None when
+    Slack names none). All of it is route-side: ids, never shown to the model."""
+
+    event_type: str
+    team: str
+    channel: str
+    thread_ts: str
+    user: str
+    viewing: str | None
+
+
+def read_assistant_thread(body: Mapping[str, Any]) -> AssistantThread | Skip:
+    event = body.get("event")
+    if not isinstance(event, Mapping) or event.get("type") not in ASSISTANT_EVENTS:
+        return Skip("not an assistant thread event")
+    thread = event.get("assistant_thread")
+    if not isinstance(thread, Mapping):
+        return Skip("malformed: no assistant_thread object")
+    context = thread.get("context")
+    context = context if isinstance(context, Mapping) else {}
+    channel, thread_ts = (
+        _text(thread.get("channel_id")),
+        _text(thread.get("thread_ts")),
+    )
+    user = _text(thread.get("user_id"))
+    team = _text(body.get("team_id") or context.get("team_id"))
+    if channel is None or thread_ts is None or user is None or team is None:
+        return Skip("malformed: assistant thread without channel, thread, user or team")
+    if ts_value(thread_ts) is None:
+        return Skip(f"malformed: thread_ts {thread_ts!r} is not a Slack timestamp")
+    return AssistantThread(
+        event_type=str(event["type"]),
+        team=team,
+        channel=channel,
+        thread_ts=thread_ts,
+        user=user,
+        viewing=_text(context.get("channel_id")),
+    )
+
+
+def thread_title(text: str) -> str | None:
+    """An assistant thread's title from the person's first message: one line of printable
+    characters (controls, format characters and line breaks become spaces, runs of spaces one), at
+    most TITLE_MAX_CHARS, cut at a word with an ellipsis; None when nothing printable is left."""
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "CZ" else ch for ch in text)
+    line = " ".join(spaced.split())
+    if len(line) <= TITLE_MAX_CHARS:
+        return line or None
+    cut = line[: TITLE_MAX_CHARS - 1]
+    space = cut.rfind(" ")
+    if space >= TITLE_MAX_CHARS // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(slots=True)

@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
-from channels.slack.events import PLATFORM, Skip, person_id, surface, surface_kind
+from channels.slack.events import PLATFORM, Skip, person_id
+from channels.slack.names import surface, surface_kind
 from channels.slack.settings import SlashCommands
 
 MAX_ARGUMENT_CHARS = 100  # "/forget 12" needs a few; nothing the host reads is longer

@@ -14,11 +14,8 @@ come after Slack took the message (a 5xx, an `internal_error`, a timeout, a drop
 a 429 is a refusal, so it is simply tried again). When the thread cannot be read then, the part
 is not posted blind: it is left for the next try (the outbox keeps it).
 
-`working()` shows a progress sign while a turn runs: in an assistant thread the thread's status
-(`assistant.threads.setStatus`, cleared at the end), elsewhere (or when Slack refuses the status)
-a reaction on the triggering message. It is done in the background so the turn never waits on
-it, and a failure there is only logged. It comes off when the answer is posted, or as soon as
-the answer's stream shows its first text.
+`working()` shows a progress sign while a turn runs (`channels.slack.progress`): a session's or
+an assistant thread's status, else a reaction on the triggering message.
 
 Streaming (`live`, `finish`; the sessions are `channels.slack.stream`): `stream = "native"` uses
 Slack's streaming methods in threads (edits at a DM's top level, where Slack cannot stream),
@@ -32,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -49,9 +46,10 @@ from channels.slack.api import CALL_ERRORS, error_code, retry_after
 from channels.slack.assistant import AssistantPane
 from channels.slack.events import PLATFORM
 from channels.slack.mrkdwn import to_mrkdwn
+from channels.slack.progress import ProgressSigns
 from channels.slack.sessions import AgentSessions
 from channels.slack.split import MESSAGE_BUDGET, split_message
-from channels.slack.stream import PART_EVENT, SlackLive, StreamMode, metadata
+from channels.slack.stream import PART_EVENT, OpenMessages, SlackLive, StreamMode, metadata
 
 log = structlog.get_logger(__name__)
 
@@ -82,18 +80,17 @@ class SlackDeliverer(Deliverer):
         stream_interval: float = 1.0,
     ) -> None:
         self._client = client
-        self._reaction = reaction
-        self._status = status
-        self._assistant = assistant if assistant is not None else AssistantPane(client)
-        self._sessions = sessions
-        self._sessions_turn: dict[tuple[str, str], asyncio.Event] = {}  # each session's latest
+        self._signs = ProgressSigns(
+            client,
+            reaction=reaction,
+            status=status,
+            assistant=assistant if assistant is not None else AssistantPane(client),
+            sessions=sessions,
+        )
         self._sleep = sleep
-        self._signs: set[asyncio.Task[None]] = set()
-        self._shown: dict[tuple[str, str], asyncio.Event] = {}  # progress signs to take down
         self._stream = stream
         self._stream_interval = stream_interval
-        self._streaming: set[str] = set()  # ts of native streams this process has not stopped
-        self._opened: set[str] = set()  # ts of every live message this process opened
+        self._live = OpenMessages()
 
     @property
     def stream_mode(self) -> StreamMode:
@@ -103,22 +100,14 @@ class SlackDeliverer(Deliverer):
     def live(self, route: ReplyRoute, turn_id: str) -> SlackLive | None:
         if self._stream == "off" or _channel(route) is None:
             return None
-        key = (str(route.values.get("channel")), str(route.values.get("message_ts")))
-
-        def visible() -> None:
-            sign = self._shown.get(key)
-            if sign is not None:
-                sign.set()
-
         return SlackLive(
             self._client,
             route,
             turn_id,
             mode=self._stream,
             interval=self._stream_interval,
-            visible=visible,
-            streaming=self._streaming,
-            opened=self._opened,
+            visible=self._signs.shown(route),
+            messages=self._live,
             refused=self._refused,
         )
 
@@ -132,11 +121,11 @@ class SlackDeliverer(Deliverer):
         channel, ts = _channel(part.route), part.platform_id
         if channel is None or ts is None:
             raise PartFailed("route has no Slack channel")
-        if ts in self._streaming or ts not in self._opened:  # maybe still streaming
+        if ts in self._live.streaming or ts not in self._live.opened:  # maybe still streaming
             await self._stop(channel, ts)
         if not part.text:
             await self._delete(channel, ts)
-            self._opened.discard(ts)
+            self._live.opened.discard(ts)
             return ts
         text, tag = part.text, metadata(part.part_id)
         try:
@@ -150,7 +139,7 @@ class SlackDeliverer(Deliverer):
             if failure.final:
                 raise PartFailed(str(failure)) from None
             raise
-        self._opened.discard(ts)
+        self._live.opened.discard(ts)
         return ts
 
     async def _stop(self, channel: str, ts: str) -> None:
@@ -160,7 +149,7 @@ class SlackDeliverer(Deliverer):
             )
         except _PostFailed as failure:  # not streaming (any more), or no such method: fine
             log.debug("slack_stream_stop_skipped", reason=str(failure))
-        self._streaming.discard(ts)
+        self._live.streaming.discard(ts)
 
     async def _delete(self, channel: str, ts: str) -> None:
         try:
@@ -286,90 +275,12 @@ class SlackDeliverer(Deliverer):
             f"{method} failed after {MAX_ATTEMPTS} attempts ({reason})", retry_after=wait or 0.0
         )
 
-    @contextlib.asynccontextmanager
-    async def working(self, route: ReplyRoute) -> AsyncIterator[None]:
-        channel, ts = route.values.get("channel"), route.values.get("message_ts")
-        if not (isinstance(channel, str) and isinstance(ts, str)):
-            yield
-            return
-        thread = route.values.get("thread_ts")
-        status_in = thread if route.values.get("assistant") and isinstance(thread, str) else None
-        session = thread if route.values.get("session") and isinstance(thread, str) else None
-        done = asyncio.Event()
-        if session is None:  # a session stays "processing" (its stop button) while text streams
-            self._shown[(channel, ts)] = done  # a stream that shows text sets it early
-        title = route.values.get("title")
-        show = None
-        if session:
-            self._sessions_turn[(channel, session)] = done  # this turn is the session's latest
-            show = self._show_session(channel, session, title, done)
-        task = asyncio.create_task(self._show_working(channel, ts, status_in, done, show))
-        self._signs.add(task)
-        task.add_done_callback(self._signs.discard)
-        try:
-            yield
-        finally:
-            done.set()
-            if self._shown.get((channel, ts)) is done:
-                del self._shown[(channel, ts)]
-
-    async def _show_session(
-        self, channel: str, thread: str, title: object, done: asyncio.Event
-    ) -> bool:
-        """The agent session `processing` (titled, when its first message gave a title) until
-        `done`, then `active` unless the session's next turn began meanwhile (a late `active`
-        would hide its stop button); False when Slack refused the session (the reaction is
-        shown)."""
-        key, sessions = (channel, thread), self._sessions
-        if sessions is None or not await sessions.status(channel, thread, "processing"):
-            if self._sessions_turn.get(key) is done:
-                del self._sessions_turn[key]
-            return False
-        if isinstance(title, str) and title:
-            await sessions.rename(channel, thread, title)
-        await done.wait()
-        if self._sessions_turn.get(key) is not done:
-            return True  # the session's next turn has begun: it stays processing
-        del self._sessions_turn[key]
-        await sessions.status(channel, thread, "active")
-        return True
-
-    async def _show_working(
-        self,
-        channel: str,
-        ts: str,
-        status_in: str | None,
-        done: asyncio.Event,
-        session: Coroutine[Any, Any, bool] | None = None,
-    ) -> None:
-        """The agent session's status when `session` shows it, else the thread's status when
-        `status_in` names an assistant thread and Slack takes it, else the reaction; taken down
-        once `done` is set."""
-        if session is not None and await session:
-            return
-        if status_in is not None and await self._assistant.status(channel, status_in, self._status):
-            await done.wait()
-            await self._assistant.status(channel, status_in, "")
-            return
-        added = await self._react("reactions_add", channel, ts)
-        await done.wait()
-        if added:
-            await self._react("reactions_remove", channel, ts)
-
-    async def _react(self, method: str, channel: str, ts: str) -> bool:
-        try:
-            await getattr(self._client, method)(channel=channel, timestamp=ts, name=self._reaction)
-        except CALL_ERRORS as exc:
-            log.info(
-                "slack_reaction_failed", method=method.replace("_", "."), error=error_code(exc)
-            )
-            return False
-        return True
+    def working(self, route: ReplyRoute) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._signs.working(route)
 
     async def aclose(self) -> None:
         """Let progress signs finish removing themselves."""
-        if self._signs:
-            await asyncio.wait(set(self._signs), timeout=MAX_WAIT)
+        await self._signs.aclose()
 
 
 class _PostFailed(PartDelayed):

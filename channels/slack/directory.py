@@ -1,5 +1,6 @@
-"""The Slack lookups behind a turn: who spoke (users.info), where (conversations.info) and what
-others said before (conversations.replies / conversations.history).
+"""The Slack lookups behind a turn: a stored request's `Lookups` named when its turn starts
+(`names`): who spoke (users.info), where (conversations.info) and what others said before
+(conversations.replies / conversations.history).
 
 Users and conversations are cached for `slack.user_cache_seconds` in bounded caches, failed
 lookups too (an unknown user id is not asked about again on every message that names it). Every
@@ -24,10 +25,18 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.turns import PrecedingMessage, Speaker
+from bot.turns import Lookups, Names, PrecedingMessage, Speaker
 from channels.slack import events
 from channels.slack.api import CALL_ERRORS, error_code
-from channels.slack.events import BotIdentity, SlackMessage
+from channels.slack.events import BotIdentity
+from channels.slack.names import (
+    build_surface,
+    mentioned_users,
+    plain_text,
+    speaker_from_user,
+    surface_kind,
+    viewing,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -152,12 +161,12 @@ class SlackDirectory:
         return found
 
     async def speaker(self, user_id: str) -> Speaker:
-        return events.speaker_from_user(await self.user(user_id))
+        return speaker_from_user(await self.user(user_id))
 
     async def plain(self, text: str, strip_user: str | None = None) -> str:
         """The message as a person reads it, with every mentioned user resolved to a handle."""
-        handles = await self._handles(events.mentioned_users(text) - {strip_user})
-        return events.plain_text(text, handles, strip_user)
+        handles = await self._handles(mentioned_users(text) - {strip_user})
+        return plain_text(text, handles, strip_user)
 
     async def _handles(self, user_ids: Iterable[str]) -> dict[str, str]:
         ids = sorted(user_ids)
@@ -192,26 +201,52 @@ class SlackDirectory:
         self._channels.put(channel_id, found)
         return found
 
-    async def preceding(
-        self, message: SlackMessage, bot: BotIdentity
-    ) -> tuple[PrecedingMessage, ...]:
+    async def names(self, lookups: Lookups) -> Names:
+        """The names behind a stored request's lookups, looked up now (at most
+        `MAX_LOOKUPS_PER_MESSAGE` calls; each degrades rather than fails)."""
+        bot = BotIdentity(lookups.bot_user, lookups.bot_author)
+        viewed = lookups.viewing
+        with self.one_message():
+            speaker, text, info, preceding, viewed_info = await asyncio.gather(
+                self._speaker(lookups),
+                self.plain(lookups.text, strip_user=bot.user_id),
+                self.conversation(lookups.surface),
+                self.preceding(lookups, bot),
+                self.conversation(viewed) if viewed else _nothing(),
+            )
+        kind = surface_kind(info, lookups.surface_type, lookups.surface)
+        return Names(
+            text=text,
+            speaker=speaker,
+            surface=build_surface(lookups.surface, kind, info, speaker.handle),
+            preceding=preceding,
+            viewing=viewing(viewed, viewed_info) if viewed else None,
+        )
+
+    async def _speaker(self, lookups: Lookups) -> Speaker:
+        if lookups.speaker_name is not None:
+            return Speaker(name=lookups.speaker_name)
+        return await self.speaker(lookups.speaker)
+
+    async def preceding(self, lookups: Lookups, bot: BotIdentity) -> tuple[PrecedingMessage, ...]:
         """What others said since the bot's last turn there (nothing in a DM: every message
         there is a turn of its own)."""
-        if message.is_dm:
+        if events.is_dm(lookups.surface_type, lookups.surface):
             return ()
+        threaded = events.in_thread(lookups.message, lookups.thread)
         try:
-            page = await self._read_around(message)
+            page = await self._read_around(lookups, threaded)
         except CALL_ERRORS as exc:
-            _log_failure("conversations.replies" if message.in_thread else "history", exc)
+            _log_failure("conversations.replies" if threaded else "history", exc)
             return ()
-        selected = events.select_preceding(page, message, bot)
+        selected = events.select_preceding(page, lookups.message, bot)
         return tuple(await asyncio.gather(*(self._preceding_one(item) for item in selected)))
 
-    async def _read_around(self, message: SlackMessage) -> list[Mapping[str, Any]]:
-        if message.in_thread:
-            return await self._thread(message.channel, str(message.thread_ts), message.ts)
+    async def _read_around(self, lookups: Lookups, threaded: bool) -> list[Mapping[str, Any]]:
+        if threaded:
+            return await self._thread(lookups.surface, str(lookups.thread), lookups.message)
         response = await self._client.conversations_history(
-            channel=message.channel, latest=message.ts, inclusive=False, limit=HISTORY_PAGE
+            channel=lookups.surface, latest=lookups.message, inclusive=False, limit=HISTORY_PAGE
         )
         return _messages(response.get("messages"))
 
@@ -235,6 +270,10 @@ class SlackDirectory:
         speaker = await self.speaker(author) if author else events.bot_speaker(item)
         text = await self.plain(str(item.get("text") or ""), strip_user=None)
         return events.preceding_message(item, speaker, text)
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _messages(value: Any) -> list[Mapping[str, Any]]:

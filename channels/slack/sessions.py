@@ -8,7 +8,9 @@ itself, not even after the stop button: the app does (docs.slack.dev, agent_sess
 A new session is titled after its first message (`agents.sessions.rename`).
 
 The stop button reaches the app as an `agent_session_stopped` event naming the channel and the
-thread (and the streaming messages Slack already stopped); `read_stop` reads it (pure).
+thread (and the streaming messages Slack already stopped); `read_stop` reads it (pure), and
+`SessionEvents` cancels that session's running turn. Opening the app's Messages tab shows the
+suggested prompts at its top (no model call).
 
 The methods are called through slack-sdk's `agents_sessions_setStatus` / `_rename`. A refusal
 follows `channels.slack.assistant`'s rule (a method Slack refuses the app is warned about once and
@@ -19,15 +21,21 @@ button) is logged once with the fix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import IntakeUnavailable
+from bot.ports.intake import TurnSink
 from channels.slack.assistant import AssistantPane
-from channels.slack.events import Skip
+from channels.slack.background import Background
+from channels.slack.events import Skip, session_key
+from channels.slack.intake import INBOX_SOURCE
+from channels.slack.settings import SlackSettings
 
 log = structlog.get_logger(__name__)
 
@@ -110,3 +118,65 @@ class AgentSessions:
             thread_ts=thread_ts,
             title=title,
         )
+
+
+class SessionEvents:
+    """The listeners agent messaging adds: the stop button, and the Messages tab opened."""
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        sink: Callable[[], TurnSink | None],
+        pane: AssistantPane,
+        background: Background,
+    ) -> None:
+        """`sink`: where stops go now (None before start and while stopping)."""
+        self._settings = settings
+        self._sink = sink
+        self._pane = pane
+        self._background = background
+
+    def attach(self, app: AsyncApp) -> None:
+        app.event(STOP_EVENT)(self._on_stop)
+        app.event("app_home_opened")(self._on_home)
+
+    async def _on_home(self, event: dict[str, Any]) -> None:
+        """Someone opened the app's Messages tab: the suggested prompts go at its top (no model
+        call). Opening the Home tab (or a tab without a name) does nothing."""
+        channel, user = event.get("channel"), event.get("user")
+        if event.get("tab") != "messages" or not isinstance(channel, str) or not channel:
+            return
+        users = self._settings.allowed_user_ids
+        if users and user not in users:
+            log.warning("slack_event_not_allowed", reason="messages tab", user=user)
+            return
+        prompts = [p.model_dump() for p in self._settings.assistant_prompts]
+        if prompts:
+            title = self._settings.assistant_prompts_title
+            self._background.run(self._pane.suggest(channel, None, prompts, title))
+
+    async def _on_stop(self, body: dict[str, Any]) -> None:
+        """Slack's stop button: the running turn of that thread's session is cancelled (its
+        conversation keeps a continuity account; the session goes back to active when the turn
+        has ended)."""
+        stop = read_stop(body)
+        if isinstance(stop, Skip):
+            log.debug("slack_event_skipped", reason=stop.reason, event_id=body.get("event_id"))
+            return
+        users = self._settings.allowed_user_ids
+        if users and stop.user not in users:
+            log.warning("slack_event_not_allowed", reason="stop", user=stop.user)
+            return
+        sink = self._sink()
+        if sink is None:
+            return
+        try:  # a redelivered stop must not stop the thread's next turn
+            first = await sink.note(source=INBOX_SOURCE, marks=[f"stop:{stop.event_id}"])
+        except IntakeUnavailable:  # cannot remember it: stopping once more is the lesser harm
+            first = True
+        if not first:
+            log.info("slack_session_stop_duplicate", event_id=stop.event_id)
+            return
+        key = session_key(stop.team, stop.channel, stop.thread_ts)
+        stopped = await sink.cancel(key)
+        log.info("slack_session_stop", conversation_key=key, stopped=stopped)

@@ -67,6 +67,16 @@ def metadata(part_id: str) -> dict[str, Any]:
     return {"event_type": PART_EVENT, "event_payload": {"part_id": part_id}}
 
 
+class OpenMessages:
+    """The live messages of this process, across turns (the deliverer's, shared with each turn's
+    `SlackLive`): the ts of native streams not stopped yet, and of every message a stream opened
+    that delivery has not finished."""
+
+    def __init__(self) -> None:
+        self.streaming: set[str] = set()
+        self.opened: set[str] = set()
+
+
 class SlackLive(LiveSession):
     """The live messages of one turn's answer on one Slack route."""
 
@@ -79,20 +89,18 @@ class SlackLive(LiveSession):
         mode: StreamMode,
         interval: float,
         visible: Callable[[], None],
-        streaming: set[str],
-        opened: set[str],
+        messages: OpenMessages,
         refused: Callable[[str], None],
     ) -> None:
+        """`visible`: called once text shows (the progress sign comes off); `refused`: what to
+        tell the deliverer when Slack refuses streaming."""
         self._client = client
         self._values = route.values
         self._turn_id = turn_id
         self._mode = mode
         self._interval = interval
         self._visible = visible
-        # The deliverer's: ts of native streams not stopped yet, of every message opened, and
-        # what to tell it when Slack refuses streaming.
-        self._streaming = streaming
-        self._opened = opened
+        self._messages = messages
         self._refused = refused
         self._sent: dict[int, str] = {}  # Markdown a native stream was sent, by message index
 
@@ -121,7 +129,7 @@ class SlackLive(LiveSession):
             response = await _call("chat.startStream", self._client.chat_startStream(**arguments))
             self._sent[index] = shown
             ts = str(response["ts"])
-            self._streaming.add(ts)
+            self._messages.streaming.add(ts)
         else:
             arguments = {"channel": channel, "text": view.formatted}
             if thread:
@@ -129,7 +137,7 @@ class SlackLive(LiveSession):
             arguments["metadata"] = metadata(f"{self._turn_id}.{index}")
             response = await _call("chat.postMessage", self._client.chat_postMessage(**arguments))
             ts = str(response["ts"])
-        self._opened.add(ts)
+        self._messages.opened.add(ts)
         self._visible()
         return ts
 
@@ -158,7 +166,7 @@ class SlackLive(LiveSession):
             channel = str(self._values["channel"])
             stop = self._client.chat_stopStream(channel=channel, ts=platform_id)
             await _call("chat.stopStream", stop)
-            self._streaming.discard(platform_id)
+            self._messages.streaming.discard(platform_id)
         else:
             await self.show(index, platform_id, view)
         return platform_id

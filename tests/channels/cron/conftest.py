@@ -13,7 +13,7 @@ from bot.config import Secrets
 from bot.ports.cron import CronRuns
 from channels.cron.plan import HookPlan, JobPlan, plan_hooks, plan_jobs
 from channels.cron.runner import CronRunner
-from channels.cron.scheduler import CronScheduler
+from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import (
     ManualClock,
     MemoryRuns,
@@ -94,9 +94,7 @@ async def make_rig() -> AsyncIterator[RigFactory]:
             plans,
             runner,
             runs,
-            misfire_grace=grace,
-            retries=retries,
-            retry_delay=retry_delay,
+            SlotRules(grace, retries, retry_delay),
             now=clock.now,
             sleep=clock.sleep,
         )

@@ -12,7 +12,7 @@ from bot.turns import ReplyRoute
 from channels.cron.chat import job_plan, job_plans
 from channels.cron.plan import JobPlan
 from channels.cron.runner import CronRunner
-from channels.cron.scheduler import CronScheduler
+from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.conftest import START
 from tests.channels.cron.doubles import (
     ManualClock,
@@ -51,9 +51,7 @@ def rig(source: Source, refresh: float = 3600.0) -> tuple[CronScheduler, Scripte
         [],
         runner,
         runs,
-        misfire_grace=300,
-        retries=0,
-        retry_delay=30,
+        SlotRules(300, 0, 30),
         now=clock.now,
         sleep=clock.sleep,
         source=source,

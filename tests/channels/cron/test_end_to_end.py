@@ -24,7 +24,7 @@ from bot.errors import ConfigError
 from bot.ports.cron import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
 from bot.store.cron_runs import open_cron_runs
-from channels.cron.scheduler import CronScheduler
+from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import ManualClock, utc
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -266,9 +266,7 @@ async def test_scheduled_ticks_post_through_slack_and_share_one_history(
             app.cron_jobs,
             app.cron_runner,
             runs,
-            misfire_grace=300,
-            retries=0,
-            retry_delay=30,
+            SlotRules(300, 0, 30),
             now=clock.now,
             sleep=clock.sleep,
         )
@@ -395,9 +393,7 @@ async def test_a_scheduled_run_that_keeps_calling_one_tool_is_stopped_and_told_o
             app.cron_jobs,
             app.cron_runner,
             runs,
-            misfire_grace=300,
-            retries=2,
-            retry_delay=30,
+            SlotRules(300, 2, 30),
             now=clock.now,
             sleep=clock.sleep,
         )

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.turns import Outcome
-from channels.slack import events
+from channels.slack import assistant, events
 from channels.slack.events import Skip
 from channels.slack.sessions import Stop, read_stop
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
@@ -235,12 +235,12 @@ def test_a_session_title_is_route_side_one_bounded_line(text: str) -> None:
     request = events.pending_request(
         replace(message, session=True), BOT, received_at=NOW, turn_id="t"
     )
-    titled = events.with_title(request, events.thread_title(request.text))
+    titled = events.with_title(request, assistant.thread_title(request.text))
     assert titled.text == request.text  # the model reads the message, never the title
     assert titled.route is not None
     title = titled.route.values.get(events.TITLE)
     if title is not None:
-        assert 0 < len(title) <= events.TITLE_MAX_CHARS
+        assert 0 < len(title) <= assistant.TITLE_MAX_CHARS
         assert title == " ".join(title.split())
         assert all(ch.isprintable() for ch in title)
 

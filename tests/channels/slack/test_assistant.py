@@ -16,8 +16,9 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.errors import ConfigError
-from channels.slack import events
-from channels.slack.events import TITLE_MAX_CHARS, AssistantThread, Skip
+from channels.slack import assistant, events
+from channels.slack.assistant import TITLE_MAX_CHARS, AssistantThread
+from channels.slack.events import Skip
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
 from tests.channels.slack.test_scenarios import send
 from tests.fakes.anthropic import FakeAnthropic
@@ -44,7 +45,7 @@ def payload(name: str) -> dict[str, Any]:
 
 
 def test_a_recorded_thread_start_names_the_dm_thread_person_and_open_channel() -> None:
-    thread = events.read_assistant_thread(payload("assistant_thread_started"))
+    thread = assistant.read_assistant_thread(payload("assistant_thread_started"))
     assert thread == AssistantThread(
         event_type="assistant_thread_started",
         team="T123ABC456",
@@ -56,7 +57,7 @@ def test_a_recorded_thread_start_names_the_dm_thread_person_and_open_channel() -
 
 
 def test_a_recorded_context_change_names_the_new_channel() -> None:
-    thread = events.read_assistant_thread(payload("assistant_thread_context_changed"))
+    thread = assistant.read_assistant_thread(payload("assistant_thread_context_changed"))
     assert isinstance(thread, AssistantThread)
     assert (thread.event_type, thread.viewing) == ("assistant_thread_context_changed", "C987ZYX654")
 
@@ -73,13 +74,13 @@ def test_a_recorded_context_change_names_the_new_channel() -> None:
 def test_a_malformed_assistant_event_is_skipped(change: dict[str, Any]) -> None:
     body = payload("assistant_thread_started")
     body["event"] = {**body["event"], **change}
-    assert isinstance(events.read_assistant_thread(body), Skip)
+    assert isinstance(assistant.read_assistant_thread(body), Skip)
 
 
 def test_without_a_context_the_open_channel_is_unknown() -> None:
     body = payload("assistant_thread_started")
     del body["event"]["assistant_thread"]["context"]
-    thread = events.read_assistant_thread(body)
+    thread = assistant.read_assistant_thread(body)
     assert isinstance(thread, AssistantThread)
     assert thread.viewing is None
 
@@ -94,7 +95,7 @@ _FIELDS = st.sampled_from(["channel_id", "thread_ts", "user_id", "context", "tea
 
 @given(
     st.fixed_dictionaries(
-        {"type": st.sampled_from(sorted(events.ASSISTANT_EVENTS)) | st.text(max_size=8)},
+        {"type": st.sampled_from(sorted(assistant.ASSISTANT_EVENTS)) | st.text(max_size=8)},
         optional={"assistant_thread": st.dictionaries(_FIELDS, _JSON) | _JSON},
     ),
     st.none() | st.text(max_size=12),
@@ -102,7 +103,7 @@ _FIELDS = st.sampled_from(["channel_id", "thread_ts", "user_id", "context", "tea
 def test_any_assistant_event_is_read_or_skipped_never_raises(
     event: dict[str, Any], team: str | None
 ) -> None:
-    found = events.read_assistant_thread({"event": event, "team_id": team})
+    found = assistant.read_assistant_thread({"event": event, "team_id": team})
     assert isinstance(found, AssistantThread | Skip)
     if isinstance(found, AssistantThread):
         assert all(isinstance(v, str) and v for v in (found.channel, found.thread_ts, found.user))
@@ -129,18 +130,18 @@ def test_a_plain_dm_is_no_assistant_thread() -> None:
 
 
 def test_a_title_is_the_first_line_of_words_cut_at_a_word() -> None:
-    assert events.thread_title("  Plan\nmy\tday\u200b please ") == "Plan my day please"
+    assert assistant.thread_title("  Plan\nmy\tday\u200b please ") == "Plan my day please"
     long = "word " * 40
-    title = events.thread_title(long)
+    title = assistant.thread_title(long)
     assert title is not None
     assert title.endswith("…")
     assert len(title) <= TITLE_MAX_CHARS
-    assert events.thread_title("\n\u202e\x00 ") is None
+    assert assistant.thread_title("\n\u202e\x00 ") is None
 
 
 @given(st.text(max_size=400))
 def test_a_title_is_one_bounded_line_of_printable_characters(text: str) -> None:
-    title = events.thread_title(text)
+    title = assistant.thread_title(text)
     if title is None:
         assert not "".join(ch for ch in text if unicodedata.category(ch)[0] not in "CZ")
         return

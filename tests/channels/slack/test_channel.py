@@ -6,6 +6,7 @@ whole composition.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.config import Secrets
 from bot.errors import ConfigError
+from bot.sql.request_codec import decode_request, encode_request
 from bot.turns import SurfaceKind, TurnRequest
 from channels.slack.channel import EVENTS_PATH, SlackChannel
 from channels.slack.directory import HISTORY_PAGE, MAX_LOOKUPS_PER_MESSAGE, THREAD_PAGES
@@ -58,7 +60,7 @@ async def start(slack: FakeSlack, sink: RecordingSink) -> AsyncIterator[Start]:
     async def start(http: web.Application | None = None, **settings: Any) -> SlackChannel:
         config = SlackSettings(enabled=True, api_url=slack.api_url, **settings)
         channel = SlackChannel(config, secrets_for(slack), http)
-        sink.complete = channel.complete  # what the host does when the turn starts
+        sink.look_up = channel.look_up  # what the host does when the turn starts
         await channel.start(sink)
         started.append(channel)
         return channel
@@ -198,6 +200,38 @@ async def test_preceding_messages_are_resolved_and_ids_stay_hidden(
     shown = visible(request)
     for hidden in (ALICE, BOB, BOT_USER, thread, body["event"]["ts"]):
         assert hidden not in shown
+
+
+async def test_a_request_stored_by_an_older_version_is_named_like_a_new_one(
+    slack: FakeSlack, start: Start, sink: RecordingSink
+) -> None:
+    """Before `Lookups` had a field of its own, the route carried them ("lookup"); a request
+    still pending from then is read into the new form and named the same way."""
+    channel = await start()
+    root = slack.say(GENERAL, BOB, "the deploy is red again")
+    body = slack.mention(GENERAL, ALICE, f"<@{BOB}> can you look?", thread_ts=root["ts"])
+    await deliver(slack, channel, body)
+    [stored], [named] = sink.stored, sink.requests
+    lookups = stored.lookups
+    assert lookups is not None
+    document = json.loads(encode_request(stored))
+    del document["lookups"]
+    document["route"]["values"]["lookup"] = {  # as the older `pending_request` wrote it
+        "text": lookups.text,
+        "event_type": "app_mention",
+        "channel_type": lookups.surface_type,
+        "thread_ts": lookups.thread,
+        "bot_name": lookups.speaker_name,
+        "bot_user_id": lookups.bot_user,
+        "bot_id": lookups.bot_author,
+        "session": False,
+    }
+    old = decode_request(json.dumps(document))
+    assert old.lookups == lookups
+    assert old.route == stored.route
+    assert old.named(await channel.look_up(lookups)) == named
+    assert named.text == "@bob can you look?"
+    assert [m.text for m in named.preceding] == ["the deploy is red again"]
 
 
 async def test_preceding_starts_after_the_bots_last_answer(

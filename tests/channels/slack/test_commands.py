@@ -171,7 +171,7 @@ async def test_someone_outside_the_allowlist_gets_no_answer(
         await slack.acked(envelope)
         await slack_channel(app).drain()
         await app.host.idle()
-        await until(lambda: not slack_channel(app)._aside)
+        await until(lambda: not slack_channel(app)._background.running)
     assert slack.responses == []
     assert slack.ephemeral == []
 

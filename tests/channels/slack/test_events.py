@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.ports.memory import Departure
 from bot.turns import ConversationKind, Speaker, SurfaceKind
-from channels.slack import events
+from channels.slack import events, names
 from channels.slack.events import BotIdentity, Skip, SlackMessage
 from channels.slack.split import MESSAGE_BUDGET
 
@@ -151,7 +151,7 @@ def test_route_and_person_hold_the_hidden_ids() -> None:
 
 def test_build_request_carries_facts_and_keeps_ids_route_side() -> None:
     mention = message("app_mention_thread")
-    surface = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, {"name": "rivers"}, None)
+    surface = names.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, {"name": "rivers"}, None)
     request = events.build_request(
         mention,
         text="and what about <tributaries> & lakes?",
@@ -172,17 +172,17 @@ def test_build_request_carries_facts_and_keeps_ids_route_side() -> None:
 
 def test_speaker_from_a_recorded_users_info() -> None:
     user = payload("users_info")["user"]
-    assert events.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice")
+    assert names.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice")
 
 
 def test_speaker_without_display_name_uses_the_username() -> None:
     user = payload("users_info")["user"]
     user["profile"]["display_name"] = ""
-    assert events.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice.chen")
+    assert names.speaker_from_user(user) == Speaker(name="Alice Chen", handle="alice.chen")
 
 
 def test_an_unknown_speaker_is_someone_never_an_id() -> None:
-    assert events.speaker_from_user(None) == Speaker(name="someone")
+    assert names.speaker_from_user(None) == Speaker(name="someone")
 
 
 @pytest.mark.parametrize(
@@ -205,27 +205,27 @@ def test_surface_kind_order_of_authority(
     info: str | None, channel_type: str | None, channel_id: str, kind: SurfaceKind
 ) -> None:
     channel = payload(info)["channel"] if info else None
-    assert events.surface_kind(channel, channel_type, channel_id) is kind
+    assert names.surface_kind(channel, channel_type, channel_id) is kind
 
 
 def test_surface_names() -> None:
     info = payload("conversations_info_channel")["channel"]
-    channel = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, info, "alice")
+    channel = names.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, info, "alice")
     assert (channel.name, channel.shared) == ("rivers", True)
-    dm = events.build_surface("D0PNCRP9N", SurfaceKind.DM, None, "alice")
+    dm = names.build_surface("D0PNCRP9N", SurfaceKind.DM, None, "alice")
     assert (dm.name, dm.shared) == ("alice", False)
-    unreadable = events.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, None, "alice")
+    unreadable = names.build_surface("C0LAN2Q65", SurfaceKind.CHANNEL, None, "alice")
     assert (unreadable.kind, unreadable.id, unreadable.name) == ("channel", "C0LAN2Q65", None)
 
 
 def test_plain_text_strips_the_bot_and_resolves_people() -> None:
     mention = message("app_mention_channel")
-    text = events.plain_text(mention.text, {"U0G9QF9C6": "bob"}, strip_user=BOT.user_id)
+    text = names.plain_text(mention.text, {"U0G9QF9C6": "bob"}, strip_user=BOT.user_id)
     assert text == "is it everything a river should be? ask @bob too"
 
 
 def test_plain_text_never_shows_an_unresolved_user_id() -> None:
-    text = events.plain_text("ping <@U0G9QF9C6> and <@U0LAN0Z89>", {})
+    text = names.plain_text("ping <@U0G9QF9C6> and <@U0LAN0Z89>", {})
     assert text == "ping @someone and @someone"
 
 
@@ -247,25 +247,25 @@ def test_plain_text_never_shows_an_unresolved_user_id() -> None:
     ],
 )
 def test_plain_text_markup(markup: str, plain: str) -> None:
-    assert events.plain_text(markup, {}) == plain
+    assert names.plain_text(markup, {}) == plain
 
 
 def test_mentioned_users() -> None:
     mention = message("app_mention_channel")
-    assert events.mentioned_users(mention.text) == {"U0LAN0Z89", "U0G9QF9C6"}
+    assert names.mentioned_users(mention.text) == {"U0LAN0Z89", "U0G9QF9C6"}
 
 
 def test_preceding_starts_after_the_bots_last_answer_and_skips_joins_and_the_trigger() -> None:
     trigger = message("app_mention_thread")
     replies = payload("conversations_replies")["messages"]
-    selected = events.select_preceding(replies, trigger, BOT)
+    selected = events.select_preceding(replies, trigger.ts, BOT)
     assert [item["ts"] for item in selected] == ["1515449540.000110", "1515449550.000120"]
 
 
 def test_preceding_stops_at_an_earlier_mention_of_the_bot() -> None:
     trigger = message("app_mention_thread")
     replies = [m for m in payload("conversations_replies")["messages"] if "bot_id" not in m]
-    selected = events.select_preceding(replies, trigger, BOT)
+    selected = events.select_preceding(replies, trigger.ts, BOT)
     # The thread root mentioned the bot: it was a turn of its own, so only what came after counts.
     assert [item["ts"] for item in selected] == ["1515449540.000110", "1515449550.000120"]
 
@@ -276,7 +276,7 @@ def test_preceding_is_bounded_to_the_newest_thirty() -> None:
         {"type": "message", "user": "U0G9QF9C6", "text": f"m{i}", "ts": f"{1515440000 + i}.000001"}
         for i in range(45)
     ]
-    selected = events.select_preceding(reversed(chatter), trigger, BOT)
+    selected = events.select_preceding(reversed(chatter), trigger.ts, BOT)
     assert len(selected) == events.MAX_PRECEDING
     assert selected[0]["text"] == "m15"
     assert selected[-1]["text"] == "m44"
@@ -317,11 +317,11 @@ def test_no_user_id_or_timestamp_reaches_what_the_model_sees(
     found = events.read_event(body, BOT)
     assert isinstance(found, SlackMessage)
     handles = {user: f"person{i}" for i, user in enumerate(others[:1])}
-    surface = events.build_surface(found.channel, SurfaceKind.CHANNEL, None, "alice")
-    preceding = events.preceding_message({"ts": ts}, Speaker("Bob"), events.plain_text(text, {}))
+    surface = names.build_surface(found.channel, SurfaceKind.CHANNEL, None, "alice")
+    preceding = events.preceding_message({"ts": ts}, Speaker("Bob"), names.plain_text(text, {}))
     request = events.build_request(
         found,
-        text=events.plain_text(found.text, handles, BOT.user_id),
+        text=names.plain_text(found.text, handles, BOT.user_id),
         speaker=Speaker("Alice Chen", "alice"),
         surface=surface,
         preceding=(preceding,),

@@ -11,7 +11,7 @@ from typing import Any
 from bot import replies
 from bot.cli.compose import App, Runs
 from channels.cron.chat import job_plans
-from channels.cron.scheduler import CronScheduler
+from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import ManualClock, utc
 from tests.channels.slack.conftest import ALICE, BOB, DM, GENERAL, MakeConfig
 from tests.channels.slack.test_commands import command, hooks
@@ -65,9 +65,7 @@ async def test_a_job_asked_for_in_a_channel_is_listed_and_posts_once_at_its_time
             app.cron_jobs,
             app.cron_runner,
             records,
-            misfire_grace=300,
-            retries=0,
-            retry_delay=30,
+            SlotRules(300, 0, 30),
             now=clock.now,
             sleep=clock.sleep,
             source=lambda: job_plans(records),

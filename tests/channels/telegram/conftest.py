@@ -9,7 +9,7 @@ import pytest
 from telegram import Bot
 
 from bot.cli.settings import Config, load_config
-from channels.telegram import channel
+from channels.telegram import polling
 from tests.conftest import whole_answers, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -21,7 +21,7 @@ MakeConfig = Callable[..., Config]
 def quick_poll_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Polling asks again after a failure or a refused update 0.05 s later, not 0.5 s (it still
     doubles): the tests wait on what happens, and a tenth of the wait is a tenth of their time."""
-    monkeypatch.setattr(channel, "POLL_BACKOFF", 0.05)
+    monkeypatch.setattr(polling, "POLL_BACKOFF", 0.05)
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.pgstore.leader import PgLeadership
-from channels.telegram.channel import POLLING_DUTY, TelegramChannel
+from channels.telegram.channel import TelegramChannel
+from channels.telegram.polling import POLLING_DUTY
 from tests.channels.telegram.test_channel import Sink, secrets, settings
 from tests.engines import Engine
 from tests.fakes.telegram import FakeTelegram

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from bot.cli.compose import App, Runs
 from bot.stores import RunRecords
 from channels.cron.chat import job_plans
-from channels.cron.scheduler import CronScheduler
+from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import ManualClock, utc
 from tests.channels.telegram.conftest import MakeConfig
 from tests.engines import Engine
@@ -50,9 +50,7 @@ def scheduler(app: App, records: RunRecords, clock: ManualClock) -> CronSchedule
         app.cron_jobs,
         app.cron_runner,
         records,
-        misfire_grace=300,
-        retries=0,
-        retry_delay=30,
+        SlotRules(300, 0, 30),
         now=clock.now,
         sleep=clock.sleep,
         source=lambda: job_plans(records),
