@@ -57,10 +57,6 @@ class SlashCommands(BaseModel):
             )
         return self
 
-    def slashes(self) -> tuple[str, ...]:
-        """Every slash command the app registers, one per host command."""
-        return tuple(getattr(self, name) for name in HOST_COMMANDS)
-
     def host_command(self, slash: str) -> str | None:
         """The host command (`memory`, `forget`, `usage`, `schedules`) a slash command stands
         for."""
