@@ -43,7 +43,7 @@ from bot.ports.intake import Channel
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
 from bot.ports.tools import ToolSpec
-from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.prompt import AgentTexts, Assembler, ModelLimits, Templates, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.stores import OpenStore, RunRecords
 from bot.tools import MakeTool, Toolbox
@@ -136,16 +136,13 @@ def build_assembler(
     try:
         assembler = Assembler(
             agent,
-            model=settings.model.name,
-            max_tokens=settings.model.max_tokens,
-            context_window=settings.model.window,
+            ModelLimits(settings.model.name, settings.model.max_tokens, settings.model.window),
             timezone=settings.agent.timezone,
             counter=counter,
             tools=toolbox.specs,
             memory_enabled=settings.memory.enabled,
             skill_max_bytes=settings.agent.skill_max_bytes,
-            session_template=policy.session_template,
-            turn_template=policy.turn_template,
+            templates=Templates(policy.session_template, policy.turn_template),
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
