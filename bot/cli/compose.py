@@ -314,9 +314,10 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        self.approvals = ApprovalDesk(
+        approvals = ApprovalDesk(
             store.approvals, settings.approvals, **({"clock": self._clock} if self._clock else {})
         )
+        self.approvals = approvals
         # Channels add their routes whenever the port is configured, so a command that does not
         # serve it (`bot cron run`) accepts the same config as `bot run`.
         http = self.web if settings.http.enabled else None
@@ -333,8 +334,7 @@ class App:
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
             self._runner = await start_http(self.web, settings.http, self._exits)
-        assert self.approvals is not None
-        stop_approvals = connect_approvals(self.approvals, self._host, self.channels, hub)
+        stop_approvals = connect_approvals(approvals, self._host, self.channels, hub)
         await self._start_channels(self._host)
         # Leaving: continuations under way enter the lanes before the host closes them.
         self._exits.push_async_callback(stop_approvals)
