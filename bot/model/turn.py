@@ -224,15 +224,10 @@ class Turn:
 
     async def _summarize(self, reason: str) -> Summary | None:
         # The turn's own model (a surface rule may choose one), so its price and window apply.
-        assembled = self.request
-        model = str(assembled.body.get("model") or self.settings.name) if assembled else None
+        name = self.settings.name
+        model = str(self.request.body.get("model") or name) if self.request else name
         summary = await summarize(
-            self.calls,
-            self.settings,
-            self.history,
-            self.meter,
-            model=model or self.settings.name,
-            reason=reason,
+            self.calls, self.settings, self.history, self.meter, model=model, reason=reason
         )
         if summary is not None:
             self.history = summary.history
