@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.ports.memory import MemoryHit
 from bot.ports.tools import ToolSpec
-from bot.prompt import AgentTexts, Assembler, Skill, TokenCounter
+from bot.prompt import AgentTexts, Assembler, ModelLimits, Skill, TokenCounter
 from bot.prompt.history import entry_tokens
 from bot.turns import (
     ConversationKind,
@@ -106,9 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tool = ToolSpec("memory_recall", "Search long-term memory.", {"type": "object"})
     assembler = Assembler(
         texts,
-        model="claude-sonnet-4-5",
-        max_tokens=4096,
-        context_window=200_000,
+        ModelLimits("claude-sonnet-4-5", 4096, 200_000),
         timezone="Europe/Berlin",
         counter=counter,
         tools=(tool,),

@@ -33,7 +33,7 @@ from PIL import Image
 
 from bot.attachments.intake import AttachmentIntake
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
-from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.prompt import AgentTexts, Assembler, ModelLimits, TokenCounter
 from bot.store import open_store
 from bot.turns import Attachment, ConversationKind, ReplyRoute, Speaker, TurnRequest
 from channels.slack.files import SlackFiles
@@ -79,9 +79,7 @@ async def run(megabytes: float, iterations: int, warmup: int) -> None:
     data = photo(megabytes)
     assembler = Assembler(
         AgentTexts("Be brief.", "You are a test agent.", (), ()),
-        model="claude-sonnet-4-6",
-        max_tokens=1024,
-        context_window=200_000,
+        ModelLimits("claude-sonnet-4-6", 1024, 200_000),
         timezone="UTC",
         counter=TokenCounter(),
     )

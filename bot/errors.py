@@ -49,6 +49,7 @@ imports nothing from the rest of the program, so every part, channels included, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # values only carried, never used here: no import at run time
@@ -131,33 +132,42 @@ class ModelAuthError(ModelError):
     """The model API refused the key: ANTHROPIC_API_KEY is wrong, revoked or missing."""
 
 
+@dataclass(frozen=True, slots=True)
+class TurnSpend:
+    """What a turn's model calls spent and used before the runtime gave up: the last request
+    sent, the usage and attempts, the budget of the last request assembled, the tool calls that
+    ran, and attachment content the API named as refused (kept out of replays too). The same
+    facts as on `TurnOutcome`, for the turn record."""
+
+    request: Mapping[str, Any] | None = None
+    usage: Usage | None = None
+    attempts: int = 0
+    budget: BudgetFacts | None = None
+    tool_calls: Sequence[Mapping[str, Any]] = ()
+    left_out: tuple[LeftOut, ...] = ()
+
+
+NOTHING_SPENT = TurnSpend()
+
+
 class TurnFailed(ModelError):
-    """The model runtime gave up on a turn; carries whatever finished before it did."""
+    """The model runtime gave up on a turn; carries whatever finished before it did: the text
+    streamed so far, the turn's new history entries and what its calls spent."""
 
     def __init__(
         self,
         message: str,
         *,
+        spend: TurnSpend = NOTHING_SPENT,
         partial_text: str = "",
         entries: Sequence[HistoryEntry] = (),
         reply: str | None = None,
-        attempts: int = 0,
-        request: Mapping[str, Any] | None = None,
-        usage: Usage | None = None,
-        budget: BudgetFacts | None = None,
-        left_out: Sequence[LeftOut] = (),
-        tool_calls: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__(message)
-        self.left_out = tuple(left_out)  # content the API named as refused: out of replay too
-        self.tool_calls = tool_calls  # the calls that ran before it gave up, as on TurnOutcome
+        self.spend = spend
         self.partial_text = partial_text
         self.entries = entries
         self.reply = reply  # what the person should be told, when not the default
-        self.attempts = attempts
-        self.request = request
-        self.usage = usage
-        self.budget = budget  # of the last request assembled, as on TurnOutcome
 
 
 class BreakerTripped(TurnFailed):

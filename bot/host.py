@@ -70,10 +70,17 @@ from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter, HistoryStore
 from bot.ports.intake import Admission, TurnResult
 from bot.ports.memory import MemoryCapture, MemoryStore
-from bot.ports.model import BudgetFacts, LeftOut, ModelRuntime, TurnOutcome, TurnPlan
+from bot.ports.model import (
+    BudgetFacts,
+    LeftOut,
+    ModelRuntime,
+    SurfacePrompt,
+    TurnOutcome,
+    TurnPlan,
+)
 from bot.ports.records import TurnRecord, Usage
 from bot.ports.tools import Tool
-from bot.prompt import SILENT_TOKEN, Assembler, SurfacePrompt, host_command, speaker_label
+from bot.prompt import SILENT_TOKEN, Assembler, host_command, speaker_label
 from bot.ratelimit import PersonRate
 from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.streaming import AnswerStream
@@ -590,7 +597,8 @@ class Host:
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=prepared.request,
+            prompt=prepared.prompt,
+            builder=self._assembler,
             tools=tools,
             on_text=heard.on_text if heard.streams else None,  # None: the call need not stream
             breakers=await self._caps.breakers(request, self._budgets, started),
@@ -643,10 +651,11 @@ class Host:
                 started,
                 Outcome.STOPPED,
                 error=f"{stopped.code}: {stopped}",
-                request_body=stopped.request,
-                usage=stopped.usage,
-                attempts=stopped.attempts,
-                details=_budget_details(stopped.budget) | _tool_details(stopped.tool_calls),
+                request_body=stopped.spend.request,
+                usage=stopped.spend.usage,
+                attempts=stopped.spend.attempts,
+                details=_budget_details(stopped.spend.budget)
+                | _tool_details(stopped.spend.tool_calls),
             )
             account = continuity_account(user_entry, stopped.partial_text, str(stopped))
             say = _noted(notice, stopped.reply or replies.TURN_FAILED)
@@ -657,13 +666,14 @@ class Host:
                 started,
                 Outcome.FAILED,
                 error=str(failure),
-                request_body=failure.request,
-                usage=failure.usage,
-                attempts=failure.attempts,
-                details=_budget_details(failure.budget) | _tool_details(failure.tool_calls),
+                request_body=failure.spend.request,
+                usage=failure.spend.usage,
+                attempts=failure.spend.attempts,
+                details=_budget_details(failure.spend.budget)
+                | _tool_details(failure.spend.tool_calls),
             )
             user_entry, notice = await self._left_out(
-                request, plan, user_entry, notice, failure.left_out
+                request, plan, user_entry, notice, failure.spend.left_out
             )
             account = continuity_account(user_entry, failure.partial_text, str(failure))
             say = _noted(notice, failure.reply or replies.TURN_FAILED)
@@ -746,7 +756,8 @@ class Host:
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            assemble=self._assembler.prepare(request, history, surface=surface).request,
+            prompt=self._assembler.prepare(request, history, surface=surface).prompt,
+            builder=self._assembler,
             compact_only=True,
         )
         try:

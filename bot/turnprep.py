@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bot.departures import memory_surface
 from bot.ports.memory import MemoryScope
-from bot.prompt import SurfacePrompt
+from bot.ports.model import SurfacePrompt
 from bot.surfaces import SurfacePolicy
 from bot.turns import SurfaceKind, TurnRequest
 

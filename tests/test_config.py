@@ -17,7 +17,7 @@ from bot.agentfiles import load_agent
 from bot.cli.compose import build_assembler, require_api_key
 from bot.cli.doctor import diagnose
 from bot.cli.settings import Settings, load_config
-from bot.config import _env_value
+from bot.config.env import env_value
 from bot.errors import ConfigError
 from bot.prompt import TokenCounter
 from tests.conftest import write_config
@@ -222,7 +222,7 @@ _ITEM = st.text(alphabet=st.characters(exclude_characters=",[", exclude_categori
 
 @given(st.lists(_ITEM.map(str.strip).filter(bool), max_size=8))
 def test_comma_separated_env_lists_round_trip(items: list[str]) -> None:
-    assert _env_value(",".join(items), list[str]) == items
+    assert env_value(",".join(items), list[str]) == items
 
 
 # --- numeric bounds and the context window ------------------------------------------------------

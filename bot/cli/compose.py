@@ -10,40 +10,41 @@ MCP servers, the store and the model client.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
 
-from bot import tracing
 from bot.agentfiles import load_agent
 from bot.approvals import ApprovalDesk
 from bot.attachments.intake import AttachmentIntake
 from bot.budget import Budgets, SpendCaps
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
+from bot.cli.wiring.approvals import connect_approvals
+from bot.cli.wiring.cron import prepare_cron, schedule_desk
+from bot.cli.wiring.model import build_model, verify_model
+from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
 from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
 from bot.httpguard import guard
 from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
-from bot.metrics import CONTENT_TYPE, Metrics
+from bot.metrics import Metrics
 from bot.policyfiles import Policy, load_policy
-from bot.ports.approvals import ApprovalCards
 from bot.ports.attachments import AttachmentStore
 from bot.ports.delivery import Deliverer
 from bot.ports.intake import Channel
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
 from bot.ports.tools import ToolSpec
-from bot.prompt import AgentTexts, Assembler, TokenCounter
+from bot.prompt import AgentTexts, Assembler, ModelLimits, Templates, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
 from bot.stores import OpenStore, RunRecords
 from bot.tools import MakeTool, Toolbox
@@ -61,8 +62,6 @@ if TYPE_CHECKING:
     from channels.cron.webhook import WebhookEndpoint
 
 log = structlog.get_logger(__name__)
-
-APPROVAL_SWEEP_SECONDS = 30.0  # how often pending approvals are checked for expiry
 
 
 def require_api_key(config: Config) -> str:
@@ -136,16 +135,13 @@ def build_assembler(
     try:
         assembler = Assembler(
             agent,
-            model=settings.model.name,
-            max_tokens=settings.model.max_tokens,
-            context_window=settings.model.window,
+            ModelLimits(settings.model.name, settings.model.max_tokens, settings.model.window),
             timezone=settings.agent.timezone,
             counter=counter,
             tools=toolbox.specs,
             memory_enabled=settings.memory.enabled,
             skill_max_bytes=settings.agent.skill_max_bytes,
-            session_template=policy.session_template,
-            turn_template=policy.turn_template,
+            templates=Templates(policy.session_template, policy.turn_template),
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -277,13 +273,7 @@ class App:
 
     @property
     def http_port(self) -> int | None:
-        if self._runner is None:
-            return None
-        for site in self._runner.sites:
-            server = getattr(site, "_server", None)
-            if server is not None and server.sockets:
-                return int(server.sockets[0].getsockname()[1])
-        return None
+        return listening_port(self._runner)
 
     async def __aenter__(self) -> App:
         try:
@@ -303,7 +293,7 @@ class App:
 
     async def _start(self) -> None:
         settings = self.config.settings
-        self._start_tracing()
+        start_tracing(settings.otel, self._exits)
         agent = load_agent(settings.agent)
         policy = load_policy(settings, agent)
         # One counter: the runtime refines its calibration from the API's usage, and the
@@ -312,10 +302,12 @@ class App:
         # One TLS client context (the system's CAs; SSL_CERT_FILE / SSL_CERT_DIR honoured) for
         # the model API, Slack and Telegram: building one reads the whole CA bundle.
         tls = ssl.create_default_context()
-        model = self._model_override or self._build_model(counter, tls)
+        model = self._model_override or build_model(
+            settings.model, require_api_key(self.config), counter, tls
+        )
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:
-            await self._verify_model(model)
+            await verify_model(model)
         store = await open_configured(
             settings.store,
             settings.memory,
@@ -323,9 +315,10 @@ class App:
         )
         self._store = store
         self._exits.push_async_callback(store.aclose)
-        self.approvals = ApprovalDesk(
+        approvals = ApprovalDesk(
             store.approvals, settings.approvals, **({"clock": self._clock} if self._clock else {})
         )
+        self.approvals = approvals
         # Channels add their routes whenever the port is configured, so a command that does not
         # serve it (`bot cron run`) accepts the same config as `bot run`.
         http = self.web if settings.http.enabled else None
@@ -334,64 +327,28 @@ class App:
         self.channels = [build(parts) for build in self._builders]
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         hub = await self._start_mcp()
-        desk = await self._schedule_desk(store)
+        desk = await schedule_desk(self.config, self._run_records, self._schedules_changed)
         toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
-        self.web.router.add_get("/healthz", self._healthz)
-        self.web.router.add_get("/metrics", self._metrics)
-        await self._prepare_cron(store, deliverers)
+        Health(self._channels_up, self._draining, self.metrics).install(self.web)
+        await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
-            await self._start_http()
-        stop_approvals = self._connect_approvals(self._host, hub)
+            self._runner = await start_http(self.web, settings.http, self._exits)
+        stop_approvals = connect_approvals(approvals, self._host, self.channels, hub)
         await self._start_channels(self._host)
         # Leaving: continuations under way enter the lanes before the host closes them.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
 
-    def _start_tracing(self) -> None:
-        """One trace per turn, exported over OTLP/HTTP, when `[otel] endpoint` is set."""
-        otel = self.config.settings.otel
-        if otel.endpoint is None:
-            return
-        if not tracing.available():
-            raise ConfigError(
-                f"otel.endpoint = {tracing.shown_url(otel.endpoint)!r}, but the OpenTelemetry "
-                "packages are not installed. Fix: pip install -e '.[otel]' (the otel extra), or "
-                "remove otel.endpoint."
-            )
-        tracing.install(otel.endpoint, service=otel.service_name, content=otel.content)
-        # Last out: export what is batched, off the event loop (the exporter's HTTP call blocks).
-        self._exits.push_async_callback(asyncio.to_thread, tracing.shutdown)
-        log.info(
-            "traces_exporting", endpoint=tracing.shown_url(otel.endpoint), content=otel.content
-        )
-
-    async def _schedule_desk(self, store: OpenStore) -> ScheduleDesk | None:
-        """Schedules from chat, when `[schedules] allowed` names anyone: their records (shared
-        with cron's) and the desk the `schedule` tool works at."""
-        settings = self.config.settings
-        if not settings.schedules.enabled:
-            return None
-        from channels.cron.chat import ScheduleDesk
-
-        records = await self._run_records(store)
-        return ScheduleDesk(
-            records,
-            settings.schedules,
-            settings.schedules.timezone or settings.agent.timezone,
-            operators=frozenset(settings.budget.operators),
-            changed=self._schedules_changed,
-        )
-
     def _schedules_changed(self) -> None:
         if self.cron is not None:
             self.cron.changed()
 
-    async def _run_records(self, store: OpenStore) -> RunRecords:
+    async def _run_records(self) -> RunRecords:
         """The store's cron records (runs, slots, pauses, chat schedules), opened once."""
         if self._records is None:
-            self._records = await store.cron_runs()
+            self._records = await self.store.cron_runs()
             self._exits.push_async_callback(self._records.aclose)
         return self._records
 
@@ -468,34 +425,6 @@ class App:
             attachment_store, self.config.settings.attachments, sources, transcriber
         )
 
-    def _connect_approvals(self, host: Host, hub: McpHub | None) -> Callable[[], Awaitable[None]]:
-        """Approvals: the channels that show cards and take presses, the lane continuations
-        enter, the MCP tools an approved call runs, and the sweep that expires requests."""
-        desk = self.approvals
-        assert desk is not None
-        cards = {c.name: c for c in self.channels if isinstance(c, ApprovalCards)}
-        for channel in cards.values():
-            channel.use_approvals(desk)
-        desk.connect(host, cards, hub.tools if hub is not None else tuple)
-        sweep = asyncio.create_task(self._expire_approvals(desk))
-
-        async def stop_sweep() -> None:
-            sweep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweep
-            await desk.idle()
-
-        return stop_sweep
-
-    async def _expire_approvals(self, desk: ApprovalDesk) -> None:
-        while True:
-            await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
-            try:
-                await desk.expire_due()
-                await desk.recover()
-            except Exception as exc:  # the store is down for now: the next sweep tries again
-                log.warning("approval_sweep_failed", error=type(exc).__name__)
-
     async def _start_channels(self, host: Host) -> None:
         for channel in self.channels:
             await channel.start(host, intake=self._runs.intake)
@@ -510,45 +439,19 @@ class App:
             # anything accepted since the channels started.
             await host.resume()
 
-    async def _prepare_cron(self, store: OpenStore, deliverers: Mapping[str, Deliverer]) -> None:
-        """Check jobs and webhooks (a ConfigError stops start-up here), open their run records and
-        add the webhook route, before the HTTP server freezes its router."""
-        from channels.cron.plan import plan_hooks, plan_jobs
-        from channels.cron.runner import CronRunner
-        from channels.cron.webhook import WebhookEndpoint
-
-        settings = self.config.settings
-        platforms = settings.platforms()
-        jobs = plan_jobs(settings.cron, platforms)
-        hooks = (
-            plan_hooks(
-                settings.webhooks, self.config.secrets, platforms, http=settings.http.enabled
-            )
-            if self._runs.http
-            else []
+    async def _prepare_cron(self, deliverers: Mapping[str, Deliverer]) -> None:
+        cron = await prepare_cron(
+            self.config,
+            self.host,
+            deliverers,
+            self._run_records,
+            self.web,
+            http=self._runs.http,
+            scheduler=self._runs.scheduler,
         )
-        chat = settings.schedules.enabled
-        if not jobs and not hooks and not chat:
-            return
-        runs = await self._run_records(store)
-        self.cron_jobs = jobs
-        self.cron_runner = CronRunner(self.host, deliverers, runs)
-        if hooks:
-            self.webhooks = WebhookEndpoint(hooks, self.cron_runner)
-            self.webhooks.install(self.web)
-        if (jobs or chat) and self._runs.scheduler:
-            from channels.cron.chat import job_plans
-            from channels.cron.scheduler import CronScheduler, SlotRules
-
-            self.cron = CronScheduler(
-                jobs,
-                self.cron_runner,
-                runs,
-                SlotRules(
-                    settings.cron.misfire_grace, settings.cron.retries, settings.cron.retry_delay
-                ),
-                source=(lambda: job_plans(runs)) if chat else None,
-            )
+        if cron is not None:
+            self.cron_jobs, self.cron_runner = cron.jobs, cron.runner
+            self.webhooks, self.cron = cron.webhooks, cron.scheduler
 
     async def _start_cron(self) -> None:
         """Start the scheduler after the channels; leaving stops it (and webhooks) first."""
@@ -559,58 +462,8 @@ class App:
             await self.cron.start()
             self._exits.push_async_callback(self.cron.stop, grace)
 
-    def _build_model(self, counter: TokenCounter, tls: ssl.SSLContext) -> ModelRuntime:
-        from bot.model import AnthropicRuntime
-
-        settings, key = self.config.settings.model, require_api_key(self.config)
-        return AnthropicRuntime(settings, key, counter, tls=tls)
-
-    async def _verify_model(self, model: ModelRuntime) -> None:
-        """A refused key stops start-up (nothing could be answered); a model API that is down
-        right now does not (turns retry, and it may be back by the first message)."""
-        from bot.errors import ModelAuthError, ModelError
-        from bot.model import AnthropicRuntime
-
-        if not isinstance(model, AnthropicRuntime):
-            return
-        try:
-            await model.check_key()
-        except ModelAuthError as exc:
-            raise ConfigError(str(exc)) from None
-        except ModelError as exc:
-            log.warning("model_check_failed", error=str(exc))
-
-    async def _start_http(self) -> None:
-        settings = self.config.settings.http
-        runner = web.AppRunner(self.web, access_log=None)
-        await runner.setup()
-        self._exits.push_async_callback(runner.cleanup)
-        site = web.TCPSite(runner, settings.host, settings.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"http.port = {settings.port}: cannot listen on {settings.host}:{settings.port} "
-                f"({exc.strerror}). Fix: choose a free port in [http] port, or set "
-                "http.enabled = false when no HTTP features are needed."
-            ) from exc
-        self._runner = runner
-        log.info("http_listening", host=settings.host, port=self.http_port)
+    def _draining(self) -> bool:
+        return self._host is not None and self._host.draining
 
     def _channels_up(self) -> dict[str, bool]:
         return {c.name: c.connected for c in self.channels}
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        channels = self._channels_up()
-        draining = self._host is not None and self._host.draining
-        ok = all(channels.values()) and not draining
-        body: dict[str, Any] = {"ok": ok, "channels": channels}
-        if draining:
-            body["draining"] = True
-        return web.json_response(body, status=200 if ok else 503)
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        response = web.Response(body=self.metrics.render())
-        response.content_type = "text/plain"
-        response.headers["Content-Type"] = CONTENT_TYPE
-        return response

@@ -132,7 +132,7 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
         finally:
             await store.aclose()
     prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
-    assembled = prepared.request(history)
+    assembled = assembler.build(prepared.prompt, history)
     return assembled.body, matched.label
 
 

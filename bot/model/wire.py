@@ -7,6 +7,7 @@ the conversions between what the API returned and what the loop sends back or st
   them back within a tool loop), but its HistoryEntry keeps only text and tool calls;
 - the last-message cache breakpoint moves to the end of the newest round, so each round re-reads
   the previous one, within the API's limit of four `cache_control` blocks.
+- what the assembly span says of a request: its size and its cache breakpoints.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from anthropic.types import ContentBlock
 
+from bot.ports.model import AssembledRequest
 from bot.ports.records import Usage
 from bot.ports.tools import ToolImage
 from bot.prompt.history import tool_result_block
@@ -172,3 +174,16 @@ def extend_messages(body: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]
     if used < MAX_BREAKPOINTS:
         tail[-1] = _with_cache_control(tail[-1])
     return {**body, "messages": messages + tail}
+
+
+def cache_figures(assembled: AssembledRequest) -> dict[str, int | str | bool]:
+    """What the assembly span says of the request: its size and its cache breakpoints."""
+    body = assembled.body
+    ttls = sorted({str(mark.get("ttl", "5m")) for mark in cache_marks(body)})
+    return {
+        "bot.prompt.estimated_tokens": assembled.estimated_tokens,
+        "bot.prompt.history_used": assembled.history_used,
+        "bot.prompt.floor_unmet": assembled.floor_unmet,
+        "bot.cache.breakpoints": count_breakpoints(body),
+        "bot.cache.ttl": ",".join(ttls) or "none",
+    }

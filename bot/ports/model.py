@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
-from bot.ports.tools import Tool
-from bot.turns import HistoryEntry
+from bot.ports.tools import Tool, ToolSpec
+from bot.turns import Attached, HistoryEntry, TurnRequest
+
+CacheTtl = Literal["5m", "1h"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +54,46 @@ class LeftOut:
     refused: bool
 
 
-class Assemble(Protocol):
-    """Build the request for this turn over a given history (the runtime re-runs it after
-    compaction)."""
+@dataclass(frozen=True)
+class SurfacePrompt:
+    """What the turn's surface rule changes in the request: instructions and skill bodies ride
+    the session block (never the agent-wide part); the model, the answer limit and the tools
+    offered there the body. The default changes nothing."""
 
-    def __call__(self, history: Sequence[HistoryEntry], /) -> AssembledRequest: ...
+    instructions: str = ""
+    skills: tuple[str, ...] = ()
+    model: str | None = None
+    max_tokens: int | None = None
+    # The tool definitions offered there, in request order (None: the assembler's own list).
+    tools: tuple[ToolSpec, ...] | None = None
+
+
+DEFAULT_SURFACE = SurfacePrompt()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPrompt:
+    """Everything one turn's request is built from but the history, fixed when the turn is
+    prepared: the request, the person's words after a leading `/skill` command, the skills that
+    command named, recalled memory, the cache lifetime, the surface's changes and the read
+    attachments. Plain data: a `PromptBuilder` turns it into a request body."""
+
+    request: TurnRequest
+    text: str
+    skills: tuple[str, ...] = ()
+    memory: tuple[MemoryHit, ...] = ()
+    cache_ttl: CacheTtl = "5m"
+    surface: SurfacePrompt = DEFAULT_SURFACE
+    attached: Attached | None = None
+
+
+class PromptBuilder(Protocol):
+    """Builds a turn's request over a given history (the runtime builds it again after
+    compacting the history)."""
+
+    def build(self, prompt: TurnPrompt, history: Sequence[HistoryEntry], /) -> AssembledRequest:
+        """The request body for `prompt` over `history`, with what the budget decided."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +118,8 @@ class TurnPlan:
     turn_id: str
     conversation_key: str
     history: Sequence[HistoryEntry]
-    assemble: Assemble
+    prompt: TurnPrompt
+    builder: PromptBuilder  # builds the request from `prompt` over the (compacted) history
     tools: Sequence[Tool] = ()
     compact_only: bool = False  # `/compact`: summarize history, call nothing else
     on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas

@@ -1,14 +1,14 @@
 """Prompt assembly: pure functions from the agent's texts and one turn's facts to a request body.
 
 No I/O happens here (the agent's files are read by `bot.agentfiles`). The public surface:
-`Assembler` (the whole request, with a `SurfacePrompt` from the surface's rule), the session and
-turn-context `Template`s with their slots, `TokenCounter` (offline token estimates),
-`speaker_label`, the agent's texts (`AgentTexts`, `Skill`), `SILENT_TOKEN` and `host_command` (the
-host's own `/compact`, `/start`, `/help`). Its errors (`UnknownSkill`, `WindowExceeded`,
-`TemplateError`) are in `bot.errors`.
+`Assembler` (the whole request, built from a `bot.ports.model.TurnPrompt`; `ModelLimits` and
+`Templates` configure it), the session and turn-context `Template`s with their slots,
+`TokenCounter` (offline token estimates), `speaker_label`, the agent's texts (`AgentTexts`,
+`Skill`), `SILENT_TOKEN` and `host_command` (the host's own `/compact`, `/start`, `/help`). Its
+errors (`UnknownSkill`, `WindowExceeded`, `TemplateError`) are in `bot.errors`.
 """
 
-from bot.prompt.assembler import Assembler, SurfacePrompt
+from bot.prompt.assembler import Assembler, ModelLimits, Templates
 from bot.prompt.message import speaker_label
 from bot.prompt.session import SILENT_TOKEN
 from bot.prompt.skills import AgentTexts, Skill, host_command
@@ -21,9 +21,10 @@ __all__ = [
     "TURN_SLOTS",
     "AgentTexts",
     "Assembler",
+    "ModelLimits",
     "Skill",
-    "SurfacePrompt",
     "Template",
+    "Templates",
     "TokenCounter",
     "host_command",
     "speaker_label",

@@ -18,12 +18,18 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.errors import WindowExceeded
 from bot.ports.memory import MemoryHit
-from bot.ports.model import AssembledRequest
+from bot.ports.model import (
+    DEFAULT_SURFACE,
+    AssembledRequest,
+    CacheTtl,
+    SurfacePrompt,
+    TurnPrompt,
+)
 from bot.ports.tools import ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.attachments import attachment_tokens, content_blocks
@@ -49,7 +55,6 @@ from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, DEFAULT_TURN_TEMPLATE,
 from bot.prompt.tokens import TokenCounter
 from bot.turns import Attached, Block, HistoryEntry, TextBlock, TurnRequest
 
-CacheTtl = Literal["5m", "1h"]
 # Floors above this share of the input budget leave history too little room to be useful (it is
 # also where the host starts compacting), so the turn record flags them as `floor_unmet`.
 FLOOR_SHARE = 0.85
@@ -61,51 +66,35 @@ _SESSION_CACHE_SIZE = 256
 INSTRUCTIONS_HEADING = "# Instructions for this place"
 
 
-@dataclass(frozen=True)
-class SurfacePrompt:
-    """What the turn's surface rule changes in the request: instructions and skill bodies ride
-    the session block (never the agent-wide part); the model, the answer limit and the tools
-    offered there the body. The default changes nothing."""
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """The request's default model, its answer limit and the context window they share."""
 
-    instructions: str = ""
-    skills: tuple[str, ...] = ()
-    model: str | None = None
-    max_tokens: int | None = None
-    # The tool definitions offered there, in request order (None: the assembler's own list).
-    tools: tuple[ToolSpec, ...] | None = None
+    model: str
+    max_tokens: int
+    context_window: int
 
 
-DEFAULT_SURFACE = SurfacePrompt()
+@dataclass(frozen=True, slots=True)
+class Templates:
+    """The session block's and the turn context's templates (an agent may override either)."""
+
+    session: Template = DEFAULT_SESSION_TEMPLATE
+    turn: Template = DEFAULT_TURN_TEMPLATE
+
+
+DEFAULT_TEMPLATES = Templates()
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedTurn:
-    """One turn's prompt, prepared once: the user entry to store, and the request body over any
-    history (the model runtime builds it again after compacting). Everything per turn (skill
-    command, attachments, recalled memory, surface, cache lifetime) is fixed inside."""
+    """One turn's prompt, prepared once: the user entry to store, and what its request is built
+    from over any history (`Assembler.build`; the model runtime builds it again after
+    compacting). Everything per turn (skill command, attachments, recalled memory, surface,
+    cache lifetime) is fixed inside."""
 
     user_entry: HistoryEntry
-    _assembler: Assembler
-    _request: TurnRequest
-    _hits: Sequence[MemoryHit]
-    _skills: tuple[Skill, ...]
-    _text: str
-    _ttl: CacheTtl
-    _surface: SurfacePrompt
-    _attached: Attached | None
-
-    def request(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
-        """The request body for this turn over `history`, with what the budget decided."""
-        return self._assembler.assemble(
-            self._request,
-            history,
-            self._hits,
-            turn_skills=self._skills,
-            cache_ttl=self._ttl,
-            text=self._text,
-            surface=self._surface,
-            attached=self._attached,
-        )
+    prompt: TurnPrompt
 
 
 class Assembler:
@@ -114,18 +103,16 @@ class Assembler:
     def __init__(
         self,
         agent: AgentTexts,
+        limits: ModelLimits,
         *,
-        model: str,
-        max_tokens: int,
-        context_window: int,
         timezone: str,
         counter: TokenCounter,
         tools: Sequence[ToolSpec] = (),
         memory_enabled: bool = True,
         skill_max_bytes: int = 48_000,
-        session_template: Template = DEFAULT_SESSION_TEMPLATE,
-        turn_template: Template = DEFAULT_TURN_TEMPLATE,
+        templates: Templates = DEFAULT_TEMPLATES,
     ) -> None:
+        model, max_tokens, context_window = limits.model, limits.max_tokens, limits.context_window
         if max_tokens >= context_window:
             raise ValueError(
                 f"model.max_tokens ({max_tokens}) leaves no room for input in a context window of "
@@ -136,8 +123,8 @@ class Assembler:
         self._model = model
         self._max_tokens = max_tokens
         self._window = context_window
-        self._session_template = session_template
-        self._turn_template = turn_template
+        self._session_template = templates.session
+        self._turn_template = templates.turn
         self._zone = ZoneInfo(timezone)
         self._zone_name = timezone
         self._counter = counter
@@ -201,16 +188,30 @@ class Assembler:
         """The one entry point for a turn: what it stores and how its request is built. Raises
         UnknownSkill for a `/name` that names no skill."""
         skills, text = self.split_skill_command(request.text)
-        return PreparedTurn(
-            user_entry=self.user_entry(replace(request, text=text), attached),
-            _assembler=self,
-            _request=request,
-            _hits=tuple(hits),
-            _skills=skills,
-            _text=text,
-            _ttl=self.cache_ttl_for(history, request.received_at),
-            _surface=surface,
-            _attached=attached,
+        prompt = TurnPrompt(
+            request=request,
+            text=text,
+            skills=tuple(skill.name for skill in skills),
+            memory=tuple(hits),
+            cache_ttl=self.cache_ttl_for(history, request.received_at),
+            surface=surface,
+            attached=attached,
+        )
+        return PreparedTurn(self.user_entry(replace(request, text=text), attached), prompt)
+
+    def build(self, prompt: TurnPrompt, history: Sequence[HistoryEntry], /) -> AssembledRequest:
+        """The request body for a prepared turn over `history` (the `PromptBuilder` port)."""
+        known = self._agent.skills
+        skills = [skill for name in prompt.skills if (skill := find_skill(known, name))]
+        return self.assemble(
+            prompt.request,
+            history,
+            prompt.memory,
+            turn_skills=skills,
+            cache_ttl=prompt.cache_ttl,
+            text=prompt.text,
+            surface=prompt.surface,
+            attached=prompt.attached,
         )
 
     def recalled_block(self, hits: Sequence[MemoryHit]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from bot import replies
 from bot.config import HostSettings
-from bot.errors import TurnFailed
+from bot.errors import TurnFailed, TurnSpend
 from bot.host import Host
 from bot.inbox import InboxState
 from bot.ports.intake import Admission
@@ -150,7 +150,8 @@ async def test_at_capacity_the_person_is_told_the_host_is_busy(counter: TokenCou
 async def test_a_model_failure_publishes_the_failure_reply_and_its_record(
     counter: TokenCounter,
 ) -> None:
-    r = rig(counter, CannedModel(error=TurnFailed("overloaded after 3 tries", attempts=3)))
+    failure = TurnFailed("overloaded after 3 tries", spend=TurnSpend(attempts=3))
+    r = rig(counter, CannedModel(error=failure))
     await r.host.resume()
     assert await submit(r.host, 1, text="will it fail") is Admission.ACCEPTED
     await r.host.idle()

@@ -9,19 +9,34 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
-from bot.ports.model import AssembledRequest, TurnPlan
+from bot.ports.model import AssembledRequest, TurnPlan, TurnPrompt
 from bot.ports.tools import Tool, ToolSpec
-from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from bot.turns import (
+    ConversationKind,
+    HistoryEntry,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnRequest,
+)
 from tests.fakes.anthropic import FakeAnthropic, count_request
 
 MODEL = "claude-test-1"
 SYSTEM = "You are Testbot, a careful assistant for the test team. " * 40
+# The tiny builders below build from the history alone; the plan still carries a prompt.
+PROMPT = TurnPrompt(
+    TurnRequest(
+        "console:test", ConversationKind.PUSH, "console", "", datetime(2026, 1, 1, tzinfo=UTC), "t"
+    ),
+    "",
+)
 
 
 class FakeTime:
@@ -92,6 +107,16 @@ def make_assemble(
     return assemble
 
 
+class Builder:
+    """A `PromptBuilder` over a function of the history alone (its text and tools fixed)."""
+
+    def __init__(self, assemble: Callable[[Sequence[HistoryEntry]], AssembledRequest]) -> None:
+        self._assemble = assemble
+
+    def build(self, prompt: TurnPrompt, history: Sequence[HistoryEntry], /) -> AssembledRequest:
+        return self._assemble(history)
+
+
 def plan(
     text: str,
     history: Sequence[HistoryEntry] = (),
@@ -102,7 +127,8 @@ def plan(
         turn_id="turn-1",
         conversation_key="console:test",
         history=tuple(history),
-        assemble=make_assemble(text, tools),
+        prompt=PROMPT,
+        builder=Builder(make_assemble(text, tools)),
         tools=tuple(tools),
         **kwargs,
     )

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bot.errors import BreakerTripped
 from bot.model import AnthropicRuntime
-from bot.model.runtime import _call_key
+from bot.model.breakers import call_key
 from bot.ports.model import Breakers
 from bot.turns import ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
@@ -40,10 +40,10 @@ async def test_a_fourth_identical_tool_call_stops_the_turn_before_it_runs(
     assert stopped.breaker == "repeat"
     assert stopped.code == "breaker:repeat"
     assert "'lookup'" in str(stopped)
-    assert stopped.usage is not None
-    assert stopped.usage.total > 0
+    assert stopped.spend.usage is not None
+    assert stopped.spend.usage.total > 0
     assert [e.role for e in stopped.entries] == ["assistant", "user"] * 3
-    assert [call["tool"] for call in stopped.tool_calls] == ["lookup"] * 3
+    assert [call["tool"] for call in stopped.spend.tool_calls] == ["lookup"] * 3
     assert stopped.reply is not None
     assert "same step" in stopped.reply
 
@@ -78,7 +78,7 @@ async def test_a_turn_stops_before_a_call_that_would_pass_its_token_cap(
     tool = lookup()
     fake.script(*[Reply(tool_calls=[ToolCall("lookup", {"query": f"q{n}"})]) for n in range(30)])
     first = plan("go", tools=[tool])
-    estimated = first.assemble(()).estimated_tokens
+    estimated = first.builder.build(first.prompt, ()).estimated_tokens
     cap = estimated * 3  # room for about two calls: each resends what the last read and wrote
     with pytest.raises(BreakerTripped) as caught:
         await runtime.run(plan("go", tools=[tool], breakers=Breakers(cap, "run")))
@@ -86,8 +86,8 @@ async def test_a_turn_stops_before_a_call_that_would_pass_its_token_cap(
     stopped = caught.value
     assert stopped.breaker == "tokens"
     assert stopped.code == "breaker:run"
-    assert stopped.usage is not None
-    assert stopped.usage.total <= cap
+    assert stopped.spend.usage is not None
+    assert stopped.spend.usage.total <= cap
     assert 1 <= len(fake.requests) < 30
     assert stopped.reply is not None
     assert str(cap) in stopped.reply
@@ -131,6 +131,6 @@ def test_a_calls_identity_ignores_key_order(
     keys = list(arguments)
     rng.shuffle(keys)
     shuffled = {key: arguments[key] for key in keys}
-    first = _call_key(ToolUseBlock("a", "lookup", arguments))
-    assert first == _call_key(ToolUseBlock("b", "lookup", shuffled))
-    assert first != _call_key(ToolUseBlock("a", "lookup2", arguments))
+    first = call_key(ToolUseBlock("a", "lookup", arguments))
+    assert first == call_key(ToolUseBlock("b", "lookup", shuffled))
+    assert first != call_key(ToolUseBlock("a", "lookup2", arguments))

@@ -17,7 +17,7 @@ from bot.prompt.tokens import TokenCounter
 from bot.replies import ANSWER_RESTARTED
 from bot.turns import HistoryEntry
 from tests.fakes.anthropic import FakeAnthropic, Reply
-from tests.model.conftest import MODEL, FakeTime, plan
+from tests.model.conftest import MODEL, Builder, FakeTime, plan
 
 
 async def test_streams_deltas_and_returns_the_answer(
@@ -55,7 +55,7 @@ async def test_sends_the_key_and_the_assembled_body_as_is(
 ) -> None:
     p = plan("hello")
     await runtime.run(p)
-    expected = dict(p.assemble(()).body)
+    expected = dict(p.builder.build(p.prompt, ()).body)
     sent = {k: v for k, v in fake.requests[0].items() if k != "stream"}
     assert sent == expected
 
@@ -109,7 +109,7 @@ async def test_bad_request_is_not_retried(runtime: AnthropicRuntime, fake: FakeA
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(plan("hi"))
     assert len(fake.requests) == 1
-    assert caught.value.attempts == 1
+    assert caught.value.spend.attempts == 1
     assert "not retried" in str(caught.value)
     assert caught.value.reply
     assert "couldn't answer right now" in caught.value.reply
@@ -142,7 +142,7 @@ async def test_gives_up_after_max_retries(
         await runtime.run(plan("hi"))
     await runtime.aclose()
     assert len(fake.requests) == 3
-    assert caught.value.attempts == 3
+    assert caught.value.spend.attempts == 3
     assert "max_retries = 2" in str(caught.value)
     assert caught.value.reply
     assert "couldn't answer right now" in caught.value.reply
@@ -156,7 +156,7 @@ async def test_gives_up_when_retry_after_exceeds_the_budget(
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(plan("hi"))
     await runtime.aclose()
-    assert caught.value.attempts == 1
+    assert caught.value.spend.attempts == 1
     assert fake_time.sleeps == []
 
 
@@ -169,7 +169,7 @@ async def test_budget_counts_the_time_already_spent(
         await runtime.run(plan("hi"))
     await runtime.aclose()
     assert fake_time.sleeps == [2, 2]  # a third wait would pass the 5-second budget
-    assert caught.value.attempts == 3
+    assert caught.value.spend.attempts == 3
 
 
 async def test_failure_carries_partial_text_and_usage(
@@ -179,8 +179,8 @@ async def test_failure_carries_partial_text_and_usage(
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(plan("hi"))
     assert caught.value.partial_text == ""
-    assert caught.value.request is not None
-    assert caught.value.request["messages"][-1]["content"][0]["text"] == "hi"
+    assert caught.value.spend.request is not None
+    assert caught.value.spend.request["messages"][-1]["content"][0]["text"] == "hi"
 
 
 async def test_thinking_is_streamed_nowhere_and_never_stored(
@@ -204,10 +204,10 @@ async def test_usage_calibrates_the_token_counter(fake: FakeAnthropic, fake_time
     base = plan("hi")
 
     def underestimate(history: Sequence[HistoryEntry]) -> AssembledRequest:
-        request = base.assemble(history)
+        request = base.builder.build(base.prompt, history)
         return replace(request, estimated_tokens=request.estimated_tokens // 2)
 
-    await runtime.run(replace(base, assemble=underestimate))
+    await runtime.run(replace(base, builder=Builder(underestimate)))
     await runtime.aclose()
     assert counter.calibration > 1.0  # billed twice the estimate: the factor moves up
 
@@ -276,7 +276,7 @@ async def test_a_call_that_times_out_after_streaming_is_charged_an_estimate(
         fake.release_midway()
         await runtime.aclose()
     assert shown  # it streamed before it timed out
-    usage = caught.value.usage
+    usage = caught.value.spend.usage
     assert usage.input_tokens > 0
     assert usage.output_tokens > 0
     assert charged == [usage]
@@ -312,5 +312,5 @@ async def test_a_refused_call_is_not_charged(
     charged: list[Usage] = []
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(plan("hi", on_charge=charged.append))
-    assert caught.value.usage == Usage()
+    assert caught.value.spend.usage == Usage()
     assert charged == []

@@ -270,7 +270,7 @@ async def test_the_summary_uses_the_turns_own_model(
 ) -> None:
     """A surface rule may pick another model for a turn; its summary call uses that one too."""
     from bot.ports.model import AssembledRequest, TurnPlan
-    from tests.model.conftest import make_assemble
+    from tests.model.conftest import PROMPT, Builder, make_assemble
 
     runtime = make_runtime(context_window=1200)
     fake.respond_with(summarizing)
@@ -281,7 +281,9 @@ async def test_the_summary_uses_the_turns_own_model(
         body = {**built.body, "model": "claude-opus-4-1"}
         return AssembledRequest(body, built.estimated_tokens, built.history_used)
 
-    await runtime.run(TurnPlan("t", "console:x", tuple(conversation(12, 40)), assemble))
+    await runtime.run(
+        TurnPlan("t", "console:x", tuple(conversation(12, 40)), PROMPT, Builder(assemble))
+    )
     await runtime.aclose()
     assert [body["model"] for body in fake.requests] == ["claude-opus-4-1", "claude-opus-4-1"]
     assert is_summary(fake.requests[0])

@@ -17,7 +17,7 @@ from bot.ports.model import AssembledRequest, LeftOut, TurnPlan
 from bot.turns import HistoryEntry
 from tests.attachments import files
 from tests.fakes.anthropic import FakeAnthropic
-from tests.model.conftest import make_assemble
+from tests.model.conftest import PROMPT, Builder, make_assemble
 
 
 def _image(data: bytes) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def _plan(*images: bytes) -> TurnPlan:
         body["messages"][-1] = {**last, "content": [*last["content"], *map(_image, images)]}
         return AssembledRequest(body, built.estimated_tokens, built.history_used)
 
-    return TurnPlan("turn-1", "console:test", (), assemble)
+    return TurnPlan("turn-1", "console:test", (), PROMPT, Builder(assemble))
 
 
 def _id(data: bytes) -> str:
@@ -76,7 +76,7 @@ async def test_a_refusal_that_was_not_the_content_forgets_nothing(
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(_plan(files.png(10, 10)))
     assert [_images(body) for body in fake.requests] == [1, 0]
-    assert caught.value.left_out == ()
+    assert caught.value.spend.left_out == ()
 
 
 async def test_named_content_stays_left_out_when_the_turn_fails_anyway(
@@ -93,7 +93,7 @@ async def test_named_content_stays_left_out_when_the_turn_fails_anyway(
     with pytest.raises(TurnFailed) as caught:
         await runtime.run(_plan(bad))
     assert [_images(body) for body in fake.requests] == [1, 0]
-    assert caught.value.left_out == (LeftOut(_id(bad), refused=True),)
+    assert caught.value.spend.left_out == (LeftOut(_id(bad), refused=True),)
 
 
 async def test_a_request_over_the_budget_leaves_the_oldest_media_out(

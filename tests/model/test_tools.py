@@ -16,7 +16,7 @@ from bot.model.tooloutput import TOOL_OUTPUT_MAX_BYTES, bound_tool_output
 from bot.model.wire import count_breakpoints
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
-from tests.model.conftest import RecordingTool, make_assemble, plan
+from tests.model.conftest import Builder, RecordingTool, make_assemble, plan
 
 
 def recall_tool() -> RecordingTool:
@@ -127,7 +127,7 @@ async def test_rounds_give_way_when_the_assembler_used_every_breakpoint(
         HistoryEntry("assistant", (TextBlock("a"),)),
     ]
     fake.script(Reply(tool_calls=[ToolCall("memory_recall", {"query": "a"})]), "done")
-    await runtime.run(replace(plan("now", history, [tool]), assemble=four_breakpoints))
+    await runtime.run(replace(plan("now", history, [tool]), builder=Builder(four_breakpoints)))
     assert count_breakpoints(fake.requests[0]) == 4
     second = fake.requests[1]
     assert count_breakpoints(second) == 4

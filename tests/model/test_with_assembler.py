@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
 from bot.model.wire import count_breakpoints
-from bot.ports.model import AssembledRequest, TurnPlan
-from bot.prompt import AgentTexts, Assembler, Skill, TokenCounter
+from bot.ports.model import TurnPlan
+from bot.prompt import AgentTexts, Assembler, ModelLimits, Skill, TokenCounter
 from bot.recall import MEMORY_RECALL_SPEC
 from bot.turns import (
     ConversationKind,
@@ -47,19 +47,15 @@ def request(text: str, minute: int) -> TurnRequest:
 def plan_for(
     assembler: Assembler, turn: TurnRequest, history: Sequence[HistoryEntry], tool: RecordingTool
 ) -> TurnPlan:
-    def assemble(entries: Sequence[HistoryEntry]) -> AssembledRequest:
-        return assembler.assemble(turn, entries)
-
-    return TurnPlan(turn.turn_id, turn.conversation_key, tuple(history), assemble, (tool,))
+    prompt = assembler.prepare(turn, history).prompt
+    return TurnPlan(turn.turn_id, turn.conversation_key, tuple(history), prompt, assembler, (tool,))
 
 
 async def test_tool_rounds_replay_through_the_real_assembler(fake: FakeAnthropic) -> None:
     counter = TokenCounter()
     assembler = Assembler(
         AGENT,
-        model=MODEL,
-        max_tokens=1024,
-        context_window=200_000,
+        ModelLimits(MODEL, 1024, 200_000),
         timezone="UTC",
         counter=counter,
         tools=(MEMORY_RECALL_SPEC,),

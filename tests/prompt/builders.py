@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.ports.memory import MemoryHit
 from bot.ports.tools import ToolSpec
-from bot.prompt import AgentTexts, Assembler, Skill, Template, TokenCounter
+from bot.prompt import AgentTexts, Assembler, ModelLimits, Skill, Template, Templates, TokenCounter
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE
 from bot.turns import (
     ConversationKind,
@@ -52,15 +52,13 @@ def make_assembler(
 ) -> Assembler:
     return Assembler(
         agent or make_agent(),
-        model="claude-sonnet-4-5",
-        max_tokens=max_tokens,
-        context_window=context_window,
+        ModelLimits("claude-sonnet-4-5", max_tokens, context_window),
         timezone="Europe/Berlin",
         counter=counter,
         tools=tools,
         memory_enabled=memory_enabled,
         skill_max_bytes=skill_max_bytes,
-        session_template=session_template,
+        templates=Templates(session=session_template),
     )
 
 

@@ -474,11 +474,12 @@ def test_one_prepared_turn_gives_the_stored_entry_and_the_request_for_any_histor
     prepared = assembler.prepare(request, history, hits())
     assert assembler.words(request) == "the thread please"
     assert prepared.user_entry.text == "the thread please"
-    current = last_text(prepared.request(history).body)
+    current = last_text(assembler.build(prepared.prompt, history).body)
     assert '<skill name="summarize">' in current
     assert "<recalled_memory>" in current
     # After compaction the runtime builds it again over a shorter history: same turn, less past.
-    assert prepared.request([]).body["messages"] == [prepared.request(history).body["messages"][-1]]
+    whole = assembler.build(prepared.prompt, history).body["messages"]
+    assert assembler.build(prepared.prompt, []).body["messages"] == [whole[-1]]
 
 
 def test_an_unknown_skill_is_refused_before_anything_is_prepared(counter: TokenCounter) -> None:

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.errors import TemplateError
-from bot.prompt import SESSION_SLOTS, TURN_SLOTS, SurfacePrompt, Template
+from bot.ports.model import SurfacePrompt
+from bot.prompt import SESSION_SLOTS, TURN_SLOTS, Template
 from bot.prompt.template import DEFAULT_SESSION, DEFAULT_TURN
 from bot.prompt.tokens import TokenCounter
 from bot.turns import Surface, SurfaceKind

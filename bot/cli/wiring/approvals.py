@@ -1,0 +1,53 @@
+"""Approvals wired in: the channels that show cards and take presses, the lane continuations
+enter, the MCP tools an approved call runs, and the sweep that expires requests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from bot.approvals import ApprovalDesk
+from bot.host import Host
+from bot.ports.approvals import ApprovalCards
+from bot.ports.intake import Channel
+
+if TYPE_CHECKING:
+    from bot.mcp.hub import McpHub
+
+log = structlog.get_logger(__name__)
+
+APPROVAL_SWEEP_SECONDS = 30.0  # how often pending approvals are checked for expiry
+
+
+def connect_approvals(
+    desk: ApprovalDesk, host: Host, channels: Sequence[Channel], hub: McpHub | None
+) -> Callable[[], Awaitable[None]]:
+    """Connect the desk and start its sweep; returns what stops the sweep and lets the
+    continuations under way finish."""
+    cards = {c.name: c for c in channels if isinstance(c, ApprovalCards)}
+    for channel in cards.values():
+        channel.use_approvals(desk)
+    desk.connect(host, cards, hub.tools if hub is not None else tuple)
+    sweep = asyncio.create_task(_expire_approvals(desk))
+
+    async def stop_sweep() -> None:
+        sweep.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweep
+        await desk.idle()
+
+    return stop_sweep
+
+
+async def _expire_approvals(desk: ApprovalDesk) -> None:
+    while True:
+        await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
+        try:
+            await desk.expire_due()
+            await desk.recover()
+        except Exception as exc:  # the store is down for now: the next sweep tries again
+            log.warning("approval_sweep_failed", error=type(exc).__name__)

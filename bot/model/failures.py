@@ -1,0 +1,42 @@
+"""What a turn that gave up on a call says: the message for the log and record (what failed,
+the fix) and the reply the person is shown."""
+
+from __future__ import annotations
+
+from bot import replies
+from bot.config import ModelSettings
+from bot.model.calls import CallError
+from bot.model.retry import Verdict
+
+
+def failure_reply(error: CallError) -> str:
+    """A key or access problem is the operator's to fix; anything else may pass."""
+    if error.verdict in {Verdict.AUTH, Verdict.DENIED}:
+        return replies.MODEL_MISCONFIGURED
+    return replies.MODEL_UNAVAILABLE
+
+
+def failure_message(error: CallError, settings: ModelSettings) -> str:
+    verdict = error.verdict
+    if verdict is Verdict.RETRY:
+        return (
+            f"the model API kept failing ({error}) after {error.attempts} attempts in "
+            f"{error.spent:.1f}s; gave up (model.max_retries = {settings.max_retries}, "
+            f"model.retry_budget = {settings.retry_budget:g}s)."
+        )
+    if verdict is Verdict.AUTH:
+        return (
+            f"the model API refused the API key ({error}). Fix: set ANTHROPIC_API_KEY to a valid "
+            "Anthropic API key (environment or .env) and restart."
+        )
+    if verdict is Verdict.DENIED:
+        return (
+            f"the model API denied access ({error}). Fix: check that the key in "
+            f"ANTHROPIC_API_KEY may use model {settings.name!r}."
+        )
+    if verdict is Verdict.OVERFLOW:
+        return (
+            f"the request is over the model's context window even after compacting ({error}). "
+            "Fix: set model.context_window to the model's real window, or shrink the skills."
+        )
+    return f"the model API refused the request ({error}); not retried."

@@ -1,0 +1,67 @@
+"""A compaction's summary call (SPEC §4): the older history replaced by one summary entry the
+turn's own model writes (`bot.model.compaction` builds the request and the entry)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from bot.config import ModelSettings
+from bot.errors import ModelError
+from bot.model import compaction, wire
+from bot.model.calls import CallError, Calls
+from bot.model.meter import Meter
+from bot.turns import HistoryEntry
+
+log = structlog.get_logger(__name__)
+
+
+class CompactionFailed(ModelError):
+    """The summary call failed or wrote nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The compacted history (the summary entry, then the verbatim tail), the summary request
+    as sent, its attempts, and how many older entries it stands in for."""
+
+    history: list[HistoryEntry]
+    body: Mapping[str, Any]
+    attempts: int
+    summarized: int
+
+
+async def summarize(
+    calls: Calls,
+    settings: ModelSettings,
+    history: Sequence[HistoryEntry],
+    meter: Meter,
+    *,
+    model: str,
+    reason: str,
+) -> Summary | None:
+    """Replace the older history by a summary written by `model` (the turn's own, so its price
+    and window apply); None when there is nothing older to replace. The call's usage is added to
+    `meter` even when it wrote nothing."""
+    cut = compaction.split_point(history)
+    if cut == 0:
+        log.info("compaction_skipped", reason=reason, messages=len(history))
+        return None
+    older, tail = history[:cut], history[cut:]
+    body = compaction.summary_body(model, settings.max_tokens, older, settings.window)
+    try:
+        call = await calls.call(
+            body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
+        )
+    except CallError as exc:
+        raise CompactionFailed(f"the summary call failed: {exc}") from exc
+    meter.usage += call.usage
+    text = wire.text_of(call.message.content).strip()
+    if not text:
+        raise CompactionFailed("the summary call returned no text")
+    compacted = [meter.counted(compaction.summary_entry(text)), *tail]
+    log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))
+    return Summary(compacted, body, call.attempts, cut)

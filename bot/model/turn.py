@@ -1,0 +1,282 @@
+"""One turn's run through the model: the tool loop over its rounds, compaction before a call
+that would fill the window (or once after an overflow), and what the turn returns or raises.
+
+The request is built by the plan's `PromptBuilder` (again after a compaction); each call goes
+through `Calls`, is fitted by `Omissions` and checked by the cost breakers first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+from anthropic.types import Message
+
+from bot import replies, tracing
+from bot.config import ModelSettings
+from bot.errors import BreakerTripped, TurnFailed, TurnSpend
+from bot.model import compaction, wire
+from bot.model.breakers import RepeatGuard, over_token_cap
+from bot.model.calls import CallError, Calls
+from bot.model.failures import failure_message, failure_reply
+from bot.model.meter import Counter, Meter
+from bot.model.omissions import Omissions
+from bot.model.retry import Verdict
+from bot.model.summary import CompactionFailed, Summary, summarize
+from bot.model.toolrun import run_tools
+from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
+from bot.turns import HistoryEntry
+
+log = structlog.get_logger(__name__)
+
+ROUND_LIMIT_NOTE = (
+    "(The limit of {limit} tool rounds for one answer is reached. Answer now with what you "
+    "have; no more tool calls.)"
+)
+EMPTY_ENTRY_TEXT = "(no reply)"
+
+
+class Turn:
+    """The state of one `run(plan)`: history, this turn's round messages, entries, spend."""
+
+    def __init__(
+        self, calls: Calls, settings: ModelSettings, counter: Counter | None, plan: TurnPlan
+    ) -> None:
+        self.calls = calls
+        self.settings = settings
+        self.plan = plan
+        self.meter = Meter(counter, plan.on_charge, plan.turn_id)
+        self.omissions = Omissions(plan.turn_id)
+        self.repeats = RepeatGuard(plan.breakers.repeats)
+        self.request: AssembledRequest | None = None  # the last assembled (after a compaction)
+        self.history: list[HistoryEntry] = list(plan.history)
+        self.new_history: list[HistoryEntry] | None = None
+        self.rounds: list[dict[str, Any]] = []  # this turn's assistant/tool-result messages
+        self.entries: list[HistoryEntry] = []
+        self.attempts = 0
+        self.streamed: list[str] = []
+        self.last_body: Mapping[str, Any] | None = None
+        self.overflow_handled = False
+        self.resent = 0  # input and output of the last call: the next call sends at least this
+        self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+
+    async def run(self) -> TurnOutcome:
+        if self.plan.compact_only:
+            return await self._compact_only()
+        request = self._assemble(self.history)
+        if request.estimated_tokens >= compaction.THRESHOLD * self.settings.window:
+            await self._compact_before_call()
+        return await self._loop()
+
+    def _assemble(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
+        with tracing.span("assembly") as span:
+            assembled = self.plan.builder.build(self.plan.prompt, history)
+            span.set(**wire.cache_figures(assembled))
+        was_unmet = self.budget is not None and self.budget.floor_unmet
+        if assembled.floor_unmet and not was_unmet:
+            log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
+        self.request = assembled
+        return assembled
+
+    @property
+    def budget(self) -> BudgetFacts | None:
+        """What the budget decided for the last request assembled (None before the first)."""
+        return self.request.budget if self.request is not None else None
+
+    # --- the tool loop ---
+
+    async def _loop(self) -> TurnOutcome:
+        limit = self.settings.max_turns
+        while True:
+            last = limit > 0 and len(self.rounds) // 2 >= limit
+            self._check_tokens()
+            message = await self._turn_call(last)
+            text = wire.text_of(message.content)
+            calls = wire.tool_calls(message.content)
+            if not calls:
+                return self._finish(text)
+            if last:  # the model asked for tools anyway: end honestly, without the calls
+                note = replies.tool_round_limit(limit)
+                return self._finish(f"{text}\n\n{note}" if text else note)
+            if (why := self.repeats.check(calls)) is not None:
+                raise self._tripped("repeat", why)
+            done = await run_tools(calls, self.plan.tools, self.tool_calls, self.plan.turn_id)
+            self.entries += [
+                self.meter.counted(wire.assistant_entry(text, calls)),
+                self.meter.counted(wire.results_entry(done.results)),
+            ]
+            self.rounds += [
+                wire.assistant_message(message.content),
+                wire.results_message(done.results, done.images),
+            ]
+
+    def _check_tokens(self) -> None:
+        """Stop before a call that would take the turn past its token cap: the next call sends
+        at least what the last one read and wrote (the first, what the budget estimated)."""
+        assert self.request is not None  # assembled before the first call
+        coming = self.resent if self.rounds else self.request.estimated_tokens
+        why = over_token_cap(self.plan.breakers, self.meter.usage.total, coming)
+        if why is not None:
+            raise self._tripped("tokens", why)
+
+    def _finish(self, text: str) -> TurnOutcome:
+        self.entries.append(self.meter.counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
+        return TurnOutcome(
+            text=text,
+            entries=tuple(self.entries),
+            history=self.new_history,
+            request=self.last_body,
+            usage=self.meter.usage,
+            attempts=self.attempts,
+            budget=self.budget,
+            left_out=self.omissions.left_out(answered=True),
+            tool_calls=tuple(self.tool_calls),
+        )
+
+    def _body(self, last: bool) -> dict[str, Any]:
+        assert self.request is not None  # assembled before the first call
+        body = {k: v for k, v in self.request.body.items() if k != "stream"}
+        rounds = list(self.rounds)
+        if last and rounds:
+            if body.get("tools"):
+                body["tool_choice"] = {"type": "none"}
+            note = {"type": "text", "text": ROUND_LIMIT_NOTE.format(limit=self.settings.max_turns)}
+            rounds[-1] = {**rounds[-1], "content": [*rounds[-1]["content"], note]}
+        return self.omissions.fit(wire.extend_messages(body, rounds))
+
+    async def _turn_call(self, last: bool) -> Message:
+        while True:
+            try:
+                return await self._send(self._body(last))
+            except CallError as error:
+                if error.verdict is Verdict.REFUSED and self.omissions.leave_out(
+                    error, self.last_body or {}
+                ):
+                    continue
+                if error.verdict is not Verdict.OVERFLOW or self.overflow_handled:
+                    raise self._failed(error) from None
+                self.overflow_handled = True
+                await self._compact_after_overflow(error)
+
+    async def _send(self, body: dict[str, Any]) -> Message:
+        self.last_body = body
+        first_of_request = not self.rounds
+        call = await self.calls.call(
+            body,
+            self._on_text,
+            self.meter.charge,
+            self.meter.count,
+            purpose="turn",
+            round=len(self.rounds) // 2,
+            turn_id=self.plan.turn_id,
+        )
+        self.meter.usage += call.usage
+        self.attempts = call.attempts
+        self.resent = wire.total_input(call.usage) + call.usage.output_tokens
+        counter = self.meter.counter
+        if first_of_request and counter is not None and self.request is not None:
+            # The estimate covers the assembled request only, so only its first call teaches.
+            counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
+        return call.message
+
+    async def _on_text(self, delta: str) -> None:
+        self.streamed.append(delta)
+        if self.plan.on_text is not None:
+            await self.plan.on_text(delta)
+
+    # --- how a turn ends early ---
+
+    def _spend(self, attempts: int, *, tools: bool = True, left_out: bool = False) -> TurnSpend:
+        return TurnSpend(
+            request=self.last_body,
+            usage=self.meter.usage,
+            attempts=attempts,
+            budget=self.budget,
+            tool_calls=tuple(self.tool_calls) if tools else (),
+            left_out=self.omissions.left_out(answered=False) if left_out else (),
+        )
+
+    def _failed(self, error: CallError) -> TurnFailed:
+        return TurnFailed(
+            failure_message(error, self.settings),
+            spend=self._spend(error.attempts, left_out=True),
+            partial_text="".join(self.streamed),
+            entries=tuple(self.entries),
+            reply=failure_reply(error),
+        )
+
+    def _tripped(self, breaker: str, why: str) -> BreakerTripped:
+        breakers = self.plan.breakers
+        scope = breakers.tokens_scope
+        log.warning("breaker_tripped", breaker=breaker, scope=scope, tokens=self.meter.usage.total)
+        return BreakerTripped(
+            f"stopped by a cost breaker: {why}.",
+            breaker=breaker,
+            scope=scope,
+            spend=self._spend(self.attempts),
+            partial_text="".join(self.streamed),
+            entries=tuple(self.entries),
+            reply=replies.turn_stopped(breaker, breakers.max_tokens),
+        )
+
+    # --- compaction ---
+
+    async def _summarize(self, reason: str) -> Summary | None:
+        # The turn's own model (a surface rule may choose one), so its price and window apply.
+        name = self.settings.name
+        model = str(self.request.body.get("model") or name) if self.request else name
+        summary = await summarize(
+            self.calls, self.settings, self.history, self.meter, model=model, reason=reason
+        )
+        if summary is not None:
+            self.history = summary.history
+            self.new_history = self.history
+        return summary
+
+    async def _compact_before_call(self) -> None:
+        try:
+            summary = await self._summarize("threshold")
+        except CompactionFailed as exc:
+            log.warning("compaction_failed", reason="threshold", error=str(exc), going_on=True)
+            return
+        if summary is not None:
+            self._assemble(summary.history)
+
+    async def _compact_after_overflow(self, error: CallError) -> None:
+        try:
+            summary = await self._summarize("overflow")
+        except CompactionFailed as exc:
+            raise TurnFailed(
+                f"the request is over the model's context window ({error}) and compacting the "
+                f"history failed ({exc}).",
+                spend=self._spend(error.attempts, tools=False),
+                partial_text="".join(self.streamed),
+                entries=tuple(self.entries),
+                reply=replies.MODEL_UNAVAILABLE,
+            ) from None
+        if summary is None:
+            raise self._failed(error)
+        self._assemble(summary.history)
+
+    async def _compact_only(self) -> TurnOutcome:
+        try:
+            summary = await self._summarize("command")
+        except CompactionFailed as exc:
+            raise TurnFailed(
+                f"/compact failed: {exc}",
+                spend=TurnSpend(usage=self.meter.usage),
+                reply=replies.COMPACT_FAILED,
+            ) from None
+        if summary is None:
+            text = replies.nothing_older_to_compact(len(self.history))
+            return TurnOutcome(text=text, entries=(), usage=self.meter.usage, attempts=0)
+        text = replies.compacted(summary.summarized, len(summary.history) - 1)
+        return TurnOutcome(
+            text=text,
+            entries=(),
+            history=summary.history,
+            request=summary.body,
+            usage=self.meter.usage,
+            attempts=summary.attempts,
+        )
