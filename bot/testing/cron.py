@@ -125,7 +125,9 @@ class MemoryCronRuns(RunRecords):
 
     def _prune(self, job: str, now: datetime) -> None:
         oldest = now.timestamp() - self._max_age
-        for run_id in [r for r, (_, run) in self._runs.items() if run.fired_at.timestamp() < oldest]:
+        for run_id in [
+            r for r, (_, run) in self._runs.items() if run.fired_at.timestamp() < oldest
+        ]:
             del self._runs[run_id]
         theirs = sorted(
             ((run.fired_at, seq, run.run_id) for seq, run in self._runs.values() if run.job == job),

@@ -7,6 +7,7 @@ conversations pruned by idle days, count and bytes after each publish.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import structlog
 
 from bot.config import StoreSettings

@@ -182,7 +182,11 @@ class MemoryOutbox(Outbox):
         item = None
         if publication.item_id is not None and publication.state is not None:
             item = tables.items.get(publication.item_id)
-            if item is not None and self._opened.shared and item.owner not in ("", self._opened.owner):
+            if (
+                item is not None
+                and self._opened.shared
+                and item.owner not in ("", self._opened.owner)
+            ):
                 raise ClaimLost(f"inbox item {publication.item_id} is another replica's now")
         # Checked: from here on nothing refuses, so all of it is written.
         if written:

@@ -117,7 +117,10 @@ class MemoryLongTerm(OperatorMemory):
         ]
         candidates.sort(key=lambda hit: (hit[0], hit[1].row_id), reverse=True)
         return rules.select(
-            [_hit(row, score) for score, row in candidates[: settings.recall_hits * CANDIDATES_PER_HIT]],
+            [
+                _hit(row, score)
+                for score, row in candidates[: settings.recall_hits * CANDIDATES_PER_HIT]
+            ],
             specific,
             rules.weights(specific, docs, corpus),
             holds.preceding,
@@ -180,7 +183,9 @@ class MemoryLongTerm(OperatorMemory):
     ) -> int:
         numbers = None if ids is None else {memory_row_id(memory_id) for memory_id in ids}
         self._opened.write("memories")
-        gone = [r.row_id for r in self._own(person, scope) if numbers is None or r.row_id in numbers]
+        gone = [
+            r.row_id for r in self._own(person, scope) if numbers is None or r.row_id in numbers
+        ]
         for row_id in gone:
             del self._rows[row_id]
         return len(gone)

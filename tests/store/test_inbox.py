@@ -7,10 +7,8 @@ import asyncio
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import aiosqlite
-import asyncpg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
