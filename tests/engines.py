@@ -2,8 +2,9 @@
 or `store`) once on SQLite, once on PostgreSQL and once on the in-memory store of `bot.testing`,
 so one suite holds all three to the same contract; `both_engines` runs it on the two SQL engines
 (a test of what only SQL has: its files, tables and constraints), `postgres_only` on PostgreSQL
-alone. The closest mark wins: a module marked `all_engines` marks its SQL-only tests
-`both_engines`.
+alone, `replica_engines` on the engines whose stores are replicas sharing their data (PostgreSQL,
+and the in-memory store opened `shared`). The closest mark wins: a module marked `all_engines`
+marks its SQL-only tests `both_engines`.
 
 `Engine.open(...)` opens the store at the test's own location (a file in tmp_path, a fresh schema
 in the session's PostgreSQL database, or fresh in-memory tables) with the given settings; opening
@@ -31,6 +32,7 @@ from tests import postgres
 
 SQL_ENGINES = ("sqlite", "postgresql")
 ENGINES = (*SQL_ENGINES, "memory")
+REPLICA_ENGINES = ("postgresql", "memory-replicas")
 # What a write to a table a test made fail raises (`Engine.failing`), and what a second row
 # under one unique key raises, on each engine.
 WRITE_FAILED = (sqlite3.OperationalError, asyncpg.UndefinedTableError, StoreFault)
@@ -63,7 +65,7 @@ class Engine:
 
     @property
     def memory(self) -> bool:
-        return self.name == "memory"
+        return isinstance(self.location, Tables)
 
     def settings(self, **store: Any) -> StoreSettings:
         if isinstance(self.location, Path):
@@ -86,6 +88,7 @@ class Engine:
                 attachments=attachments,
                 clock=self.clock,
                 tables=self.location,
+                shared=self.name == "memory-replicas",
             )
         return await open_configured(
             self.settings(**store),
@@ -103,6 +106,16 @@ class Engine:
         from bot.sql.inbox import Inbox
 
         return Inbox(store.db, self.clock, **bounds)
+
+    async def lose_heartbeat(self, store: Any) -> None:
+        """The replica `store` is taken for gone by the others while it runs on (its heartbeat
+        session was cut)."""
+        if isinstance(store, MemoryStore):
+            store.die()
+            return
+        from bot.pgstore.owners import duty
+
+        await store.leadership.release(duty(store.owner))
 
     @contextlib.asynccontextmanager
     async def failing(self, store: Any, table: str) -> AsyncIterator[None]:
@@ -171,7 +184,7 @@ async def store(engine: Engine) -> AsyncIterator[OpenStore]:
 @pytest.fixture
 async def engine(request: pytest.FixtureRequest, db_path: Path, clock: Clock) -> Engine:
     name = getattr(request, "param", "sqlite")
-    if name == "memory":
+    if name.startswith("memory"):
         return Engine(name, Tables(clock), clock)
     if name == "postgresql":
         server: postgres.PgServer = request.getfixturevalue("pg_server")
@@ -179,7 +192,12 @@ async def engine(request: pytest.FixtureRequest, db_path: Path, clock: Clock) ->
     return Engine(name, db_path, clock)
 
 
-MARKED = {"all_engines": ENGINES, "both_engines": SQL_ENGINES, "postgres_only": ("postgresql",)}
+MARKED = {
+    "all_engines": ENGINES,
+    "both_engines": SQL_ENGINES,
+    "postgres_only": ("postgresql",),
+    "replica_engines": REPLICA_ENGINES,
+}
 
 
 def parametrize_engines(metafunc: pytest.Metafunc) -> None:
