@@ -18,7 +18,8 @@ from bot.turns import ReplyRoute
 
 
 class RecordingDeliverer(LiveDeliverer, Deliverer):
-    """Posts parts into `posted`; `platform` maps each taken part's id to its platform id.
+    """Posts parts into `posted`; `platform` maps each taken part's id to its platform id (what
+    `find` sees there, so a test can say a post went through before a crash).
 
     `split`: render cuts an answer into parts of at most that many characters (one part when
     None). `refuse`: part ids the platform refuses for good (PartFailed). `failures`: errors
@@ -28,6 +29,7 @@ class RecordingDeliverer(LiveDeliverer, Deliverer):
         self.name = name
         self.split = split
         self.posted: list[OutboxPart] = []
+        self.finished: list[OutboxPart] = []  # messages already there, made to show a part
         self.platform: dict[str, str] = {}
         self.refuse: set[str] = set()
         self.failures: list[Exception] = []
@@ -60,8 +62,13 @@ class RecordingDeliverer(LiveDeliverer, Deliverer):
         return self.platform.get(part.part_id)
 
     async def finish(self, part: OutboxPart, first: str | None) -> str:
-        """A message a stream opened now shows the part (this double opens none of its own)."""
-        return await self.post(part, first)
+        """The message already on the platform (`part.platform_id`: found there after a
+        restart) is made to show the part, not posted again."""
+        if part.platform_id is None:
+            raise ValueError(f"part {part.part_id} has no message on the platform to finish")
+        self.finished.append(part)
+        self.platform[part.part_id] = part.platform_id
+        return part.platform_id
 
     def live(self, route: ReplyRoute, turn_id: str) -> LiveSession | None:
         return None  # this double does not stream

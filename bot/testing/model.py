@@ -25,12 +25,9 @@ def answer(text: str) -> TurnOutcome:
 class ScriptedModel(ModelRuntime):
     """The ModelRuntime port, answering from a script (`answer("scripted answer")` by default)."""
 
-    def __init__(self, *script: Step, gated: bool = False, stream: bool = False) -> None:
-        """`stream`: hand each outcome's text to the plan's `on_text` before returning it, as
-        the runtime streams an answer."""
+    def __init__(self, *script: Step, gated: bool = False) -> None:
         self.script: list[Step] = list(script) or [answer("scripted answer")]
         self.gated = gated
-        self.stream = stream
         self.plans: list[TurnPlan] = []
         self.started = asyncio.Event()
         self.release = asyncio.Event()
@@ -44,8 +41,6 @@ class ScriptedModel(ModelRuntime):
             await self.release.wait()
         if isinstance(step, Exception):
             raise step
-        if self.stream and plan.on_text is not None:
-            await plan.on_text(step.text)
         return step
 
     async def aclose(self) -> None:

@@ -13,18 +13,18 @@ import pytest
 
 from bot import replies
 from bot.config import HostSettings
-from bot.errors import TurnFailed
+from bot.errors import PartDelayed, TurnFailed
 from bot.host import Host
-from bot.inbox import InboxState
+from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.intake import Admission
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
 from bot.recall import RecallCache
-from bot.turns import Outcome, ReplyRoute, TurnRequest
 from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel, answer
 from bot.testing.store import MemoryStore, open_memory_store
+from bot.turns import Outcome, ReplyRoute, TurnRequest
 from tests.prompt.builders import make_assembler, slack_request
 
 ROUTE = ReplyRoute("test", {"to": "C1"})
@@ -197,3 +197,67 @@ async def test_close_stops_intake_and_lets_the_running_turn_finish(counter: Toke
     assert r.posted() == ["scripted answer"]
     assert [p.turn_id for p in r.model.plans] == ["turn-1"]
     assert r.states() == {1: InboxState.ANSWERED}  # the refused event was never stored
+
+
+async def test_an_answer_goes_out_part_by_part_in_order(counter: TokenCounter) -> None:
+    r = rig(counter, ScriptedModel(answer("one two three")))
+    r.deliverer.split = 4  # "one ", "two ", "thre", "e"
+    await r.host.resume()
+    await submit(r.host, 1)
+    await r.host.idle()
+
+    assert r.posted() == ["one ", "two ", "thre", "e"]
+    parts = await r.store.outbox.parts("turn-1")
+    assert [p.platform_id for p in parts] == ["test-1", "test-2", "test-3", "test-4"]
+    assert await r.store.outbox.undelivered() == []
+    await r.host.close(grace=0)
+
+
+async def test_a_part_the_platform_refuses_is_abandoned_and_later_turns_go_out(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel(answer("first"), answer("second")))
+    r.deliverer.refuse = {"turn-1.0"}
+    await r.host.resume()
+    await submit(r.host, 1)
+    await submit(r.host, 2)
+    await r.host.idle()
+
+    assert r.posted() == ["second"]
+    assert await r.store.outbox.undelivered() == []  # refused for good: not posted again
+    (refused,) = await r.store.outbox.parts("turn-1")
+    assert refused.platform_id is None
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
+    await r.host.close(grace=0)
+
+
+async def test_a_part_the_platform_did_not_take_yet_is_tried_again_and_posted_once(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel())
+    r.deliverer.failures = [PartDelayed("rate limited", retry_after=0)]
+    await r.host.resume()
+    await submit(r.host, 1)
+    await r.host.idle()
+
+    assert r.posted() == ["scripted answer"]
+    assert r.deliverer.failures == []  # the first try met the failure
+    await r.host.close(grace=0)
+
+
+async def test_parts_a_crashed_process_left_are_looked_for_before_they_are_posted(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel())
+    parts = [OutboxPart(f"turn-9.{n}", "turn-9", KEY, n, ROUTE, f"part {n}") for n in range(2)]
+    await r.store.outbox.publish(Publication(KEY, parts=parts))
+    r.deliverer.platform["turn-9.0"] = "test-earlier"  # it went through before the crash
+
+    await r.host.resume()
+    await r.host.idle()
+
+    assert r.posted() == ["part 1"]  # part 0 was found on the platform, not posted twice
+    assert [p.part_id for p in r.deliverer.finished] == ["turn-9.0"]
+    stored = await r.store.outbox.parts("turn-9")
+    assert [p.platform_id for p in stored] == ["test-earlier", "test-1"]
+    await r.host.close(grace=0)
