@@ -60,6 +60,8 @@ class MemoryCronRuns(RunRecords):
         return [run for *_, run in runs[:limit]]
 
     async def interrupt_running(self, finished_at: datetime) -> int:
+        """Every record still running, as SQLite's one process does (PostgreSQL's replicas
+        leave the recent ones: another replica may be running them)."""
         self._opened.write("cron_runs")
         running = [
             (seq, run) for seq, run in self._runs.values() if run.status is CronRunStatus.RUNNING

@@ -77,10 +77,9 @@ class MemoryAttachments(AttachmentStore):
     def _prune(self, keep: str, now: float) -> None:
         tables = self._opened.tables
         cutoff = now - self._settings.store_idle_days * _DAY
-        idle = [cid for cid, row in tables.attachments.items() if row.used_at < cutoff]
+        idle = [c for c, row in tables.attachments.items() if row.used_at < cutoff and c != keep]
         for cid in idle:
-            if cid != keep:
-                del tables.attachments[cid]
+            del tables.attachments[cid]
         total = sum(len(row.data) for row in tables.attachments.values())
         dropped = 0
         for cid, row in sorted(tables.attachments.items(), key=lambda item: item[1].used_at):

@@ -166,7 +166,8 @@ class Opened:
         self.shared = shared
         self.owner = secrets.token_hex(8) if shared else ""
         self.closed = False
-        tables.live.add(self.owner)
+        if shared:
+            tables.live.add(self.owner)
 
     def check_open(self) -> None:
         if self.closed:
