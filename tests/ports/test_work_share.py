@@ -15,7 +15,7 @@ from bot.errors import ClaimLost
 from bot.inbox import InboxState, Publication, WorkShare
 from bot.stores import OpenStore
 from tests.engines import Engine
-from tests.store.test_inbox import part, request
+from tests.ports.test_inbox import part, request
 
 pytestmark = pytest.mark.replica_engines
 
