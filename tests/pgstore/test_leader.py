@@ -75,29 +75,6 @@ async def taken_over(url: str, name: str) -> AsyncIterator[None]:
             conn.terminate()
 
 
-@pytest.mark.replica_engines
-async def test_a_duty_has_one_holder_and_passes_to_a_waiting_replica(engine: Engine) -> None:
-    """The Leadership port as every replica engine keeps it."""
-    first, second = await engine.open(), await engine.open()
-    name = f"duty-{uuid.uuid4().hex}"
-    assert first.leadership is not None
-    assert second.leadership is not None
-    try:
-        await asyncio.wait_for(first.leadership.acquire(name), GUARD)
-        await asyncio.wait_for(first.leadership.acquire(name), GUARD)  # held: at once
-        waiting = asyncio.create_task(second.leadership.acquire(name))
-        assert first.leadership.holds(name)
-        assert not second.leadership.holds(name)
-        await first.leadership.release(name)
-        await asyncio.wait_for(waiting, GUARD)
-        assert second.leadership.holds(name)
-        assert not first.leadership.holds(name)
-    finally:
-        await second.leadership.release(name)
-        await first.aclose()
-        await second.aclose()
-
-
 def events(logs: list[dict[str, object]]) -> list[object]:
     return [line["event"] for line in logs if str(line["event"]).startswith("leadership_")]
 
