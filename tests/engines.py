@@ -25,9 +25,10 @@ import pytest
 
 from bot.cli.stored import open_configured
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.errors import DuplicateKey, StoreFault
 from bot.stores import OpenStore
 from bot.testing.store import MemoryStore, open_memory_store
-from bot.testing.tables import DuplicateKey, StoreFault, Tables
+from bot.testing.tables import Tables
 from tests import postgres
 
 SQL_ENGINES = ("sqlite", "postgresql")

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import structlog
 
-from bot.errors import ClaimLost
+from bot.errors import ClaimLost, DuplicateKey, StoreFault
 from bot.inbox import (
     Adopted,
     Inbox,
@@ -28,7 +28,7 @@ from bot.sql.inbox import DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, PRUNE_EVERY, SETTL
 from bot.testing.history import MemoryChatBuffer, MemoryHistory
 from bot.testing.ledgers import MemoryTurnRecords, MemoryUsage
 from bot.testing.memory import MemoryLongTerm
-from bot.testing.tables import DuplicateKey, ItemRow, Opened, PartRow, StoreFault
+from bot.testing.tables import ItemRow, Opened, PartRow
 from bot.turns import TurnRequest
 
 log = structlog.get_logger(__name__)

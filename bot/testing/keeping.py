@@ -13,9 +13,10 @@ from typing import Any
 import structlog
 
 from bot.config import AttachmentSettings
+from bot.errors import DuplicateKey
 from bot.ports.approvals import PENDING, Approval, ApprovalRecords
 from bot.ports.attachments import AttachmentStore, StoredAttachment
-from bot.testing.tables import AttachmentRow, DuplicateKey, Opened
+from bot.testing.tables import AttachmentRow, Opened
 
 log = structlog.get_logger(__name__)
 

@@ -16,22 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from bot.errors import StoreClosedError, StoreError
+from bot.errors import StoreClosedError, StoreFault
 from bot.inbox import InboxState, OutboxPart
 from bot.ports.approvals import Approval
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.records import UsageEntry
 from bot.sql.history import Staged
 from bot.turns import TurnRequest
-
-
-class StoreFault(StoreError):
-    """A write to a table a test told to fail (`Tables.failing`)."""
-
-
-class DuplicateKey(StoreError):
-    """A write that would store a second row under one unique key (what a UNIQUE constraint
-    refuses in SQL); nothing of its operation was written."""
 
 
 @dataclass
