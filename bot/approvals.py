@@ -38,11 +38,11 @@ from bot.ports.approvals import (
     PENDING,
     Approval,
     ApprovalCards,
+    ApprovalRecords,
     Card,
     PressAnswer,
 )
 from bot.ports.tools import Tool, ToolOutput, ToolSpec
-from bot.sql.approvals import SqlApprovals
 from bot.sql.request_codec import decode_request, encode_request
 from bot.surfaces import APPROVER, TOOL_GLOB, SurfaceRule
 from bot.turns import TurnRequest
@@ -140,7 +140,7 @@ class ApprovalDesk:
 
     def __init__(
         self,
-        book: SqlApprovals,
+        book: ApprovalRecords,
         settings: ApprovalSettings,
         *,
         clock: Callable[[], float] = time.time,

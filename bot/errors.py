@@ -16,7 +16,9 @@ BotError
 │   ├── StoreClosedError     an operation arrived after the store was closed
 │   ├── TargetNotEmptyError  `bot store migrate` found data in the target already
 │   ├── ClaimLost            a replica's inbox item was adopted by another (it was taken for gone)
-│   └── UnreadableRecord     a stored entry, request or route this program cannot read
+│   ├── UnreadableRecord     a stored entry, request or route this program cannot read
+│   ├── DuplicateKey         the in-memory store (bot.testing) was asked to store a key twice
+│   └── StoreFault           a write to a table of the in-memory store a test told to fail
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
 │   ├── TurnFailed           the model runtime gave up on a turn (carries what finished)
@@ -119,6 +121,16 @@ class ClaimLost(StoreError):
 
 class UnreadableRecord(StoreError, ValueError):
     """A stored history entry, request or route is not one this program can read."""
+
+
+class DuplicateKey(StoreError):
+    """The in-memory store (`bot.testing`) was asked to store a second row under one unique key
+    (what a UNIQUE constraint refuses in SQL); nothing of the operation was written."""
+
+
+class StoreFault(StoreError):
+    """A write to a table of the in-memory store that a test told to fail
+    (`bot.testing.tables.Tables.failing`); nothing of the operation was written."""
 
 
 # --- the model ----------------------------------------------------------------------------------

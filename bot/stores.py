@@ -8,13 +8,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bot.inbox import Inbox, Outbox, WorkShare
+from bot.ports.approvals import ApprovalRecords
 from bot.ports.attachments import AttachmentStore
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.history import ChatBuffer, HistoryStore
 from bot.ports.leadership import Leadership
 from bot.ports.memory import MemoryStore
 from bot.ports.records import TurnRecords, UsageEntry, UsageLedger
-from bot.sql.approvals import SqlApprovals
 from bot.sql.history import ConversationInfo
 from bot.sql.memory import StoredMemory
 from bot.sql.records import RecordSummary
@@ -99,7 +99,7 @@ class OpenStore(Protocol):
     def inbox(self) -> Inbox: ...
 
     @property
-    def approvals(self) -> SqlApprovals: ...
+    def approvals(self) -> ApprovalRecords: ...
 
     @property
     def outbox(self) -> Outbox: ...

@@ -15,7 +15,7 @@ from bot.stores import OpenStore
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 from tests.engines import Engine
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 NOON = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)  # 12:00 in Berlin
 PRICE = ModelPrice(input=3.0, output=15.0)
 

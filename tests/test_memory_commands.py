@@ -11,7 +11,7 @@ from bot.memory_commands import answer, is_memory_command
 from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.stores import OpenStore
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 ANN, BEN = "slack:T1:U_ANN", "slack:T1:U_BEN"
 CHANNEL, ANN_DM = "slack:C1", "slack:D_ANN"

@@ -40,6 +40,33 @@ class Approval:
     result: str | None = None
 
 
+class ApprovalRecords(Protocol):
+    """The durable approval requests a store keeps: a decision and an outcome are each taken
+    once (on a shared store the first replica wins)."""
+
+    async def add(self, approval: Approval) -> None: ...
+
+    async def get(self, approval_id: str) -> Approval | None: ...
+
+    async def set_card(self, approval_id: str, card: dict[str, Any]) -> None: ...
+
+    async def decide(self, approval_id: str, state: str, by: str, at: float) -> bool:
+        """Move a pending request to `state`; False when it was no longer pending."""
+
+    async def finish(self, approval_id: str, result: str) -> bool:
+        """Keep the outcome of a decided request unless one is kept already (False then: its
+        continuation is someone else's)."""
+
+    async def stranded(self, before: float) -> list[Approval]:
+        """Requests decided before `before` whose outcome was never kept."""
+
+    async def due(self, now: float) -> list[Approval]:
+        """Pending requests whose time is up."""
+
+    async def listing(self, *, pending: bool = False, limit: int = 100) -> list[Approval]:
+        """The newest requests first (only the pending ones with `pending`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Card:
     """What a card shows: every text already bounded and neutralized by the host."""

@@ -121,7 +121,7 @@ class History:
         """Append (or replace with) staged entries inside the caller's write transaction."""
         await tx.lock(_lock(key))
         existing = [] if replace else await _read_window(tx, key)
-        window = _trim(existing + fresh, self._settings.history_messages)
+        window = trimmed(existing + fresh, self._settings.history_messages)
         kept_seqs = [item.seq for item in window if item.seq is not None]
         if kept_seqs:
             await tx.execute("DELETE FROM messages WHERE key = ? AND seq < ?", key, kept_seqs[0])
@@ -167,7 +167,7 @@ class History:
             log.info("history_pruned", **removed)
 
 
-def _trim(items: list[Staged], limit: int) -> list[Staged]:
+def trimmed(items: list[Staged], limit: int) -> list[Staged]:
     """At most `limit` items, opened on a clean start (see `_opens_window`).
 
     Over the limit, the window drops to its newest half at once instead of shedding one turn's

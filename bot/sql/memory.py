@@ -268,7 +268,7 @@ class Memory:
     ) -> int:
         where, params = _own_filter(person, scope)
         if ids is not None:
-            numbers = [_row_id(memory_id) for memory_id in ids]
+            numbers = [memory_row_id(memory_id) for memory_id in ids]
             if not numbers:
                 return 0
             where += f" AND m.id IN ({marks(numbers)})"
@@ -299,7 +299,7 @@ class Memory:
 
     async def forget(self, memory_id: str) -> bool:
         """Delete one memory (and its index entry); True when it existed."""
-        row_id = _row_id(memory_id)
+        row_id = memory_row_id(memory_id)
 
         async def forget(tx: Sql) -> bool:
             text = await tx.fetch_value("DELETE FROM memories WHERE id = ? RETURNING text", row_id)
@@ -368,7 +368,7 @@ def _said(row: Row) -> str:
 _ROW_ID_MAX = 2**63 - 1  # the largest row id either engine stores (a signed 64-bit integer)
 
 
-def _row_id(memory_id: str) -> int:
+def memory_row_id(memory_id: str) -> int:
     try:
         number = int(memory_id)
     except ValueError:

@@ -1,6 +1,7 @@
-"""Fast unit tests of `bot.host.Host` alone, against the in-memory port doubles of
-`tests/host/doubles.py`: intake, ordering, refusals, model failure and shutdown, with no store,
-no HTTP and no model server. Tests wait on events and conditions, never on time."""
+"""Fast unit tests of `bot.host.Host` alone, against the doubles that ship in `bot.testing` (the
+in-memory store, a scripted model, a recording outbox deliverer): intake, ordering, refusals,
+model failure and shutdown, with no database, no HTTP and no model server. Tests wait on events
+and conditions, never on time."""
 
 from __future__ import annotations
 
@@ -12,22 +13,18 @@ import pytest
 
 from bot import replies
 from bot.config import HostSettings
-from bot.errors import TurnFailed, TurnSpend
+from bot.errors import PartDelayed, TurnFailed, TurnSpend
 from bot.host import Host
-from bot.inbox import InboxState
+from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.intake import Admission
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
 from bot.recall import RecallCache
+from bot.testing.delivery import RecordingDeliverer
+from bot.testing.model import ScriptedModel, answer
+from bot.testing.store import MemoryStore, open_memory_store
 from bot.turns import Outcome, ReplyRoute, TurnRequest
-from tests.host.doubles import (
-    CannedModel,
-    MemoryHistory,
-    MemoryInbox,
-    MemoryOutbox,
-    RecordingDeliverer,
-)
 from tests.prompt.builders import make_assembler, slack_request
 
 ROUTE = ReplyRoute("test", {"to": "C1"})
@@ -37,12 +34,16 @@ KEY = "test:C1"
 @dataclass
 class Rig:
     host: Host
-    model: CannedModel
-    inbox: MemoryInbox
-    outbox: MemoryOutbox
-    history: MemoryHistory
+    model: ScriptedModel
+    store: MemoryStore
     deliverer: RecordingDeliverer
     records: list[TurnRecord]
+
+    def posted(self) -> list[str]:
+        return [part.text for part in self.deliverer.posted]
+
+    def states(self) -> dict[int, InboxState]:
+        return {item_id: row.state for item_id, row in self.store.tables.items.items()}
 
 
 def no_tools(request: TurnRequest, recall: RecallCache, rule: object = None) -> list[Tool]:
@@ -63,18 +64,16 @@ def counter() -> TokenCounter:
     return TokenCounter()
 
 
-def rig(counter: TokenCounter, model: CannedModel, **settings: int) -> Rig:
-    inbox = MemoryInbox()
-    history = MemoryHistory()
-    outbox = MemoryOutbox(inbox, history)
+def rig(counter: TokenCounter, model: ScriptedModel, **settings: int) -> Rig:
+    store = open_memory_store()
     deliverer = RecordingDeliverer()
     limits = {"turns_per_person_per_minute": 0, **settings}
     host = Host(
         assembler=make_assembler(counter, memory_enabled=False),
         model=model,
-        history=history,
-        inbox=inbox,
-        outbox=outbox,
+        history=store.history,
+        inbox=store.inbox,
+        outbox=store.outbox,
         deliverers={"test": deliverer},
         memory=None,
         tools_for=no_tools,
@@ -82,12 +81,12 @@ def rig(counter: TokenCounter, model: CannedModel, **settings: int) -> Rig:
     )
     records: list[TurnRecord] = []
     host.observers.append(records.append)
-    return Rig(host, model, inbox, outbox, history, deliverer, records)
+    return Rig(host, model, store, deliverer, records)
 
 
 @pytest.fixture
 async def started(counter: TokenCounter) -> AsyncIterator[Rig]:
-    r = rig(counter, CannedModel())
+    r = rig(counter, ScriptedModel(answer("scripted answer")))
     await r.host.resume()
     yield r
     await r.host.close(grace=0)
@@ -97,9 +96,9 @@ async def test_submitted_request_is_answered_once_through_the_deliverer(started:
     assert await submit(started.host, 1) is Admission.ACCEPTED
     await started.host.idle()
 
-    assert started.deliverer.posted == [(ROUTE, "canned answer")]
+    assert [(p.route, p.text) for p in started.deliverer.posted] == [(ROUTE, "scripted answer")]
     assert [p.turn_id for p in started.model.plans] == ["turn-1"]
-    assert started.inbox.states == {1: InboxState.ANSWERED}
+    assert started.states() == {1: InboxState.ANSWERED}
     assert [r.outcome for r in started.records] == [Outcome.OK]
 
 
@@ -123,13 +122,13 @@ async def test_two_requests_of_one_conversation_run_in_order(started: Rig) -> No
     assert first.history == []
     assert len(second.history) == 2  # turn 1's request and answer
     assert "first" in second.history[0].text
-    assert second.history[1].text == "canned answer"
-    assert len(started.history.entries[KEY]) == 4
-    assert [t for _, t in started.deliverer.posted] == ["canned answer", "canned answer"]
+    assert second.history[1].text == "scripted answer"
+    assert len(await started.store.history.load(KEY)) == 4
+    assert started.posted() == ["scripted answer", "scripted answer"]
 
 
 async def test_at_capacity_the_person_is_told_the_host_is_busy(counter: TokenCounter) -> None:
-    r = rig(counter, CannedModel(gated=True), queue_per_conversation=1)
+    r = rig(counter, ScriptedModel(gated=True), queue_per_conversation=1)
     await r.host.resume()
     assert await submit(r.host, 1) is Admission.ACCEPTED
     await r.model.started.wait()  # turn 1 is in the model; its lane holds nothing else
@@ -143,7 +142,7 @@ async def test_at_capacity_the_person_is_told_the_host_is_busy(counter: TokenCou
     assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
     busy = [rec for rec in r.records if rec.turn_id == "turn-3"]
     assert [(rec.outcome, rec.error) for rec in busy] == [(Outcome.REFUSED, "busy")]
-    assert r.inbox.states[3] is InboxState.REFUSED
+    assert r.states()[3] is InboxState.REFUSED
     await r.host.close(grace=0)
 
 
@@ -151,13 +150,13 @@ async def test_a_model_failure_publishes_the_failure_reply_and_its_record(
     counter: TokenCounter,
 ) -> None:
     failure = TurnFailed("overloaded after 3 tries", spend=TurnSpend(attempts=3))
-    r = rig(counter, CannedModel(error=failure))
+    r = rig(counter, ScriptedModel(failure))
     await r.host.resume()
     assert await submit(r.host, 1, text="will it fail") is Admission.ACCEPTED
     await r.host.idle()
 
-    assert [t for _, t in r.deliverer.posted] == [replies.TURN_FAILED]
-    (publication,) = r.outbox.publications
+    assert r.posted() == [replies.TURN_FAILED]
+    (publication,) = r.store.outbox.publications
     assert publication.state is InboxState.FAILED
     assert publication.record is not None
     assert publication.record.outcome is Outcome.FAILED
@@ -172,17 +171,17 @@ async def test_a_model_failure_publishes_the_failure_reply_and_its_record(
 
 async def test_a_failure_with_its_own_reply_says_that_reply(counter: TokenCounter) -> None:
     failure = TurnFailed("refused by policy", reply="I can't help with that one.")
-    r = rig(counter, CannedModel(error=failure))
+    r = rig(counter, ScriptedModel(failure))
     await r.host.resume()
     await submit(r.host, 1)
     await r.host.idle()
 
-    assert [t for _, t in r.deliverer.posted] == ["I can't help with that one."]
+    assert r.posted() == ["I can't help with that one."]
     await r.host.close(grace=0)
 
 
 async def test_close_stops_intake_and_lets_the_running_turn_finish(counter: TokenCounter) -> None:
-    r = rig(counter, CannedModel(gated=True))
+    r = rig(counter, ScriptedModel(gated=True))
     await r.host.resume()
     assert await submit(r.host, 1) is Admission.ACCEPTED
     await r.model.started.wait()
@@ -196,7 +195,70 @@ async def test_close_stops_intake_and_lets_the_running_turn_finish(counter: Toke
     r.model.release.set()
     await closing
 
-    assert [t for _, t in r.deliverer.posted] == ["canned answer"]
+    assert r.posted() == ["scripted answer"]
     assert [p.turn_id for p in r.model.plans] == ["turn-1"]
-    assert [i.item_id for i in r.inbox.items] == [1]  # the refused event was never stored
-    assert r.inbox.states == {1: InboxState.ANSWERED}
+    assert r.states() == {1: InboxState.ANSWERED}  # the refused event was never stored
+
+
+async def test_an_answer_goes_out_part_by_part_in_order(counter: TokenCounter) -> None:
+    r = rig(counter, ScriptedModel(answer("one two three")))
+    r.deliverer.split = 4  # "one ", "two ", "thre", "e"
+    await r.host.resume()
+    await submit(r.host, 1)
+    await r.host.idle()
+
+    assert r.posted() == ["one ", "two ", "thre", "e"]
+    parts = await r.store.outbox.parts("turn-1")
+    assert [p.platform_id for p in parts] == ["test-1", "test-2", "test-3", "test-4"]
+    assert await r.store.outbox.undelivered() == []
+    await r.host.close(grace=0)
+
+
+async def test_a_part_the_platform_refuses_is_abandoned_and_later_turns_go_out(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel(answer("first"), answer("second")))
+    r.deliverer.refuse = {"turn-1.0"}
+    await r.host.resume()
+    await submit(r.host, 1)
+    await submit(r.host, 2)
+    await r.host.idle()
+
+    assert r.posted() == ["second"]
+    assert await r.store.outbox.undelivered() == []  # refused for good: not posted again
+    (refused,) = await r.store.outbox.parts("turn-1")
+    assert refused.platform_id is None
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
+    await r.host.close(grace=0)
+
+
+async def test_a_part_the_platform_did_not_take_yet_is_tried_again_and_posted_once(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel())
+    r.deliverer.failures = [PartDelayed("rate limited", retry_after=0)]
+    await r.host.resume()
+    await submit(r.host, 1)
+    await r.host.idle()
+
+    assert r.posted() == ["scripted answer"]
+    assert r.deliverer.failures == []  # the first try met the failure
+    await r.host.close(grace=0)
+
+
+async def test_parts_a_crashed_process_left_are_looked_for_before_they_are_posted(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, ScriptedModel())
+    parts = [OutboxPart(f"turn-9.{n}", "turn-9", KEY, n, ROUTE, f"part {n}") for n in range(2)]
+    await r.store.outbox.publish(Publication(KEY, parts=parts))
+    r.deliverer.platform["turn-9.0"] = "test-earlier"  # it went through before the crash
+
+    await r.host.resume()
+    await r.host.idle()
+
+    assert r.posted() == ["part 1"]  # part 0 was found on the platform, not posted twice
+    assert [p.part_id for p in r.deliverer.finished] == ["turn-9.0"]
+    stored = await r.store.outbox.parts("turn-9")
+    assert [p.platform_id for p in stored] == ["test-earlier", "test-1"]
+    await r.host.close(grace=0)

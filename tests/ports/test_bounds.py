@@ -12,7 +12,7 @@ from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.engines import Clock, Engine
 from tests.store.helpers import assistant, turn, user
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 DAY = 86_400.0
 

@@ -14,7 +14,7 @@ from bot.sql.rules import bounded, in_fence, specific_terms, stem
 from bot.stores import OpenStore
 from tests.store.recall_labels import CHATTER, MEMORIES, QUERIES
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 SURFACE = "slack:C_TEAM"
 SCOPE = MemoryScope(SURFACE, person="slack:T1:U_ASKER")

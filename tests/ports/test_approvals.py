@@ -18,7 +18,7 @@ from bot.ports.tools import ToolSpec
 from bot.turns import ConversationKind, ReplyRoute, Speaker, TurnRequest
 from tests.engines import Engine
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 SPEC = ToolSpec("notes__delete", "Delete notes.", {"type": "object"})
 SETTINGS = ApprovalSettings(approvers=["telegram:4242", "telegram:7"], expire_minutes=5)

@@ -29,7 +29,7 @@ from bot.turns import (
     TurnRequest,
 )
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 SCOPE = MemoryScope("slack:C1", person="slack:T1:U1")
 AT = datetime(2025, 3, 1, tzinfo=UTC)

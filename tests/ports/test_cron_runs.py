@@ -32,7 +32,7 @@ async def store_path(tmp_path: Path) -> Path:
     return path
 
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from bot.sql.memory import memory_text
 from bot.stores import OpenStore
 from tests.engines import Clock, Engine
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 AT = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 

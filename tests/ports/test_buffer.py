@@ -12,7 +12,7 @@ from tests.engines import Engine
 
 KEEP = 50  # the Telegram channel's default group_buffer
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

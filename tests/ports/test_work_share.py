@@ -1,7 +1,8 @@
-"""Replicas sharing one PostgreSQL inbox (`bot.pgstore.claims`): a conversation is adopted by one
-live replica at a time, whole; what a gone replica left is adopted by a live one; a replica taken
-for gone can no longer publish. A randomized run of many replicas accepting, adopting, finishing
-and dying checks the rules hold at every step and every item ends exactly once, in order."""
+"""Replicas sharing one inbox (`bot.pgstore.claims` on PostgreSQL, `bot.testing.inbox` in memory):
+a conversation is adopted by one live replica at a time, whole; what a gone replica left is
+adopted by a live one; a replica taken for gone can no longer publish. A randomized run of many
+replicas accepting, adopting, finishing and dying checks the rules hold at every step and every
+item ends exactly once, in order."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ import pytest
 
 from bot.errors import ClaimLost
 from bot.inbox import InboxState, Publication, WorkShare
-from bot.pgstore.owners import duty
 from bot.stores import OpenStore
 from tests.engines import Engine
-from tests.store.test_inbox import part, request
+from tests.ports.test_inbox import part, request
 
-pytestmark = pytest.mark.postgres_only
+pytestmark = pytest.mark.replica_engines
 
 
 def share(store: OpenStore) -> WorkShare:
@@ -84,8 +84,7 @@ async def test_a_replica_taken_for_gone_cannot_publish(engine: Engine) -> None:
         assert one is not None
         await share(first).adopt(key)
         # Its heartbeat connection is lost while it keeps running the turn.
-        assert first.leadership is not None
-        await first.leadership.release(duty(first.owner))  # type: ignore[attr-defined]
+        await engine.lose_heartbeat(first)
         assert [i.item_id for i in (await share(second).adopt(key)).items] == [one.item_id]
         with pytest.raises(ClaimLost):
             await first.outbox.publish(

@@ -8,7 +8,7 @@ from bot.stores import OpenStore
 from bot.turns import ToolResultBlock
 from tests.store.helpers import assistant, tool_call, tool_result, turn, user
 
-pytestmark = pytest.mark.both_engines
+pytestmark = pytest.mark.all_engines
 
 
 async def test_published_turn_loads_back_with_speaker_and_tokens(store: OpenStore) -> None:
