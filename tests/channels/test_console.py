@@ -8,8 +8,8 @@ import io
 
 from bot.delivery import Delivery
 from bot.inbox import OutboxPart, Publication
+from bot.testing.store import open_memory_store
 from channels.console import ConsoleDeliverer
-from tests.host.doubles import MemoryHistory, MemoryInbox, MemoryOutbox
 from tests.waiting import until
 
 KEY = "console:test"
@@ -21,7 +21,7 @@ async def answer(
     """Stream `deltas` as the model would, then publish and deliver `final` as the host does.
     The first delta is on the terminal before the rest come, and they come faster than the
     stream updates (so its end prints them)."""
-    outbox = MemoryOutbox(MemoryInbox(), MemoryHistory())
+    outbox = open_memory_store().outbox
     delivery = Delivery(outbox, {"console": console})
     route = console.route("t1")
     stream = delivery.stream("t1", route)
@@ -45,7 +45,8 @@ async def test_a_streamed_answer_is_printed_as_written_and_once() -> None:
         ConsoleDeliverer(out), out, ["Hel", "lo ", "**there**"], "Hello **there**"
     )
     assert out.getvalue() == "Hello **there**\n"
-    assert outbox.marked == {"t1.0": "t1.0"}
+    assert [part.platform_id for part in await outbox.parts("t1")] == ["t1.0"]
+    assert await outbox.undelivered() == []
 
 
 async def test_text_streamed_before_a_tool_call_stays_and_the_answer_is_not_printed_again() -> None:
@@ -57,7 +58,7 @@ async def test_text_streamed_before_a_tool_call_stays_and_the_answer_is_not_prin
 async def test_an_answer_that_did_not_stream_is_printed_whole() -> None:
     out = io.StringIO()
     console = ConsoleDeliverer(out)
-    outbox = MemoryOutbox(MemoryInbox(), MemoryHistory())
+    outbox = open_memory_store().outbox
     delivery = Delivery(outbox, {"console": console})
     route = console.route("t2")
     parts = await delivery.parts("t2", KEY, route, "Busy, one moment.", resumed=False)
@@ -70,11 +71,12 @@ async def test_an_answer_that_did_not_stream_is_printed_whole() -> None:
 
 async def test_a_part_an_earlier_terminal_left_is_given_up_not_printed() -> None:
     out = io.StringIO()
-    outbox = MemoryOutbox(MemoryInbox(), MemoryHistory())
+    outbox = open_memory_store().outbox
     earlier = ConsoleDeliverer(io.StringIO())
     part = OutboxPart("t0.0", "t0", KEY, 0, earlier.route("t0"), "an old answer")
     await outbox.publish(Publication(KEY, parts=[part]))
     report = await Delivery(outbox, {"console": ConsoleDeliverer(out)}).drain()
     assert not report.delivered
     assert out.getvalue() == ""
-    assert outbox.marked == {"t0.0": None}  # abandoned: no later start tries it again
+    assert await outbox.undelivered() == []  # abandoned: no later start tries it again
+    assert [part.platform_id for part in await outbox.parts("t0")] == [None]
