@@ -43,6 +43,7 @@ class Outcome(StrEnum):
     # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.
     CANCELLED = "cancelled"
     UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
+    SUSPENDED = "suspended"  # answered, and waits for something (an approval) to continue
     # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
     BUSY = "busy"
     RATE_LIMITED = "rate_limited"
@@ -131,6 +132,15 @@ class ReplyRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class Continuation:
+    """What a continuation turn carries on: the kind of suspension (e.g. "approval") and the
+    durable key of its stored state (the approval id). Opaque to channels."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One turn to run: what the channel knows about the event, plus the hidden route."""
 
@@ -151,6 +161,7 @@ class TurnRequest:
     # memory. It is a platform user id in disguise, so the assembler never renders it.
     person: str | None = None
     viewing: Viewing | None = None
+    continues: Continuation | None = None
 
 
 # History entries: the durable, model-neutral record of what was said. Blocks mirror the content

@@ -344,7 +344,7 @@ class App:
             await self._start_http()
         stop_approvals = self._connect_approvals(self._host, hub)
         await self._start_channels(self._host)
-        # Leaving: continuations under way enter the lanes before the host closes them.
+        # Leaving: the expiry sweep stops before the host closes.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
 
@@ -443,6 +443,7 @@ class App:
                 run=settings.cron.max_tokens_per_run,
                 job_day=settings.cron.max_tokens_per_job_per_day,
             ),
+            resumers={"approval": self.approvals} if self.approvals is not None else {},
         )
         self.metrics = Metrics(
             lambda: host.queue_depth,
@@ -466,32 +467,37 @@ class App:
         )
 
     def _connect_approvals(self, host: Host, hub: McpHub | None) -> Callable[[], Awaitable[None]]:
-        """Approvals: the channels that show cards and take presses, the lane continuations
-        enter, the MCP tools an approved call runs, and the sweep that expires requests."""
+        """Approvals: the channels that show cards and take presses, the intake continuations
+        are submitted to, the MCP tools an approved call runs, and the sweep that expires
+        requests and submits again what a stopped process decided (only in a process that runs
+        what it accepts: another one's continuations would wait for its next start)."""
         desk = self.approvals
         assert desk is not None
         cards = {c.name: c for c in self.channels if isinstance(c, ApprovalCards)}
         for channel in cards.values():
             channel.use_approvals(desk)
         desk.connect(host, cards, hub.tools if hub is not None else tuple)
-        sweep = asyncio.create_task(self._expire_approvals(desk))
+        runs = self._runs.intake and self._runs.resume
+        sweep = asyncio.create_task(self._approval_sweep(desk)) if runs else None
 
         async def stop_sweep() -> None:
+            if sweep is None:
+                return
             sweep.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweep
-            await desk.idle()
 
         return stop_sweep
 
-    async def _expire_approvals(self, desk: ApprovalDesk) -> None:
+    async def _approval_sweep(self, desk: ApprovalDesk) -> None:
+        """At start, then every APPROVAL_SWEEP_SECONDS: recover, then expire what is due."""
         while True:
-            await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
             try:
-                await desk.expire_due()
                 await desk.recover()
+                await desk.expire_due()
             except Exception as exc:  # the store is down for now: the next sweep tries again
                 log.warning("approval_sweep_failed", error=type(exc).__name__)
+            await asyncio.sleep(APPROVAL_SWEEP_SECONDS)
 
     async def _start_channels(self, host: Host) -> None:
         for channel in self.channels:

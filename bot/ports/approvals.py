@@ -20,6 +20,8 @@ class Approval:
     `arguments` is the canonical JSON that was shown and that runs; `digest` its sha256, checked
     again before the call. `requester` and `approvers` are `platform:person` ids. `request` is
     the encoded turn request the continuation answers; `card` where the channel posted the card.
+    `running_at` is set (once, conditionally) just before an approved call runs, and `result` is
+    the outcome the continuation told the model ("" for a call that did not run): None until then.
     """
 
     id: str
@@ -38,6 +40,7 @@ class Approval:
     decided_by: str | None = None
     decided_at: float | None = None
     result: str | None = None
+    running_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +59,20 @@ class Card:
 @runtime_checkable
 class ApprovalCards(Protocol):
     """A channel's side: post a card with its two buttons, and later replace it with a verdict;
-    presses on the buttons go to the desk it is given."""
+    presses on the buttons go to the desk it is given. Where the platform has a lasting sign on
+    a message, the conversation shows that it waits from `post_card` until `close_card`."""
 
     name: str
 
     def use_approvals(self, desk: PressDesk) -> None: ...
 
     async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
-        """Post `card` through `route`; where it went (the channel's own values), to update it."""
+        """Post `card` through `route` (and show the waiting sign); where it went (the channel's
+        own values, stored with the request), to close it from any replica."""
 
     async def close_card(self, where: dict[str, Any], text: str) -> None:
-        """Replace the card at `where` with `text`, its buttons gone."""
+        """Replace the card at `where` with `text`, its buttons gone, and take the waiting sign
+        down. Closing a card twice is harmless."""
 
 
 @dataclass(frozen=True, slots=True)
