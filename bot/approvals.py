@@ -227,6 +227,9 @@ class ApprovalDesk:
         text = canonical(arguments)
         if len(text.encode("utf-8")) > MAX_SHOWN_ARGUMENTS:
             raise ToolError(replies.approval_too_long(spec.name, MAX_SHOWN_ARGUMENTS))
+        shown_before = await self._book.shown(request.turn_id, spec.name, digest(text))
+        if shown_before is not None:  # the turn runs again after a crash: one card, one call
+            return self._waiting(spec.name, shown_before.id)
         now = self._clock()
         approval = Approval(
             id=secrets.token_urlsafe(18),
@@ -270,11 +273,15 @@ class ApprovalDesk:
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
         )
+        return self._waiting(spec.name, approval.id)
+
+    def _waiting(self, tool: str, approval_id: str) -> ToolOutput:
+        """The call's result in the asking turn: it has not run, and the turn suspends."""
         return ToolOutput(
-            replies.approval_waiting(spec.name, self._settings.expire_minutes),
+            replies.approval_waiting(tool, self._settings.expire_minutes),
             outcome="waiting_approval",
-            facts={"approval_id": approval.id},
-            suspends=Continuation(KIND, approval.id),
+            facts={"approval_id": approval_id},
+            suspends=Continuation(KIND, approval_id),
         )
 
     # --- a decision: a press, or expiry ---
@@ -332,9 +339,7 @@ class ApprovalDesk:
             "approval_decided", approval_id=approval.id, state=approval.state, tool=approval.tool
         )
         await self._close(approval)
-        admission = await self._continue(approval)
-        if not admission.acknowledge:  # not stored: the host is closing, or the store is away
-            log.warning("approval_continuation_deferred", approval_id=approval.id)
+        await self._continue(approval)
 
     async def recover(self) -> int:
         """Submit again the continuation of each decided request whose outcome is not kept yet
@@ -351,35 +356,40 @@ class ApprovalDesk:
 
     async def _close(self, approval: Approval) -> None:
         """Replace the card with who decided and when (its buttons and the waiting sign gone)."""
-        cards = self._cards.get(decode_request(approval.request).channel)
-        if cards is None or not approval.card:
-            return
         at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
         by = approval.decided_by if approval.state != EXPIRED else None
         try:
-            await cards.close_card(
-                approval.card, replies.approval_closed(approval.tool, approval.state, by, at)
-            )
-        except Exception as exc:
+            cards = self._cards.get(decode_request(approval.request).channel)
+            if cards is not None and approval.card:
+                await cards.close_card(
+                    approval.card, replies.approval_closed(approval.tool, approval.state, by, at)
+                )
+        except Exception as exc:  # the card stays as it was; the decision holds
             log.warning("approval_card_update_failed", error=type(exc).__name__)
 
     async def _continue(self, approval: Approval) -> Admission:
         """Submit the continuation turn: the asking request with a new turn id and no words of
         its own, in the conversation's lane, stored once (its mark names the approval)."""
-        if self._sink is None:
-            return Admission.UNAVAILABLE
-        request = decode_request(approval.request)
-        follow = replace(
-            request,
-            text="",
-            turn_id=uuid.uuid4().hex,
-            received_at=datetime.fromtimestamp(self._clock(), UTC),
-            preceding=(),
-            attachments=(),
-            speaker=None,  # the host speaks, not the person who asked
-            continues=Continuation(KIND, approval.id),
-        )
-        return await self._sink.submit(follow, source=KIND, marks=[f"{KIND}:{approval.id}"])
+        admission = Admission.UNAVAILABLE
+        try:
+            follow = replace(
+                decode_request(approval.request),
+                text="",
+                turn_id=uuid.uuid4().hex,
+                received_at=datetime.fromtimestamp(self._clock(), UTC),
+                preceding=(),
+                attachments=(),
+                speaker=None,  # the host speaks, not the person who asked
+                continues=Continuation(KIND, approval.id),
+            )
+            if self._sink is not None:
+                marks = [f"{KIND}:{approval.id}"]
+                admission = await self._sink.submit(follow, source=KIND, marks=marks)
+        except Exception as exc:  # an unreadable request: logged, and left to the operator
+            log.error("approval_continuation_failed", approval_id=approval.id, error=str(exc))
+        if not admission.acknowledge:  # not stored: the host is closing, or the store is away
+            log.warning("approval_continuation_deferred", approval_id=approval.id)
+        return admission
 
     # --- the continuation, in its lane ---
 
@@ -407,7 +417,7 @@ class ApprovalDesk:
             log.error("approval_digest_mismatch", approval_id=approval.id)
             outcome = replies.APPROVAL_TAMPERED
         elif approval.running_at is None and await self._book.start(approval.id, self._clock()):
-            outcome = (await self._run(approval))[:MAX_RESULT]
+            outcome = (await _call(self._tools(), approval))[:MAX_RESULT]
         else:
             log.warning("approval_interrupted", approval_id=approval.id)
             outcome = replies.APPROVAL_INTERRUPTED
@@ -415,20 +425,6 @@ class ApprovalDesk:
             return outcome
         kept = await self._book.get(approval.id)  # another run kept one first: that one holds
         return kept.result if kept is not None and kept.result is not None else outcome
-
-    async def _run(self, approval: Approval) -> str:
-        """The approved call, exactly as stored (and shown)."""
-        tool = next((t for t in self._tools() if t.spec.name == approval.tool), None)
-        if tool is None:
-            return replies.approval_tool_gone(approval.tool)
-        try:
-            returned = await tool(json.loads(approval.arguments))
-        except ToolError as exc:
-            return str(exc)
-        except Exception as exc:  # a tool bug becomes the outcome the model reads
-            return f"the tool failed: {type(exc).__name__}"
-        log.info("approval_ran", approval_id=approval.id, tool=approval.tool)
-        return returned.text if isinstance(returned, ToolOutput) else str(returned)
 
     async def listing(self, *, pending: bool = False) -> list[Approval]:
         return await self._book.listing(pending=pending)
@@ -447,6 +443,21 @@ class _Gated:
 
     async def __call__(self, arguments: Mapping[str, Any]) -> ToolOutput:
         return await self._desk.ask(self.spec, self._request, arguments, self._rule)
+
+
+async def _call(tools: Sequence[Any], approval: Approval) -> str:
+    """The approved call, exactly as stored (and shown); what it returned, or why it failed."""
+    tool = next((t for t in tools if t.spec.name == approval.tool), None)
+    if tool is None:
+        return replies.approval_tool_gone(approval.tool)
+    try:
+        returned = await tool(json.loads(approval.arguments))
+    except ToolError as exc:
+        return str(exc)
+    except Exception as exc:  # a tool bug becomes the outcome the model reads
+        return f"the tool failed: {type(exc).__name__}"
+    log.info("approval_ran", approval_id=approval.id, tool=approval.tool)
+    return returned.text if isinstance(returned, ToolOutput) else str(returned)
 
 
 def _who(request: TurnRequest) -> str:

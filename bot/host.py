@@ -985,8 +985,9 @@ class Host:
     def _capture(
         self, request: TurnRequest, user_entry: HistoryEntry, answer: str
     ) -> MemoryCapture | None:
-        """What long-term memory captures of an answered turn (with its publication)."""
-        if self._memory is None or not answer.strip():
+        """What long-term memory captures of an answered turn (with its publication). Not a
+        continuation's: its text is a host note holding a tool's result, never remembered."""
+        if self._memory is None or not answer.strip() or request.continues is not None:
             return None
         return MemoryCapture(
             conversation_key=request.conversation_key,

@@ -80,6 +80,17 @@ class SqlApprovals:
         )
         return None if row is None else _approval(row)
 
+    async def shown(self, turn_id: str, tool: str, digest: str) -> Approval | None:
+        """The request whose card turn `turn_id` already showed for this call, if any."""
+        row = await self._db.reads().fetch_one(
+            f"SELECT {_COLUMNS} FROM approvals WHERE turn_id = ? AND tool = ? AND digest = ? "
+            "AND card <> '{}' ORDER BY created_at LIMIT 1",
+            turn_id,
+            tool,
+            digest,
+        )
+        return None if row is None else _approval(row)
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None:
         await self._db.transaction(
             lambda tx: tx.execute(

@@ -154,6 +154,11 @@ async def test_the_approver_runs_the_call_once_and_others_change_nothing(
     assert any("The milk note is gone." in sent.plain for sent in tg.sent)
     assert listed.state == "approved"
     assert listed.decided_by == "telegram:4242"
+    # The tool's result reached the model in a host note, never long-term memory.
+    with sqlite3.connect(agent_dir / "data" / "bot.sqlite3") as db:
+        remembered = [text for (text,) in db.execute("SELECT text FROM memories")]
+    assert any("delete the milk note" in text for text in remembered)
+    assert not any("deleted 0 note(s)" in text for text in remembered)
 
 
 async def test_deny_and_expiry_never_run_the_call_and_the_model_is_told_why(

@@ -290,3 +290,23 @@ async def test_decisions_whose_process_stopped_continue_once_and_never_run_again
     assert "denied by an approver" in refused
     assert left == []  # both continuations kept their outcome: recovery has nothing left
     assert lost == replies.APPROVAL_LOST
+
+
+async def test_a_turn_that_runs_again_after_a_crash_asks_once(engine: Engine) -> None:
+    store = await engine.open()
+    try:
+        cards = Cards()
+        desk = ApprovalDesk(store.approvals, SETTINGS, clock=engine.clock)
+        desk.connect(Intake(store), {"telegram": cards}, tuple)
+        first = await desk.ask(SPEC, request(), {"text": "milk"})
+        # The process stopped before the asking turn was published; it runs again and the
+        # model makes the same call: the card it showed stands, no second one is posted.
+        again = await desk.ask(SPEC, request(), {"text": "milk"})
+        other = await desk.ask(SPEC, request(), {"text": "eggs"})
+        listed = await store.approvals.listing()
+    finally:
+        await store.aclose()
+    assert again.suspends == first.suspends
+    assert other.suspends != first.suspends
+    assert len(cards.posted) == 2
+    assert len(listed) == 2
