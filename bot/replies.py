@@ -435,7 +435,8 @@ def approval_ran(tool: str, arguments: str, at: datetime, outcome: str) -> str:
     when = at.strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"[Host note, not from the person] The call to {tool} with arguments {arguments} was "
-        f"approved by an approver at {when}; it ran once. Its result:\n{outcome}\n"
+        f"approved by an approver at {when}. The host runs an approved call at most once; what "
+        f"came of it:\n{outcome}\n"
         "Tell the person what happened."
     )
 

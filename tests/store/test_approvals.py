@@ -139,7 +139,7 @@ async def test_the_replica_that_did_not_post_the_card_decides_and_either_runs_it
     assert follow.turn_id != "t1"
     assert (decided.state, decided.decided_by) == ("approved", "telegram:4242")
     assert tool.calls == [{"text": "milk"}]
-    assert "ran once" in note
+    assert "at most once" in note
     assert "deleted" in note
     assert rerun == note
     assert decided.result == "deleted"
