@@ -1,18 +1,20 @@
 """Approvals (SPEC §14): which tool calls wait for a person, the request, the decision, and the
-turn that carries the outcome back to the model.
+continuation that carries the outcome back to the model.
 
 A call that needs an approval does not run in its turn: the tool answers the model at once that
-it waits (so the history always holds a result for every call), the card goes to the
-conversation, and the request is stored with the sha256 of the canonical arguments it shows. A
-press is checked (approver, not the requester, still pending) and decided with a conditional
-update, so the first decision wins on any replica. Approved, the call runs once with the stored
-arguments (their hash checked again); approved, denied or expired, a continuation turn enters
-the conversation's lane with the outcome, and the model tells the person.
+it waits (so the history always holds a result for every call) and suspends the turn
+(`ToolOutput.suspends`), the card goes to the conversation, and the request is stored with the
+sha256 of the canonical arguments it shows. A press is checked (approver, not the requester,
+still pending) and decided with a conditional update, so the first decision wins on any replica.
+A decision (a press, or expiry) runs nothing: it closes the card and submits the continuation
+turn through the host's intake, deduplicated by its mark. That turn runs in the conversation's
+lane, in order, on whichever replica; there the desk, as its `Resumer`, runs an approved call at
+most once (hash checked, marked running first) with the stored arguments, and returns the note
+the model reads next.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import hashlib
 import json
@@ -42,18 +44,20 @@ from bot.ports.approvals import (
     Card,
     PressAnswer,
 )
+from bot.ports.intake import Admission
 from bot.ports.tools import Tool, ToolOutput, ToolSpec
 from bot.sql.request_codec import decode_request, encode_request
 from bot.surfaces import APPROVER, TOOL_GLOB, SurfaceRule
-from bot.turns import TurnRequest
+from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
 
 MAX_SHOWN_ARGUMENTS = 3000  # bytes of canonical JSON a card shows; a longer call is refused
 MAX_RESULT = 16_000  # characters of an approved call's result kept with the request
-# A decided request whose outcome is still not kept this long after the decision was left by a
-# process that stopped (longer than any call may take: timeout_seconds is at most an hour).
-STRANDED_AFTER = 2 * 3600.0
+KIND = "approval"  # the Continuation kind this desk resumes
+# Recovery submits continuations of decisions this recent: the inbox dedupes marks for 7 days,
+# so a continuation submitted again is still recognised as the same one.
+RECOVER_WITHIN = 6 * 86_400.0
 ID_PATTERN = r"[A-Za-z0-9_-]{16,32}"  # what token_urlsafe(18) gives, with room
 
 
@@ -130,13 +134,16 @@ def shown(text: str, limit: int) -> str:
 
 
 class TurnSink(Protocol):
+    """Where continuation turns go (the host's intake)."""
+
     async def submit(
         self, request: TurnRequest, *, source: str, marks: Sequence[str]
-    ) -> object: ...
+    ) -> Admission: ...
 
 
 class ApprovalDesk:
-    """Requests, presses, expiry and continuations, over the store's approval rows."""
+    """Requests, presses, expiry and continuations, over the store's approval rows; the
+    `Resumer` of "approval" continuations."""
 
     def __init__(
         self,
@@ -151,7 +158,6 @@ class ApprovalDesk:
         self._cards: dict[str, ApprovalCards] = {}
         self._sink: TurnSink | None = None
         self._tools: Callable[[], Sequence[Any]] = tuple
-        self._tasks: set[asyncio.Task[None]] = set()
         self.observers: list[Callable[[str], None]] = []  # told each request and decision
 
     def connect(
@@ -221,6 +227,9 @@ class ApprovalDesk:
         text = canonical(arguments)
         if len(text.encode("utf-8")) > MAX_SHOWN_ARGUMENTS:
             raise ToolError(replies.approval_too_long(spec.name, MAX_SHOWN_ARGUMENTS))
+        shown_before = await self._book.shown(request.turn_id, spec.name, digest(text))
+        if shown_before is not None:  # the turn runs again after a crash: one card, one call
+            return self._waiting(spec.name, shown_before.id)
         now = self._clock()
         approval = Approval(
             id=secrets.token_urlsafe(18),
@@ -236,16 +245,14 @@ class ApprovalDesk:
             expires_at=now + self._settings.expire_minutes * 60,
         )
         await self._book.add(approval)
+        shown_arguments, who = shown(text, MAX_SHOWN_ARGUMENTS), shown(_who(request), 200)
         card = Card(
             approval_id=approval.id,
             tool=spec.name,
-            arguments=shown(text, MAX_SHOWN_ARGUMENTS),
-            requester=shown(_who(request), 200),
+            arguments=shown_arguments,
+            requester=who,
             text=replies.approval_card(
-                spec.name,
-                shown(text, MAX_SHOWN_ARGUMENTS),
-                shown(_who(request), 200),
-                self._settings.expire_minutes,
+                spec.name, shown_arguments, who, self._settings.expire_minutes
             ),
             approve_label=replies.APPROVE,
             deny_label=replies.DENY,
@@ -255,6 +262,7 @@ class ApprovalDesk:
         except Exception as exc:  # the card could not be shown: nobody can decide, so deny now
             log.warning("approval_card_failed", approval_id=approval.id, error=type(exc).__name__)
             await self._book.decide(approval.id, DENIED, "host", self._clock())
+            await self._book.finish(approval.id, "")  # its turn knows: nothing continues
             raise ToolError(replies.approval_unavailable(spec.name)) from None
         await self._book.set_card(approval.id, where)
         self._count("requested")
@@ -265,13 +273,18 @@ class ApprovalDesk:
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
         )
+        return self._waiting(spec.name, approval.id)
+
+    def _waiting(self, tool: str, approval_id: str) -> ToolOutput:
+        """The call's result in the asking turn: it has not run, and the turn suspends."""
         return ToolOutput(
-            replies.approval_waiting(spec.name, self._settings.expire_minutes),
+            replies.approval_waiting(tool, self._settings.expire_minutes),
             outcome="waiting_approval",
-            facts={"approval_id": approval.id},
+            facts={"approval_id": approval_id},
+            suspends=Continuation(KIND, approval_id),
         )
 
-    # --- a press ---
+    # --- a decision: a press, or expiry ---
 
     async def press(self, approval_id: str, approve: bool, presser: str) -> PressAnswer:
         """Decide a press, or say privately why it changed nothing (never raises: the platform
@@ -299,127 +312,119 @@ class ApprovalDesk:
             log.info("approval_press_refused", approval_id=approval_id, why="not an approver")
             return PressAnswer(replies.APPROVAL_NOT_YOURS, changed=False)
         state = APPROVED if approve else DENIED
-        if not await self._book.decide(approval_id, state, presser, self._clock()):
+        now = self._clock()
+        if not await self._book.decide(approval_id, state, presser, now):
             current = await self._book.get(approval_id)
             return PressAnswer(
                 replies.approval_already(current.state if current else state), changed=False
             )
-        self._decided(approval, state, presser)
+        await self._decided(replace(approval, state=state, decided_by=presser, decided_at=now))
         return PressAnswer(replies.approval_recorded(state), changed=True)
 
     async def expire_due(self) -> int:
         """Deny every pending request whose time is up; how many this call expired."""
         expired = 0
         for approval in await self._book.due(self._clock()):
-            if await self._book.decide(approval.id, EXPIRED, "expiry", self._clock()):
-                self._decided(approval, EXPIRED, None)
+            now = self._clock()
+            if await self._book.decide(approval.id, EXPIRED, "expiry", now):
+                await self._decided(replace(approval, state=EXPIRED, decided_at=now))
                 expired += 1
         return expired
 
-    def _decided(self, approval: Approval, state: str, by: str | None) -> None:
-        self._count(state)
-        log.info("approval_decided", approval_id=approval.id, state=state, tool=approval.tool)
-        task = asyncio.create_task(self._carry_on(approval, state, by))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def idle(self) -> None:
-        """Wait for the continuations under way (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def _carry_on(self, approval: Approval, state: str, by: str | None) -> None:
-        try:
-            await self._carry_on_inner(approval, state, by)
-        except Exception:  # logged with its traceback; the decision itself is stored
-            log.exception("approval_continuation_failed", approval_id=approval.id)
-
-    async def _carry_on_inner(self, approval: Approval, state: str, by: str | None) -> None:
-        """Close the card, run an approved call once, and queue the turn that tells the model."""
-        at = datetime.fromtimestamp(self._clock(), UTC)
-        request = decode_request(approval.request)
-        await self._close(approval, request, state, by, at)
-        if state == APPROVED:
-            outcome = await self._run(approval)
-            note = replies.approval_ran(approval.tool, approval.arguments, at, outcome)
-        else:
-            outcome = ""
-            note = replies.approval_refused(approval.tool, approval.arguments, state, at)
-        if not await self._book.finish(approval.id, outcome[:MAX_RESULT]):
-            return  # a later process already told the model (it took this for stranded)
-        await self._follow(approval, request, note, at)
+    async def _decided(self, approval: Approval) -> None:
+        """Close the card and submit the continuation; nothing runs now. What fails here is
+        left to `recover` (the decision itself is stored)."""
+        self._count(approval.state)
+        log.info(
+            "approval_decided", approval_id=approval.id, state=approval.state, tool=approval.tool
+        )
+        await self._close(approval)
+        await self._continue(approval)
 
     async def recover(self) -> int:
-        """Tell the model about requests decided by a process that stopped before it did: a
-        denied or expired one as usual; an approved one never runs again (at most once), and the
-        note says it is not known whether it ran. How many this call took."""
+        """Submit again the continuation of each decided request whose outcome is not kept yet
+        (its decider may have stopped before submitting it); one already stored is recognised by
+        its mark and changes nothing. A submission that is new closes the card too. How many
+        this call submitted."""
         taken = 0
-        for approval in await self._book.stranded(self._clock() - STRANDED_AFTER):
-            approved = approval.state == APPROVED
-            outcome = replies.APPROVAL_INTERRUPTED if approved else ""
-            if not await self._book.finish(approval.id, outcome):
-                continue
-            at = datetime.fromtimestamp(self._clock(), UTC)
-            if approval.state == APPROVED:
-                note = replies.approval_ran(approval.tool, approval.arguments, at, outcome)
-            else:
-                note = replies.approval_refused(
-                    approval.tool, approval.arguments, approval.state, at
-                )
-            log.warning("approval_recovered", approval_id=approval.id, state=approval.state)
-            request = decode_request(approval.request)
-            decided = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
-            await self._close(approval, request, approval.state, approval.decided_by, decided)
-            await self._follow(approval, request, note, at)
-            taken += 1
+        for approval in await self._book.unfinished(self._clock() - RECOVER_WITHIN):
+            if await self._continue(approval) is Admission.ACCEPTED:
+                log.warning("approval_recovered", approval_id=approval.id, state=approval.state)
+                await self._close(approval)
+                taken += 1
         return taken
 
-    async def _close(
-        self, approval: Approval, request: TurnRequest, state: str, by: str | None, at: datetime
-    ) -> None:
-        """Replace the card with who decided and when (its buttons gone)."""
-        cards = self._cards.get(request.channel)
-        if cards is None or not approval.card:
-            return
+    async def _close(self, approval: Approval) -> None:
+        """Replace the card with who decided and when (its buttons and the waiting sign gone)."""
+        at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
+        by = approval.decided_by if approval.state != EXPIRED else None
         try:
-            await cards.close_card(
-                approval.card, replies.approval_closed(approval.tool, state, by, at)
-            )
-        except Exception as exc:
+            cards = self._cards.get(decode_request(approval.request).channel)
+            if cards is not None and approval.card:
+                await cards.close_card(
+                    approval.card, replies.approval_closed(approval.tool, approval.state, by, at)
+                )
+        except Exception as exc:  # the card stays as it was; the decision holds
             log.warning("approval_card_update_failed", error=type(exc).__name__)
 
-    async def _follow(
-        self, approval: Approval, request: TurnRequest, note: str, at: datetime
-    ) -> None:
-        """Queue the continuation turn: `note` in the conversation's lane, taken once."""
-        if self._sink is None:
-            return
-        follow = replace(
-            request,
-            text=note,
-            turn_id=uuid.uuid4().hex,
-            received_at=at,
-            preceding=(),
-            attachments=(),
-            speaker=None,  # the host speaks, not the person who asked
-        )
-        await self._sink.submit(follow, source="approval", marks=[f"approval:{approval.id}"])
+    async def _continue(self, approval: Approval) -> Admission:
+        """Submit the continuation turn: the asking request with a new turn id and no words of
+        its own, in the conversation's lane, stored once (its mark names the approval)."""
+        admission = Admission.UNAVAILABLE
+        try:
+            follow = replace(
+                decode_request(approval.request),
+                text="",
+                turn_id=uuid.uuid4().hex,
+                received_at=datetime.fromtimestamp(self._clock(), UTC),
+                preceding=(),
+                attachments=(),
+                speaker=None,  # the host speaks, not the person who asked
+                continues=Continuation(KIND, approval.id),
+            )
+            if self._sink is not None:
+                marks = [f"{KIND}:{approval.id}"]
+                admission = await self._sink.submit(follow, source=KIND, marks=marks)
+        except Exception as exc:  # an unreadable request: logged, and left to the operator
+            log.error("approval_continuation_failed", approval_id=approval.id, error=str(exc))
+        if not admission.acknowledge:  # not stored: the host is closing, or the store is away
+            log.warning("approval_continuation_deferred", approval_id=approval.id)
+        return admission
 
-    async def _run(self, approval: Approval) -> str:
-        """The approved call, exactly as shown: its arguments' hash is checked first."""
+    # --- the continuation, in its lane ---
+
+    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
+        """The `Resumer`: run an approved call (at most once) and return the note the model
+        reads; for a denied or expired one, the note that it did not run."""
+        approval = await self._book.get(continuation.key)
+        if approval is None or approval.state == PENDING:
+            log.error("approval_continuation_unknown", approval_id=continuation.key)
+            return replies.APPROVAL_LOST
+        at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
+        if approval.state != APPROVED:
+            await self._book.finish(approval.id, "")
+            return replies.approval_refused(approval.tool, approval.arguments, approval.state, at)
+        outcome = await self._outcome(approval)
+        return replies.approval_ran(approval.tool, approval.arguments, at, outcome)
+
+    async def _outcome(self, approval: Approval) -> str:
+        """The approved call's outcome: kept by an earlier run of this continuation, or the
+        call's result now. It runs only after its running mark was set here, so a run that
+        stopped during the call leaves a mark, and the next one says it is not known."""
+        if approval.result is not None:
+            return approval.result
         if digest(approval.arguments) != approval.digest:
             log.error("approval_digest_mismatch", approval_id=approval.id)
-            return replies.APPROVAL_TAMPERED
-        tool = next((t for t in self._tools() if t.spec.name == approval.tool), None)
-        if tool is None:
-            return replies.approval_tool_gone(approval.tool)
-        try:
-            returned = await tool(json.loads(approval.arguments))
-        except ToolError as exc:
-            return str(exc)
-        except Exception as exc:  # a tool bug becomes the outcome the model reads
-            return f"the tool failed: {type(exc).__name__}"
-        return returned.text if isinstance(returned, ToolOutput) else str(returned)
+            outcome = replies.APPROVAL_TAMPERED
+        elif approval.running_at is None and await self._book.start(approval.id, self._clock()):
+            outcome = (await _call(self._tools(), approval))[:MAX_RESULT]
+        else:
+            log.warning("approval_interrupted", approval_id=approval.id)
+            outcome = replies.APPROVAL_INTERRUPTED
+        if await self._book.finish(approval.id, outcome):
+            return outcome
+        kept = await self._book.get(approval.id)  # another run kept one first: that one holds
+        return kept.result if kept is not None and kept.result is not None else outcome
 
     async def listing(self, *, pending: bool = False) -> list[Approval]:
         return await self._book.listing(pending=pending)
@@ -438,6 +443,21 @@ class _Gated:
 
     async def __call__(self, arguments: Mapping[str, Any]) -> ToolOutput:
         return await self._desk.ask(self.spec, self._request, arguments, self._rule)
+
+
+async def _call(tools: Sequence[Any], approval: Approval) -> str:
+    """The approved call, exactly as stored (and shown); what it returned, or why it failed."""
+    tool = next((t for t in tools if t.spec.name == approval.tool), None)
+    if tool is None:
+        return replies.approval_tool_gone(approval.tool)
+    try:
+        returned = await tool(json.loads(approval.arguments))
+    except ToolError as exc:
+        return str(exc)
+    except Exception as exc:  # a tool bug becomes the outcome the model reads
+        return f"the tool failed: {type(exc).__name__}"
+    log.info("approval_ran", approval_id=approval.id, tool=approval.tool)
+    return returned.text if isinstance(returned, ToolOutput) else str(returned)
 
 
 def _who(request: TurnRequest) -> str:

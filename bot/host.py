@@ -68,7 +68,7 @@ from bot.ports.attachments import AttachmentReader
 from bot.ports.cron import ChatSchedules
 from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter, HistoryStore
-from bot.ports.intake import Admission, TurnResult
+from bot.ports.intake import Admission, Resumer, TurnResult
 from bot.ports.memory import MemoryCapture, MemoryStore
 from bot.ports.model import (
     BudgetFacts,
@@ -164,8 +164,10 @@ class Host:
         attachments: AttachmentReader | None = None,
         share: WorkShare | None = None,
         sweep_seconds: float = SHARE_SWEEP_SECONDS,
+        resumers: Mapping[str, Resumer] = {},
     ) -> None:
         self._assembler = assembler
+        self._resumers = dict(resumers)  # by Continuation.kind: who carries a suspended turn on
         self._attachments = attachments
         self._model = model
         self._history = history
@@ -340,12 +342,15 @@ class Host:
     def _admit(self, job: _Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
         request = job.request
         assert request is not None
-        if not self._rate.allow(request.person):
+        # A continuation is no new message: its decision is taken, so it is never refused.
+        if request.continues is None and not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
             self._refuse_later(job, replies.TOO_FAST, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
-            future = self._lanes.put(request.conversation_key, job)
+            future = self._lanes.put(
+                request.conversation_key, job, bounded=request.continues is None
+            )
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
             self._refuse_later(job, replies.BUSY, Admission.BUSY)
@@ -533,6 +538,15 @@ class Host:
                 del self._running[key]
 
     async def _turn_inner(self, job: _Job, request: TurnRequest, started: datetime) -> TurnResult:
+        if request.continues is not None:  # a suspended turn carries on, here in its lane
+            resumer = self._resumers.get(request.continues.kind)
+            if resumer is None:
+                error = f"no resumer for {request.continues.kind!r} continuations"
+                record = self._record(request, started, Outcome.FAILED, error=error)
+                return await self._conclude(job, record, InboxState.FAILED, say=replies.TURN_FAILED)
+            async with self._working(request.route):
+                note = await resumer.resume(request, request.continues)
+            request = replace(request, text=note)  # what the model reads of the outcome
         text = request.text
         if is_memory_command(text):  # the person's own memory: answered here, never the model,
             return await self._memory_command(job, request, started)  # nor refused for budget
@@ -722,6 +736,10 @@ class Host:
             entries = [*outcome.history, *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
         result = Outcome.SILENT if silent else Outcome.OK
+        details = _budget_details(outcome.budget) | _tool_details(outcome.tool_calls)
+        if outcome.suspended and not silent:  # it waits (an approval): its continuation follows
+            result = Outcome.SUSPENDED
+            details["suspended"] = [{"kind": c.kind, "key": c.key} for c in outcome.suspended]
         record = self._record(
             request,
             started,
@@ -729,7 +747,7 @@ class Host:
             request_body=outcome.request,
             usage=outcome.usage,
             attempts=outcome.attempts,
-            details=_budget_details(outcome.budget) | _tool_details(outcome.tool_calls),
+            details=details,
         )
         ended = await self._conclude(
             job,
@@ -989,8 +1007,9 @@ class Host:
     def _capture(
         self, request: TurnRequest, user_entry: HistoryEntry, answer: str
     ) -> MemoryCapture | None:
-        """What long-term memory captures of an answered turn (with its publication)."""
-        if self._memory is None or not answer.strip():
+        """What long-term memory captures of an answered turn (with its publication). Not a
+        continuation's: its text is a host note holding a tool's result, never remembered."""
+        if self._memory is None or not answer.strip() or request.continues is not None:
             return None
         return MemoryCapture(
             conversation_key=request.conversation_key,

@@ -384,8 +384,12 @@ APPROVAL_NOT_YOURS = "This one is not yours to approve: only the listed approver
 APPROVAL_OWN_REQUEST = "You asked for this action, so someone else has to approve it."
 APPROVAL_TRY_AGAIN = "I could not record that just now; please press again in a moment."
 APPROVAL_INTERRUPTED = (
-    "[unknown: the host stopped after the approval and before it could report the call; it was "
-    "not run again, and whether it ran is not known]"
+    "[unknown: the host stopped while the approved call was under way; it was not run again, "
+    "and whether it ran is not known]"
+)
+APPROVAL_LOST = (
+    "[Host note, not from the person] The host found no decision for the approval this turn "
+    "continues, so nothing ran. Tell the person the action was not done."
 )
 APPROVAL_TAMPERED = (
     "The host did not run the call: its stored arguments no longer match what the card showed."
@@ -452,7 +456,8 @@ def approval_ran(tool: str, arguments: str, at: datetime, outcome: str) -> str:
     when = at.strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"[Host note, not from the person] The call to {tool} with arguments {arguments} was "
-        f"approved by an approver at {when}; it ran once. Its result:\n{outcome}\n"
+        f"approved by an approver at {when}. The host runs an approved call at most once; what "
+        f"came of it:\n{outcome}\n"
         "Tell the person what happened."
     )
 

@@ -43,6 +43,7 @@ class Outcome(StrEnum):
     # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.
     CANCELLED = "cancelled"
     UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
+    SUSPENDED = "suspended"  # answered, and waits for something (an approval) to continue
     # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
     BUSY = "busy"
     RATE_LIMITED = "rate_limited"
@@ -166,6 +167,15 @@ class Names:
 
 
 @dataclass(frozen=True, slots=True)
+class Continuation:
+    """What a continuation turn carries on: the kind of suspension (e.g. "approval") and the
+    durable key of its stored state (the approval id). Opaque to channels."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One turn to run: what the channel knows about the event, plus the hidden route."""
 
@@ -188,6 +198,8 @@ class TurnRequest:
     viewing: Viewing | None = None
     # What the channel left to look up when the turn runs (Slack's names); None once named.
     lookups: Lookups | None = None
+    # The suspended turn this one carries on (an approval decided), set by the host only.
+    continues: Continuation | None = None
 
     def named(self, names: Names) -> TurnRequest:
         """The request with the names its lookups found, nothing left to look up."""

@@ -19,6 +19,7 @@ STORED = {
     "crashed",
     "cancelled",
     "undelivered",
+    "suspended",
     "busy",
     "rate_limited",
     "closed",

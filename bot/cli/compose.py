@@ -335,9 +335,15 @@ class App:
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
             self._runner = await start_http(self.web, settings.http, self._exits)
-        stop_approvals = connect_approvals(approvals, self._host, self.channels, hub)
+        stop_approvals = connect_approvals(
+            approvals,
+            self._host,
+            self.channels,
+            hub,
+            sweeps=self._runs.intake and self._runs.resume,
+        )
         await self._start_channels(self._host)
-        # Leaving: continuations under way enter the lanes before the host closes them.
+        # Leaving: the expiry sweep stops before the host closes.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
 
@@ -403,6 +409,7 @@ class App:
                 run=settings.cron.max_tokens_per_run,
                 job_day=settings.cron.max_tokens_per_job_per_day,
             ),
+            resumers={"approval": self.approvals} if self.approvals is not None else {},
         )
         self.metrics = Metrics(
             lambda: host.queue_depth,

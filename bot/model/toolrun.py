@@ -14,18 +14,20 @@ from bot import tracing
 from bot.errors import ToolError
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.tools import Tool, ToolImage, ToolOutput
-from bot.turns import ToolResultBlock, ToolUseBlock
+from bot.turns import Continuation, ToolResultBlock, ToolUseBlock
 
 log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True)
 class ToolRound:
-    """One round's results in call order, and the images they returned (by tool_use id: this
-    round's request carries them; later requests replay the results' text only)."""
+    """One round's results in call order, the images they returned (by tool_use id: this
+    round's request carries them; later requests replay the results' text only), and what the
+    calls suspend the turn for (a call waiting for an approval)."""
 
     results: list[ToolResultBlock] = field(default_factory=list)
     images: dict[str, tuple[ToolImage, ...]] = field(default_factory=dict)
+    suspended: list[Continuation] = field(default_factory=list)
 
 
 async def run_tools(
@@ -93,6 +95,8 @@ async def _run_tool(
     outcome = "refused" if tool is None else "error" if failed else "ok"
     if marked is not None and marked.outcome is not None and not failed:
         outcome = marked.outcome
+    if marked is not None and marked.suspends is not None and not failed:
+        done.suspended.append(marked.suspends)
     records.append(
         {
             "tool": call.name,

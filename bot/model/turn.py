@@ -26,7 +26,7 @@ from bot.model.retry import Verdict
 from bot.model.summary import CompactionFailed, Summary, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
-from bot.turns import HistoryEntry
+from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +60,7 @@ class Turn:
         self.overflow_handled = False
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+        self.suspended: list[Continuation] = []  # what the calls suspend the turn for
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -102,6 +103,7 @@ class Turn:
             if (why := self.repeats.check(calls)) is not None:
                 raise self._tripped("repeat", why)
             done = await run_tools(calls, self.plan.tools, self.tool_calls, self.plan.turn_id)
+            self.suspended += done.suspended
             self.entries += [
                 self.meter.counted(wire.assistant_entry(text, calls)),
                 self.meter.counted(wire.results_entry(done.results)),
@@ -132,6 +134,7 @@ class Turn:
             budget=self.budget,
             left_out=self.omissions.left_out(answered=True),
             tool_calls=tuple(self.tool_calls),
+            suspended=tuple(self.suspended),
         )
 
     def _body(self, last: bool) -> dict[str, Any]:

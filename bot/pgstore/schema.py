@@ -271,6 +271,9 @@ _V_APPROVALS = (
     "CREATE INDEX approvals_by_state ON approvals (state, expires_at)",
 )
 
+# An approved call's running mark, as in the SQLite store's version 10.
+_V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at DOUBLE PRECISION",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -279,6 +282,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CRON_PAUSES,
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
+    _V_APPROVAL_RUNS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

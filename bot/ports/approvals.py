@@ -20,6 +20,8 @@ class Approval:
     `arguments` is the canonical JSON that was shown and that runs; `digest` its sha256, checked
     again before the call. `requester` and `approvers` are `platform:person` ids. `request` is
     the encoded turn request the continuation answers; `card` where the channel posted the card.
+    `running_at` is set (once, conditionally) just before an approved call runs, and `result` is
+    the outcome the continuation told the model ("" for a call that did not run): None until then.
     """
 
     id: str
@@ -38,6 +40,7 @@ class Approval:
     decided_by: str | None = None
     decided_at: float | None = None
     result: str | None = None
+    running_at: float | None = None
 
 
 class ApprovalRecords(Protocol):
@@ -48,17 +51,24 @@ class ApprovalRecords(Protocol):
 
     async def get(self, approval_id: str) -> Approval | None: ...
 
+    async def shown(self, turn_id: str, tool: str, digest: str) -> Approval | None:
+        """The request whose card turn `turn_id` already showed for this call, if any."""
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None: ...
 
     async def decide(self, approval_id: str, state: str, by: str, at: float) -> bool:
         """Move a pending request to `state`; False when it was no longer pending."""
 
+    async def start(self, approval_id: str, at: float) -> bool:
+        """Mark an approved request's call as running, once: False when it was marked before
+        (a run of its continuation stopped during the call) or its outcome is kept already."""
+
     async def finish(self, approval_id: str, result: str) -> bool:
         """Keep the outcome of a decided request unless one is kept already (False then: its
         continuation is someone else's)."""
 
-    async def stranded(self, before: float) -> list[Approval]:
-        """Requests decided before `before` whose outcome was never kept."""
+    async def unfinished(self, since: float) -> list[Approval]:
+        """Requests decided since `since` whose continuation has not kept an outcome yet."""
 
     async def due(self, now: float) -> list[Approval]:
         """Pending requests whose time is up."""
@@ -83,17 +93,20 @@ class Card:
 @runtime_checkable
 class ApprovalCards(Protocol):
     """A channel's side: post a card with its two buttons, and later replace it with a verdict;
-    presses on the buttons go to the desk it is given."""
+    presses on the buttons go to the desk it is given. Where the platform has a lasting sign on
+    a message, the conversation shows that it waits from `post_card` until `close_card`."""
 
     name: str
 
     def use_approvals(self, desk: PressDesk) -> None: ...
 
     async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
-        """Post `card` through `route`; where it went (the channel's own values), to update it."""
+        """Post `card` through `route` (and show the waiting sign); where it went (the channel's
+        own values, stored with the request), to close it from any replica."""
 
     async def close_card(self, where: dict[str, Any], text: str) -> None:
-        """Replace the card at `where` with `text`, its buttons gone."""
+        """Replace the card at `where` with `text`, its buttons gone, and take the waiting sign
+        down. Closing a card twice is harmless."""
 
 
 @dataclass(frozen=True, slots=True)

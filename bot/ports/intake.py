@@ -10,7 +10,7 @@ from typing import Protocol
 from bot.ports.attachments import FileSource
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.ports.history import Chatter
-from bot.turns import Outcome, TurnRequest
+from bot.turns import Continuation, Outcome, TurnRequest
 
 
 class Admission(StrEnum):
@@ -98,3 +98,11 @@ class Channel(Protocol):
         running host must not take its events: no socket, no polling, no webhook change)."""
 
     async def stop(self) -> None: ...
+
+
+class Resumer(Protocol):
+    """Continues one kind of suspended turn, inside its conversation's lane."""
+
+    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
+        """Do what the suspended turn waited for (at most once) and return what the model reads
+        next: a host-written note with the outcome. Never raises for an expected outcome."""

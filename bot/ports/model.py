@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol
 from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
 from bot.ports.tools import Tool, ToolSpec
-from bot.turns import Attached, HistoryEntry, TurnRequest
+from bot.turns import Attached, Continuation, HistoryEntry, TurnRequest
 
 CacheTtl = Literal["5m", "1h"]
 
@@ -150,6 +150,8 @@ class TurnOutcome:
     # One entry per tool call, for the turn record: tool, arguments, result_bytes, duration_ms,
     # outcome ("ok", "error", or "refused": not offered on this surface, so never run).
     tool_calls: Sequence[Mapping[str, Any]] = ()
+    # What this turn's tool calls suspended it for (ToolOutput.suspends), in call order.
+    suspended: tuple[Continuation, ...] = ()
 
 
 class ModelRuntime(Protocol):

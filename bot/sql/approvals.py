@@ -1,7 +1,9 @@
-"""The approval requests (`bot.approvals.ApprovalBook`'s rows), on either engine.
+"""The approval requests (`bot.approvals.ApprovalDesk`'s rows), on either engine.
 
 A decision is one conditional UPDATE (`... WHERE state = 'pending'`): on a shared database the
-first replica to decide wins and a second press changes nothing. Expiry is a decision too.
+first replica to decide wins and a second press changes nothing. Expiry is a decision too. The
+approved call's running mark is one too (`... WHERE running_at IS NULL`): it is set before the
+call, so a call whose process stopped midway is never run a second time.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from bot.sql.conn import Row, SqlDatabase
 
 _COLUMNS = (
     "id, turn_id, conversation_key, tool, arguments, digest, requester, approvers, request, "
-    "card, created_at, expires_at, state, decided_by, decided_at, result"
+    "card, created_at, expires_at, state, decided_by, decided_at, result, running_at"
 )
 
 
@@ -36,6 +38,7 @@ def _approval(row: Row) -> Approval:
         decided_by=row[13],
         decided_at=None if row[14] is None else float(row[14]),
         result=row[15],
+        running_at=None if row[16] is None else float(row[16]),
     )
 
 
@@ -50,7 +53,7 @@ class SqlApprovals:
         await self._db.transaction(
             lambda tx: tx.execute(
                 f"INSERT INTO approvals ({_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 a.id,
                 a.turn_id,
                 a.conversation_key,
@@ -67,12 +70,24 @@ class SqlApprovals:
                 a.decided_by,
                 a.decided_at,
                 a.result,
+                a.running_at,
             )
         )
 
     async def get(self, approval_id: str) -> Approval | None:
         row = await self._db.reads().fetch_one(
             f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", approval_id
+        )
+        return None if row is None else _approval(row)
+
+    async def shown(self, turn_id: str, tool: str, digest: str) -> Approval | None:
+        """The request whose card turn `turn_id` already showed for this call, if any."""
+        row = await self._db.reads().fetch_one(
+            f"SELECT {_COLUMNS} FROM approvals WHERE turn_id = ? AND tool = ? AND digest = ? "
+            "AND card <> '{}' ORDER BY created_at LIMIT 1",
+            turn_id,
+            tool,
+            digest,
         )
         return None if row is None else _approval(row)
 
@@ -97,10 +112,22 @@ class SqlApprovals:
         )
         return changed == 1
 
+    async def start(self, approval_id: str, at: float) -> bool:
+        """Mark an approved request's call as running, once: False when it was marked before
+        (a run of its continuation stopped during the call) or its outcome is kept already."""
+        changed = await self._db.transaction(
+            lambda tx: tx.execute(
+                "UPDATE approvals SET running_at = ? WHERE id = ? AND state = 'approved' "
+                "AND running_at IS NULL AND result IS NULL",
+                at,
+                approval_id,
+            )
+        )
+        return changed == 1
+
     async def finish(self, approval_id: str, result: str) -> bool:
         """Keep the outcome of a decided request (an approved call's result, bounded by the
-        caller; empty for one that did not run) unless one is kept already: False then, and its
-        continuation is someone else's."""
+        caller; empty for one that did not run) unless one is kept already: False then."""
         changed = await self._db.transaction(
             lambda tx: tx.execute(
                 "UPDATE approvals SET result = ? WHERE id = ? AND result IS NULL",
@@ -110,13 +137,13 @@ class SqlApprovals:
         )
         return changed == 1
 
-    async def stranded(self, before: float) -> list[Approval]:
-        """Requests decided before `before` whose outcome was never kept: the process that
-        decided them stopped before their continuation."""
+    async def unfinished(self, since: float) -> list[Approval]:
+        """Requests decided since `since` whose continuation has not kept an outcome yet (it
+        waits in its lane, or was never submitted: its decider stopped first)."""
         rows = await self._db.reads().fetch_all(
             f"SELECT {_COLUMNS} FROM approvals WHERE state <> 'pending' AND result IS NULL "
-            "AND decided_at < ? ORDER BY decided_at",
-            before,
+            "AND decided_at >= ? ORDER BY decided_at",
+            since,
         )
         return [_approval(row) for row in rows]
 

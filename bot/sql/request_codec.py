@@ -21,6 +21,7 @@ from bot.errors import UnreadableRecord
 from bot.inbox import InboxItem, OutboxPart
 from bot.turns import (
     Attachment,
+    Continuation,
     ConversationKind,
     Lookups,
     PrecedingMessage,
@@ -76,7 +77,10 @@ def outbox_parts(rows: Iterable[Any]) -> list[OutboxPart]:
 
 
 def encode_request(request: TurnRequest) -> str:
-    return json.dumps(_plain(request), ensure_ascii=False, separators=(",", ":"))
+    body = _plain(request)
+    if request.continues is None:  # absent: rows and documents from before read the same
+        del body["continues"]
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def part_row(part: OutboxPart) -> PartRow:
@@ -122,6 +126,7 @@ def decode_request(text: str) -> TurnRequest:
         body["lookups"] = _maybe(Lookups, body.get("lookups"))
         if body["route"] is not None and body["lookups"] is None:
             body["route"], body["lookups"] = _legacy_lookups(body["route"])
+        body["continues"] = _maybe(Continuation, body.get("continues"))
         return TurnRequest(**body)
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"{type(exc).__name__}: {exc}"

@@ -266,6 +266,10 @@ _V_APPROVALS = (
     "CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals (state, expires_at)",
 )
 
+# Version 10: an approved call is marked running (a conditional update) before it runs, inside its
+# continuation turn: a process that stops mid-call leaves the mark, and the call never runs again.
+_V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at REAL",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -276,6 +280,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V7_STREAMS,
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
+    _V_APPROVAL_RUNS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

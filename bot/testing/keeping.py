@@ -14,7 +14,7 @@ import structlog
 
 from bot.config import AttachmentSettings
 from bot.errors import DuplicateKey
-from bot.ports.approvals import PENDING, Approval, ApprovalRecords
+from bot.ports.approvals import APPROVED, PENDING, Approval, ApprovalRecords
 from bot.ports.attachments import AttachmentStore, StoredAttachment
 from bot.testing.tables import AttachmentRow, Opened
 
@@ -117,6 +117,16 @@ class MemoryApprovals(ApprovalRecords):
         self._opened.check_open()
         return self._rows.get(approval_id)
 
+    async def shown(self, turn_id: str, tool: str, digest: str) -> Approval | None:
+        """The request whose card turn `turn_id` already showed for this call, if any."""
+        self._opened.check_open()
+        found = [
+            a
+            for a in self._rows.values()
+            if (a.turn_id, a.tool, a.digest) == (turn_id, tool, digest) and a.card
+        ]
+        return min(found, key=lambda a: a.created_at) if found else None
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None:
         self._opened.write("approvals")
         if (found := self._rows.get(approval_id)) is not None:
@@ -131,6 +141,21 @@ class MemoryApprovals(ApprovalRecords):
         self._rows[approval_id] = replace(found, state=state, decided_by=by, decided_at=at)
         return True
 
+    async def start(self, approval_id: str, at: float) -> bool:
+        """Mark an approved request's call as running, once (False when marked before or its
+        outcome is kept already)."""
+        self._opened.write("approvals")
+        found = self._rows.get(approval_id)
+        if (
+            found is None
+            or found.state != APPROVED
+            or found.running_at is not None
+            or found.result is not None
+        ):
+            return False
+        self._rows[approval_id] = replace(found, running_at=at)
+        return True
+
     async def finish(self, approval_id: str, result: str) -> bool:
         """Keep the outcome of a decided request unless one is kept already (False then)."""
         self._opened.write("approvals")
@@ -140,8 +165,8 @@ class MemoryApprovals(ApprovalRecords):
         self._rows[approval_id] = replace(found, result=result)
         return True
 
-    async def stranded(self, before: float) -> list[Approval]:
-        """Requests decided before `before` whose outcome was never kept."""
+    async def unfinished(self, since: float) -> list[Approval]:
+        """Requests decided since `since` whose continuation has not kept an outcome yet."""
         self._opened.check_open()
         return sorted(
             (
@@ -150,7 +175,7 @@ class MemoryApprovals(ApprovalRecords):
                 if a.state != PENDING
                 and a.result is None
                 and a.decided_at is not None
-                and a.decided_at < before
+                and a.decided_at >= since
             ),
             key=lambda a: a.decided_at or 0.0,
         )

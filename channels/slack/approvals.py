@@ -5,7 +5,8 @@ press that changes nothing is answered privately.
 
 A button's `action_id` says approve or deny and its `value` is the opaque approval id, nothing
 more. Every text is escaped for mrkdwn (`&`, `<`, `>`), so an argument cannot mention anyone,
-open a link or post a channel-wide ping.
+open a link or post a channel-wide ping. While the card waits, the message that asked carries a
+reaction (the conversation's sign that it waits), taken down when the card is closed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ DENY_ACTION = "approval_deny"
 ACTIONS = re.compile(rf"^({APPROVE_ACTION}|{DENY_ACTION})$")
 _ID = re.compile(r"[A-Za-z0-9_-]{16,32}")
 MAX_SECTION = 2900  # a section's text may hold 3,000 characters
+# Not the working sign's reaction (hourglass_flowing_sand by default): the asking turn takes that
+# one down when its answer shows, while this one stays until the card is decided.
+WAITING_REACTION = "hourglass"
 
 
 def escaped(text: str) -> str:
@@ -113,7 +117,11 @@ async def post_card(client: AsyncWebClient, route: ReplyRoute, card: Card) -> di
         blocks=card_blocks(card),
         thread_ts=thread if isinstance(thread, str) else None,
     )
-    return {"channel": channel, "ts": str(answer["ts"])}
+    where = {"channel": channel, "ts": str(answer["ts"])}
+    asked = route.values.get("message_ts")
+    if isinstance(asked, str) and await _react(client, "reactions_add", channel, asked):
+        where["waits"] = asked  # the message that shows the conversation waits
+    return where
 
 
 async def close_card(client: AsyncWebClient, where: dict[str, Any], text: str) -> None:
@@ -124,6 +132,20 @@ async def close_card(client: AsyncWebClient, where: dict[str, Any], text: str) -
         text=shown,
         blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": shown}}],
     )
+    waits = where.get("waits")
+    if isinstance(waits, str):
+        await _react(client, "reactions_remove", where["channel"], waits)
+
+
+async def _react(client: AsyncWebClient, method: str, channel: str, ts: str) -> bool:
+    """The waiting sign, added or removed; a sign is never worth failing the card (a second
+    removal, after a card was closed twice, is refused by Slack and ignored here)."""
+    try:
+        await getattr(client, method)(channel=channel, timestamp=ts, name=WAITING_REACTION)
+    except CALL_ERRORS as exc:
+        log.info("slack_reaction_failed", method=method.replace("_", "."), error=error_code(exc))
+        return False
+    return True
 
 
 class ApprovalButtons:

@@ -8,6 +8,7 @@ import io
 
 from bot.delivery import Delivery
 from bot.inbox import OutboxPart, Publication
+from bot.testing.inbox import MemoryOutbox
 from bot.testing.store import open_memory_store
 from channels.console import ConsoleDeliverer
 from tests.waiting import until

@@ -1,5 +1,6 @@
 """Approvals on Slack (SPEC §14), end to end: the notes server's destructive `delete`, the card as
-Block Kit with two buttons, presses as `block_actions` over Socket Mode and over signed HTTP."""
+Block Kit with two buttons, presses as `block_actions` over Socket Mode and over signed HTTP, and
+the waiting sign (a reaction on the asking message) while the card waits."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import aiohttp
 
 from bot import replies
 from bot.cli.compose import App
-from channels.slack.approvals import APPROVE_ACTION, DENY_ACTION
+from channels.slack.approvals import APPROVE_ACTION, DENY_ACTION, WAITING_REACTION
 from channels.slack.channel import EVENTS_PATH
 from tests.channels.slack.conftest import ALICE, BOB, GENERAL, SIGNING_SECRET
 from tests.channels.slack.test_scenarios import send, slack_channel
@@ -57,9 +58,12 @@ async def test_socket_mode_presses_refuse_others_and_the_approver_runs_it_once(
     slack.add_user(EVE, "eve", real_name="Eve Ng")
     claude.script(Reply(tool_calls=[DELETE]), "It waits for approval.", "Deleted.")
     async with App(make_mcp_config(TOML)) as app:
-        await send(slack, app, slack.mention(GENERAL, ALICE, "delete the milk note"))
+        mention = slack.mention(GENERAL, ALICE, "delete the milk note")
+        asked = mention["event"]["ts"]
+        await send(slack, app, mention)
         card = card_of(slack)
         shown = json.dumps(card["blocks"])  # before the update replaces them
+        waiting = [r for r in slack.reactions if r[3] == WAITING_REACTION]
         ids = buttons(card)
         assert ids[APPROVE_ACTION] == ids[DENY_ACTION]  # the value is the approval id only
         for who, action, value in (
@@ -77,10 +81,9 @@ async def test_socket_mode_presses_refuse_others_and_the_approver_runs_it_once(
         )
         await slack.acked(envelope)
         await until(lambda: len(claude.requests) >= 3)
-        assert app.approvals is not None
-        await app.approvals.idle()
         await slack_channel(app).drain()
         await app.host.idle()
+        await until(lambda: ("remove", GENERAL, asked, WAITING_REACTION) in slack.reactions)
         await slack.acked(
             await slack.push_interactive(
                 slack.block_action(card, BOB, DENY_ACTION, ids[DENY_ACTION])
@@ -103,6 +106,8 @@ async def test_socket_mode_presses_refuse_others_and_the_approver_runs_it_once(
     closed = next(post for post in slack.posts if post["ts"] == card["ts"])
     assert not buttons(closed)
     assert f"approved by slack:{BOB}" in closed["text"]
+    # The asking message showed that the conversation waits, until the card was decided.
+    assert waiting == [("add", GENERAL, asked, WAITING_REACTION)]
     assert "approved" in last_user_text(claude.requests[2])
     assert any(post["text"] == "Deleted." for post in slack.posts)
 
@@ -129,8 +134,6 @@ async def test_http_mode_takes_signed_presses_and_refuses_forged_ones(
             async with session.post(url, data=raw, headers=headers) as response:
                 statuses.append(response.status)
         await until(lambda: len(claude.requests) >= 3)
-        assert app.approvals is not None
-        await app.approvals.idle()
         await app.host.idle()
     assert statuses == [401, 200]
     assert "delete" not in call_log.tools()

@@ -2,8 +2,9 @@
 the real PTB client, the Telegram fake's inline keyboard and callback queries, and the store.
 
 The requester and a stranger are refused privately; the approver's press runs the call once with
-the arguments the card showed; deny and expiry never run it; a restart in between changes
-nothing of that; a second press and a forged one change nothing."""
+the arguments the card showed, in the conversation's lane (after what was queued there before
+it); deny and expiry never run it; a restart in between changes nothing of that, and a restart
+during the call never runs it again; a second press and a forged one change nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from bot import replies
 from bot.cli import main
 from bot.cli.compose import App
 from bot.cli.settings import Config, load_config
+from bot.turns import Continuation
 from tests.channels.telegram.conftest import tg  # noqa: F401
 from tests.conftest import write_config
 from tests.engines import Clock
@@ -47,13 +49,16 @@ def config(
     claude: FakeAnthropic,
     log: CallLog,
     telegram: str = "",
+    server: str = "",
     **env: str,
 ) -> Config:
+    """`telegram`: more of its section; `server`: more of the notes server's entry."""
     write_config(
         agent_dir,
         f'[model]\nmax_retries = 0\n\n[telegram]\nenabled = true\napi_url = "{tg.base_url}"\n'
         + telegram
         + server_toml()
+        + server
         + RULE
         + APPROVALS,
     )
@@ -122,17 +127,19 @@ async def test_the_approver_runs_the_call_once_and_others_change_nothing(
         assert "delete" not in call_log.tools()
         assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
         await until(lambda: len(claude.requests) >= 3)
-        assert app.approvals is not None
-        await app.approvals.idle()
         await app.host.idle()
         assert await press(tg, card, bob, deny) == replies.approval_already("approved")
         assert await press(tg, card, bob, approve) == replies.approval_already("approved")
+        assert app.approvals is not None
         [listed] = await app.approvals.listing()
         asked = await app.store.records.show(listed.turn_id)
     assert asked is not None
     [waiting] = asked["details"]["tool_calls"]
     assert waiting["outcome"] == "waiting_approval"
     assert waiting["approval_id"] == listed.id
+    # The asking turn was answered and suspended; its continuation came back as its own turn.
+    assert asked["outcome"] == "suspended"
+    assert asked["details"]["suspended"] == [{"kind": "approval", "key": listed.id}]
     assert [(c["tool"], c["arguments"]) for c in call_log.calls()] == [("delete", {"text": "milk"})]
     # The first answer's tool result said it waits; the continuation's note carries the outcome.
     assert "NOT run" in json.dumps(claude.requests[1]["messages"][-1]["content"])
@@ -147,6 +154,11 @@ async def test_the_approver_runs_the_call_once_and_others_change_nothing(
     assert any("The milk note is gone." in sent.plain for sent in tg.sent)
     assert listed.state == "approved"
     assert listed.decided_by == "telegram:4242"
+    # The tool's result reached the model in a host note, never long-term memory.
+    with sqlite3.connect(agent_dir / "data" / "bot.sqlite3") as db:
+        remembered = [text for (text,) in db.execute("SELECT text FROM memories")]
+    assert any("delete the milk note" in text for text in remembered)
+    assert not any("deleted 0 note(s)" in text for text in remembered)
 
 
 async def test_deny_and_expiry_never_run_the_call_and_the_model_is_told_why(
@@ -171,7 +183,6 @@ async def test_deny_and_expiry_never_run_the_call_and_the_model_is_told_why(
         _, deny = (data for _, data in card.buttons)
         assert await press(tg, card, bob, deny) == replies.approval_recorded("denied")
         await until(lambda: len(claude.requests) >= 3)
-        await app.approvals.idle()
         await app.host.idle()
         await tg.push(tg.message(chat, alice, "try again"))
         await until(lambda: len(claude.requests) >= 5)
@@ -180,7 +191,6 @@ async def test_deny_and_expiry_never_run_the_call_and_the_model_is_told_why(
         clock.now += 31 * 60
         assert await app.approvals.expire_due() == 1
         await until(lambda: len(claude.requests) >= 6)
-        await app.approvals.idle()
         await app.host.idle()
         states = sorted(a.state for a in await app.approvals.listing())
     assert "delete" not in call_log.tools()
@@ -206,7 +216,6 @@ async def test_a_restart_while_pending_then_approval_continues_once(
         [pending] = await app.approvals.listing(pending=True)
         assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
         await until(lambda: len(claude.requests) >= 3)
-        await app.approvals.idle()
         await app.host.idle()
         assert await press(tg, card, bob, approve) == replies.approval_already("approved")
     assert [c["tool"] for c in call_log.calls()] == ["delete"]
@@ -227,7 +236,6 @@ async def test_arguments_changed_after_the_card_never_run_and_the_operator_sees_
     claude.script(Reply(tool_calls=[DELETE]), "It waits.", "It did not run.")
     settings = config(agent_dir, tg, claude, call_log)
     async with App(settings, clock=clock) as app:
-        assert app.approvals is not None
         card = await ask(app, tg, alice, chat)
         approve, _ = (data for _, data in card.buttons)
         # Someone with write access to the store swaps the arguments after the card was shown.
@@ -235,7 +243,6 @@ async def test_arguments_changed_after_the_card_never_run_and_the_operator_sees_
             db.execute("UPDATE approvals SET arguments = ?", ('{"text":"everything"}',))
         assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
         await until(lambda: len(claude.requests) >= 3)
-        await app.approvals.idle()
         await app.host.idle()
         metrics = app.metrics.render().decode()
     assert "delete" not in call_log.tools()
@@ -285,13 +292,11 @@ async def test_a_press_after_the_expiry_is_an_expiry(
     clock = Clock(1_800_000_000.0)  # moved by hand: expiry without sleeping
     claude.script(Reply(tool_calls=[DELETE]), "It waits.", "Too late: not done.")
     async with App(config(agent_dir, tg, claude, call_log), clock=clock) as app:
-        assert app.approvals is not None
         card = await ask(app, tg, alice, chat)
         approve, _ = (data for _, data in card.buttons)
         clock.now += 30 * 60
         assert await press(tg, card, bob, approve) == replies.approval_already("expired")
         await until(lambda: len(claude.requests) >= 3)
-        await app.approvals.idle()
         await app.host.idle()
     assert "delete" not in call_log.tools()
     assert "expired" in last_user_text(claude.requests[2])
@@ -317,7 +322,6 @@ async def test_presses_arrive_over_the_webhook_too(
         TELEGRAM_WEBHOOK_SECRET=secret,
     )
     async with App(settings) as app:
-        assert app.approvals is not None
         tg.webhook = {
             "url": f"http://127.0.0.1:{app.http_port}/telegram/webhook",
             "secret_token": secret,
@@ -327,8 +331,88 @@ async def test_presses_arrive_over_the_webhook_too(
         assert await press(tg, card, alice, approve) == replies.APPROVAL_OWN_REQUEST
         assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
         await until(lambda: len(claude.requests) >= 3)
-        await app.approvals.idle()
         await app.host.idle()
     assert [c["tool"] for c in call_log.calls()] == ["delete"]
     assert any("Deleted via the webhook." in sent.plain for sent in tg.sent)
     assert "getUpdates" not in {c.method for c in tg.calls}
+
+
+async def test_the_approved_call_runs_in_the_lane_after_the_turn_queued_before_it(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    call_log: CallLog,
+) -> None:
+    alice, bob, chat = people(tg)
+    claude.script(
+        Reply(tool_calls=[DELETE]), "It waits for approval.", "Your list is empty.", "Deleted."
+    )
+    async with App(config(agent_dir, tg, claude, call_log)) as app:
+        card = await ask(app, tg, alice, chat)
+        approve, _ = (data for _, data in card.buttons)
+        claude.hold()  # Alice's next turn is running (its model call held) when Bob decides
+        await tg.push(tg.message(chat, alice, "and what is on my list?"))
+        await until(lambda: len(claude.requests) == 3)
+        before = len(tg.answers)
+        for _ in range(2):  # a double press: one decides, the other changes nothing
+            await tg.push(tg.press(card, bob, approve))
+        await tg.wait_for(lambda: len(tg.answers) == before + 2)
+        answers = sorted(answer["text"] for answer in tg.answers[before:])
+        queued = [item.request.continues for item in await app.store.inbox.pending()]
+        ran_while_queued = "delete" in call_log.tools()
+        claude.release()
+        await until(lambda: len(claude.requests) >= 4)
+        await app.host.idle()
+        assert app.approvals is not None
+        [decided] = await app.approvals.listing()
+    assert answers == sorted(
+        [replies.approval_recorded("approved"), replies.approval_already("approved")]
+    )
+    # Decided and queued behind the running turn; nothing ran at decision time.
+    assert queued == [None, Continuation("approval", decided.id)]
+    assert not ran_while_queued
+    assert [(c["tool"], c["arguments"]) for c in call_log.calls()] == [("delete", {"text": "milk"})]
+    assert "deleted" not in json.dumps(claude.requests[2])
+    continued = claude.requests[3]
+    assert "Your list is empty." in json.dumps(continued["messages"][:-1])  # history, in order
+    assert "deleted 0 note(s)" in last_user_text(continued)
+    assert any("Deleted." in sent.plain for sent in tg.sent)
+    assert decided.result is not None
+    assert "deleted 0 note(s)" in decided.result
+
+
+async def test_a_restart_during_the_approved_call_never_runs_it_again(
+    agent_dir: Path,
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    call_log: CallLog,
+) -> None:
+    alice, bob, chat = people(tg)
+    hang = ToolCall("notes__sleep", {"seconds": 600})
+    claude.script(Reply(tool_calls=[hang]), "It waits.", "I cannot tell whether it ran.")
+    settings = config(
+        agent_dir,
+        tg,
+        claude,
+        call_log,
+        server='approve = ["sleep"]\n',
+        BOT_HOST__SHUTDOWN_GRACE="0",  # leaving cancels the call under way at once
+    )
+    async with App(settings) as app:
+        card = await ask(app, tg, alice, chat)
+        approve, _ = (data for _, data in card.buttons)
+        assert await press(tg, card, bob, approve) == replies.approval_recorded("approved")
+        await until(lambda: "sleep" in call_log.tools())  # the call is under way: stop now
+        assert app.approvals is not None
+        [running] = await app.approvals.listing()
+    async with App(settings) as app:
+        await until(lambda: len(claude.requests) >= 3)
+        await app.host.idle()
+        assert app.approvals is not None
+        [after] = await app.approvals.listing()
+    assert running.running_at is not None
+    assert running.result is None
+    assert call_log.tools() == ["sleep"]  # at most once
+    assert "whether it ran is not known" in last_user_text(claude.requests[2])
+    assert after.result == replies.APPROVAL_INTERRUPTED
+    assert any("I cannot tell whether it ran." in sent.plain for sent in tg.sent)

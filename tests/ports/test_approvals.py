@@ -1,6 +1,8 @@
 """Approval requests on both engines, as two replicas share them: the one that posted the card is
-not the one the press reaches, two presses at once decide once, and the call runs once on the
-replica that took the decision."""
+not the one the press reaches, two presses at once decide once, a decision runs nothing and
+submits its continuation once, and the continuation (on whichever replica its lane runs) runs an
+approved call at most once: again after a crash it tells what it kept, and after a stop during
+the call it says it is not known whether it ran."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from bot import replies
 from bot.approvals import ApprovalDesk, ApprovalSettings
 from bot.errors import ToolError
 from bot.ports.approvals import Card
+from bot.ports.intake import Admission
 from bot.ports.tools import ToolSpec
-from bot.turns import ConversationKind, ReplyRoute, Speaker, TurnRequest
+from bot.stores import OpenStore
+from bot.turns import Continuation, ConversationKind, ReplyRoute, Speaker, TurnRequest
 from tests.engines import Engine
 
 pytestmark = pytest.mark.all_engines
@@ -44,13 +49,26 @@ class Cards:
         self.closed.append(text)
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.submitted: list[tuple[TurnRequest, Sequence[str]]] = []
+class Unpostable(Cards):
+    """A channel that cannot post the card (the platform refused it)."""
 
-    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> object:
-        self.submitted.append((request, marks))
-        return None
+    async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
+        raise OSError("the platform refused the card")
+
+
+class Intake:
+    """The host's intake as the desk sees it, over the store's real inbox: a continuation is
+    stored once, however often (and on whichever replica) it is submitted."""
+
+    def __init__(self, store: OpenStore) -> None:
+        self._inbox = store.inbox
+        self.accepted: list[tuple[TurnRequest, Sequence[str]]] = []
+
+    async def submit(self, request: TurnRequest, *, source: str, marks: Sequence[str]) -> Admission:
+        if await self._inbox.accept(request, source=source, marks=marks) is None:
+            return Admission.DUPLICATE
+        self.accepted.append((request, marks))
+        return Admission.ACCEPTED
 
 
 class Delete:
@@ -80,63 +98,76 @@ def request() -> TurnRequest:
     )
 
 
-async def test_the_replica_that_did_not_post_the_card_decides_and_runs_it(
+async def test_the_replica_that_did_not_post_the_card_decides_and_either_runs_it(
     engine: Engine,
 ) -> None:
     first, second = await engine.open(), await engine.open()
     try:
-        cards, sinks, tool = Cards(), (Sink(), Sink()), Delete()
+        cards, intakes, tool = Cards(), (Intake(first), Intake(second)), Delete()
         poster = ApprovalDesk(first.approvals, SETTINGS, clock=engine.clock)
         other = ApprovalDesk(second.approvals, SETTINGS, clock=engine.clock)
-        poster.connect(sinks[0], {"telegram": cards}, lambda: [tool])
-        other.connect(sinks[1], {"telegram": Cards()}, lambda: [tool])
+        poster.connect(intakes[0], {"telegram": cards}, lambda: [tool])
+        other.connect(intakes[1], {"telegram": cards}, lambda: [tool])
         said = await poster.ask(SPEC, request(), {"text": "milk"})
         [card] = cards.posted
         answer = await other.press(card.approval_id, True, "telegram:4242")
-        await other.idle()
+        ran_at_decision = list(tool.calls)
         again = await poster.press(card.approval_id, True, "telegram:7")
-        await poster.idle()
+        recovered = await poster.recover()  # submitted already: recognised by its mark
+        [(follow, marks)] = intakes[1].accepted
+        assert follow.continues is not None
+        # The lane runs it on either replica; a run again (a crash before its turn was
+        # published) tells the model what the first run kept, and never calls again.
+        note = await poster.resume(follow, follow.continues)
+        rerun = await other.resume(follow, follow.continues)
         [decided] = await first.approvals.listing()
     finally:
         await first.aclose()
         await second.aclose()
     assert "NOT run" in said.text
     assert said.outcome == "waiting_approval"
+    assert said.suspends == Continuation("approval", card.approval_id)
     assert answer.changed
     assert not again.changed
+    assert ran_at_decision == []
+    assert recovered == 0
+    assert intakes[0].accepted == []
+    assert marks == [f"approval:{card.approval_id}"]
+    assert follow.continues == Continuation("approval", card.approval_id)
+    assert (follow.text, follow.speaker, follow.preceding) == ("", None, ())
+    assert (follow.conversation_key, follow.route) == ("telegram:42", request().route)
+    assert follow.turn_id != "t1"
     assert (decided.state, decided.decided_by) == ("approved", "telegram:4242")
     assert tool.calls == [{"text": "milk"}]
-    assert sinks[0].submitted == []
-    [(follow, marks)] = sinks[1].submitted
-    assert marks == [f"approval:{card.approval_id}"]
-    assert "ran once" in follow.text
-    assert "deleted" in follow.text
-    assert follow.conversation_key == "telegram:42"
-    assert follow.turn_id != "t1"
+    assert "at most once" in note
+    assert "deleted" in note
+    assert rerun == note
+    assert decided.result == "deleted"
+    assert len(cards.closed) == 1
 
 
 async def test_two_presses_at_once_on_two_replicas_decide_once(engine: Engine) -> None:
     first, second = await engine.open(), await engine.open()
     try:
-        cards, tool = Cards(), Delete()
+        cards, intakes, tool = Cards(), (Intake(first), Intake(second)), Delete()
         one = ApprovalDesk(first.approvals, SETTINGS, clock=engine.clock)
         two = ApprovalDesk(second.approvals, SETTINGS, clock=engine.clock)
-        one.connect(Sink(), {"telegram": cards}, lambda: [tool])
-        two.connect(Sink(), {"telegram": cards}, lambda: [tool])
+        one.connect(intakes[0], {"telegram": cards}, lambda: [tool])
+        two.connect(intakes[1], {"telegram": cards}, lambda: [tool])
         await one.ask(SPEC, request(), {"text": "milk"})
         [card] = cards.posted
         answers = await asyncio.gather(
             one.press(card.approval_id, True, "telegram:4242"),
             two.press(card.approval_id, False, "telegram:7"),
         )
-        await one.idle()
-        await two.idle()
         [decided] = await second.approvals.listing()
     finally:
         await first.aclose()
         await second.aclose()
     assert [a.changed for a in answers].count(True) == 1
-    assert tool.calls == ([{"text": "milk"}] if decided.state == "approved" else [])
+    assert tool.calls == []  # a decision runs nothing: the continuation does
+    assert len([*intakes[0].accepted, *intakes[1].accepted]) == 1
+    assert decided.state in ("approved", "denied")
     assert len(cards.closed) == 1
 
 
@@ -146,35 +177,37 @@ async def test_expiry_denies_once_across_replicas(engine: Engine) -> None:
         cards, tool = Cards(), Delete()
         one = ApprovalDesk(first.approvals, SETTINGS, clock=engine.clock)
         two = ApprovalDesk(second.approvals, SETTINGS, clock=engine.clock)
-        sinks = Sink(), Sink()
-        one.connect(sinks[0], {"telegram": cards}, lambda: [tool])
-        two.connect(sinks[1], {"telegram": cards}, lambda: [tool])
+        intakes = Intake(first), Intake(second)
+        one.connect(intakes[0], {"telegram": cards}, lambda: [tool])
+        two.connect(intakes[1], {"telegram": cards}, lambda: [tool])
         await one.ask(SPEC, request(), {"text": "milk"})
         assert await two.expire_due() == 0
         engine.clock.advance(5 * 60)
         expired = await asyncio.gather(one.expire_due(), two.expire_due())
-        await one.idle()
-        await two.idle()
         [card] = cards.posted
         late = await one.press(card.approval_id, True, "telegram:4242")
+        [(follow, _)] = [*intakes[0].accepted, *intakes[1].accepted]
+        assert follow.continues is not None
+        note = await two.resume(follow, follow.continues)
     finally:
         await first.aclose()
         await second.aclose()
     assert sorted(expired) == [0, 1]
-    assert tool.calls == []
     assert not late.changed
-    [(follow, _)] = [*sinks[0].submitted, *sinks[1].submitted]
-    assert "expired" in follow.text
-    assert len(cards.closed) == 1
+    assert "expired" in note
+    assert "did NOT run" in note
+    assert tool.calls == []
+    [closed] = cards.closed
+    assert "expired" in closed
 
 
 async def test_a_call_without_approvers_or_a_card_is_refused_at_once(engine: Engine) -> None:
     store = await engine.open()
     try:
         lonely = ApprovalDesk(store.approvals, ApprovalSettings(approvers=["telegram:42"]))
-        lonely.connect(Sink(), {"telegram": Cards()}, tuple)
+        lonely.connect(Intake(store), {"telegram": Cards()}, tuple)
         nowhere = ApprovalDesk(store.approvals, SETTINGS)
-        nowhere.connect(Sink(), {}, tuple)
+        nowhere.connect(Intake(store), {}, tuple)
         problems = []
         for desk, arguments in (
             (lonely, {"text": "milk"}),  # the only approver is the requester
@@ -185,48 +218,95 @@ async def test_a_call_without_approvers_or_a_card_is_refused_at_once(engine: Eng
             problems.append(str(caught.value))
         cards = Cards()
         lengthy = ApprovalDesk(store.approvals, SETTINGS)
-        lengthy.connect(Sink(), {"telegram": cards}, tuple)
+        lengthy.connect(Intake(store), {"telegram": cards}, tuple)
         with pytest.raises(ToolError) as caught:
             await lengthy.ask(SPEC, request(), {"text": "x" * 5000})
         problems.append(str(caught.value))
         assert await store.approvals.listing() == []
+        # A card the channel could not post is denied at once; its turn knows, so nothing is
+        # left for recovery to continue.
+        broken, intake = ApprovalDesk(store.approvals, SETTINGS), Intake(store)
+        broken.connect(intake, {"telegram": Unpostable()}, tuple)
+        with pytest.raises(ToolError) as caught:
+            await broken.ask(SPEC, request(), {"text": "milk"})
+        problems.append(str(caught.value))
+        recovered = await broken.recover()
     finally:
         await store.aclose()
     assert "no approver" in problems[0]
     assert "cannot show an approval card" in problems[1]
     assert "longer than" in problems[2]
+    assert "cannot show an approval card" in problems[3]
     assert cards.posted == []
+    assert recovered == 0
+    assert intake.accepted == []
 
 
-async def test_a_decision_whose_process_stopped_is_reported_once_and_never_rerun(
+async def test_decisions_whose_process_stopped_continue_once_and_never_run_again(
     engine: Engine,
 ) -> None:
     first, second = await engine.open(), await engine.open()
     try:
         cards, tool = Cards(), Delete()
         gone = ApprovalDesk(first.approvals, SETTINGS, clock=engine.clock)
-        gone.connect(Sink(), {"telegram": cards}, lambda: [tool])
+        gone.connect(Intake(first), {"telegram": cards}, lambda: [tool])
         await gone.ask(SPEC, request(), {"text": "milk"})
         await gone.ask(SPEC, request(), {"text": "eggs"})
         approved, denied = cards.posted
-        # The process decides both, then stops before running or reporting either.
-        assert await first.approvals.decide(approved.approval_id, "approved", "telegram:7", 1.0)
-        assert await first.approvals.decide(denied.approval_id, "denied", "telegram:7", 1.0)
-        sinks = Sink(), Sink()
+        # The process decides both, then stops before closing their cards or submitting their
+        # continuations.
+        now = engine.clock()
+        assert await first.approvals.decide(approved.approval_id, "approved", "telegram:7", now)
+        assert await first.approvals.decide(denied.approval_id, "denied", "telegram:7", now)
+        intakes = Intake(first), Intake(second)
         survivors = [
             ApprovalDesk(store.approvals, SETTINGS, clock=engine.clock) for store in (first, second)
         ]
-        for desk, sink in zip(survivors, sinks, strict=True):
-            desk.connect(sink, {"telegram": cards}, lambda: [tool])
+        for desk, intake in zip(survivors, intakes, strict=True):
+            desk.connect(intake, {"telegram": cards}, lambda: [tool])
         taken = await asyncio.gather(*(desk.recover() for desk in survivors))
         again = await survivors[0].recover()
+        follows = {r.continues.key: r for i in intakes for r, _ in i.accepted if r.continues}
+        # The approved one's continuation began its call, and its process stopped midway.
+        assert await first.approvals.start(approved.approval_id, engine.clock())
+        assert not await second.approvals.start(approved.approval_id, engine.clock())
+        unknown = await survivors[1].resume(
+            follows[approved.approval_id], Continuation("approval", approved.approval_id)
+        )
+        refused = await survivors[0].resume(
+            follows[denied.approval_id], Continuation("approval", denied.approval_id)
+        )
+        left = await first.approvals.unfinished(0.0)
+        lost = await survivors[0].resume(request(), Continuation("approval", "A" * 24))
     finally:
         await first.aclose()
         await second.aclose()
     assert sum(taken) == 2
     assert again == 0
-    assert tool.calls == []  # at most once: an approved call is never run again
-    notes = sorted(r.text for sink in sinks for r, _ in sink.submitted)
-    assert len(notes) == 2
-    assert any("whether it ran is not known" in note for note in notes)
-    assert any("denied by an approver" in note for note in notes)
+    assert sorted(follows) == sorted([approved.approval_id, denied.approval_id])
+    assert len(cards.closed) == 2  # the survivors closed the cards the stopped process left
+    assert tool.calls == []  # at most once: a call marked running is never run again
+    assert "whether it ran is not known" in unknown
+    assert "denied by an approver" in refused
+    assert left == []  # both continuations kept their outcome: recovery has nothing left
+    assert lost == replies.APPROVAL_LOST
+
+
+async def test_a_turn_that_runs_again_after_a_crash_asks_once(engine: Engine) -> None:
+    store = await engine.open()
+    try:
+        cards = Cards()
+        desk = ApprovalDesk(store.approvals, SETTINGS, clock=engine.clock)
+        desk.connect(Intake(store), {"telegram": cards}, tuple)
+        first = await desk.ask(SPEC, request(), {"text": "milk"})
+        # The process stopped before the asking turn was published; it runs again and the
+        # model makes the same call: the card it showed stands, no second one is posted.
+        again = await desk.ask(SPEC, request(), {"text": "milk"})
+        other = await desk.ask(SPEC, request(), {"text": "eggs"})
+        listed = await store.approvals.listing()
+    finally:
+        await store.aclose()
+    assert again.suspends == first.suspends
+    assert other.suspends != first.suspends
+    assert len(cards.posted) == 2
+    assert len(listed) == 2

@@ -4,6 +4,7 @@ write history, parts, item state and record together, part delivery, bounds and 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from bot.sql.request_codec import decode_request, encode_request
 from bot.stores import OpenStore
 from bot.testing.store import MemoryStore
 from bot.turns import (
+    Continuation,
     ConversationKind,
     PrecedingMessage,
     ReplyRoute,
@@ -350,9 +352,15 @@ printable = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
     handle=st.none() | printable,
     values=st.dictionaries(printable, st.none() | st.integers() | printable, max_size=4),
     viewing=st.none() | st.builds(Viewing, st.sampled_from(SurfaceKind), st.none() | printable),
+    continues=st.none() | st.builds(Continuation, printable, printable),
 )
 def test_any_request_round_trips_through_its_stored_form(
-    text: str, name: str, handle: str | None, values: dict[str, object], viewing: Viewing | None
+    text: str,
+    name: str,
+    handle: str | None,
+    values: dict[str, object],
+    viewing: Viewing | None,
+    continues: Continuation | None,
 ) -> None:
     original = TurnRequest(
         conversation_key=f"telegram:{name}",
@@ -365,8 +373,12 @@ def test_any_request_round_trips_through_its_stored_form(
         preceding=(PrecedingMessage(T0, name, text, handle),),
         route=ReplyRoute("telegram", values),
         viewing=viewing,
+        continues=continues,
     )
-    assert decode_request(encode_request(original)) == original
+    stored = encode_request(original)
+    assert decode_request(stored) == original
+    # A request that continues nothing is stored as before continuations existed.
+    assert ("continues" in json.loads(stored)) == (continues is not None)
 
 
 async def test_a_stored_turn_empties_the_chat_buffer_it_read_and_no_more(
