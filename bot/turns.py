@@ -42,6 +42,9 @@ class Outcome(StrEnum):
     # Cut short: by shutdown (it runs again after the next start), or by a person (Slack's stop
     # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.
     CANCELLED = "cancelled"
+    # Answered, and waiting on something outside the turn (an approval): it continues later, in
+    # its conversation's order, as a continuation turn (see `Continuation`).
+    SUSPENDED = "suspended"
     UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
     # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
     BUSY = "busy"
@@ -131,6 +134,15 @@ class ReplyRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class Continuation:
+    """What a continuation turn carries on: the kind of suspension (e.g. "approval") and the
+    durable key of its stored state (the approval id). Opaque to channels."""
+
+    kind: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One turn to run: what the channel knows about the event, plus the hidden route."""
 
@@ -151,6 +163,7 @@ class TurnRequest:
     # memory. It is a platform user id in disguise, so the assembler never renders it.
     person: str | None = None
     viewing: Viewing | None = None
+    continues: Continuation | None = None
 
 
 # History entries: the durable, model-neutral record of what was said. Blocks mirror the content

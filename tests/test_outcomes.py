@@ -18,6 +18,7 @@ STORED = {
     "failed",
     "crashed",
     "cancelled",
+    "suspended",
     "undelivered",
     "busy",
     "rate_limited",

@@ -40,7 +40,7 @@ from bot.ports.records import Usage
 from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
 from bot.prompt.history import entry_tokens
-from bot.turns import HistoryEntry, ToolResultBlock, ToolUseBlock
+from bot.turns import Continuation, HistoryEntry, ToolResultBlock, ToolUseBlock
 
 log = structlog.get_logger(__name__)
 
@@ -343,6 +343,7 @@ class _Turn:
         self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
+        self.suspended: list[Continuation] = []  # what the turn waits on (ToolOutput.suspends)
         self.images: dict[str, tuple[ToolImage, ...]] = {}  # by tool_use id, this round's
 
     async def run(self) -> TurnOutcome:
@@ -459,6 +460,7 @@ class _Turn:
             budget=self.budget,
             left_out=self._left_out(answered=True),
             tool_calls=tuple(self.tool_calls),
+            suspended=tuple(self.suspended),
         )
 
     def _left_out(self, *, answered: bool) -> tuple[LeftOut, ...]:
@@ -616,6 +618,8 @@ class _Turn:
         outcome = "refused" if tool is None else "error" if failed else "ok"
         if marked is not None and marked.outcome is not None and not failed:
             outcome = marked.outcome
+        if marked is not None and marked.suspends is not None and not failed:
+            self.suspended.append(marked.suspends)
         self.tool_calls.append(
             {
                 "tool": call.name,

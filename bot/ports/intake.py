@@ -10,7 +10,7 @@ from typing import Protocol
 from bot.ports.attachments import FileSource
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.ports.history import Chatter
-from bot.turns import Outcome, TurnRequest
+from bot.turns import Continuation, Outcome, TurnRequest
 
 
 class Admission(StrEnum):
@@ -73,6 +73,14 @@ class TurnSink(Protocol):
     async def command(self, request: TurnRequest) -> str:
         """The private reply to a host command sent beside the conversation (Slack's slash
         commands `/memory`, `/forget`, `/usage`): no model call, nothing in history."""
+
+
+class Resumer(Protocol):
+    """Continues one kind of suspended turn, inside its conversation's lane."""
+
+    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
+        """Do what the suspended turn waited for (at most once) and return what the model reads
+        next: a host-written note with the outcome. Never raises for an expected outcome."""
 
 
 class Channel(Protocol):

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from bot.ports.records import Usage
 from bot.ports.tools import Tool
-from bot.turns import HistoryEntry
+from bot.turns import Continuation, HistoryEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +111,8 @@ class TurnOutcome:
     # One entry per tool call, for the turn record: tool, arguments, result_bytes, duration_ms,
     # outcome ("ok", "error", or "refused": not offered on this surface, so never run).
     tool_calls: Sequence[Mapping[str, Any]] = ()
+    # What the turn waits on: one per tool call that could not finish now (`ToolOutput.suspends`).
+    suspended: tuple[Continuation, ...] = ()
 
 
 class ModelRuntime(Protocol):

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.turns import Continuation
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -33,6 +35,8 @@ class ToolOutput:
     # facts the record keeps with it (the approval id).
     outcome: str | None = None
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # The call cannot finish now (it waits for an approval): the turn suspends on this.
+    suspends: Continuation | None = None
 
 
 class Tool(Protocol):

@@ -14,6 +14,8 @@ from bot import replies
 from bot.config import HostSettings
 from bot.errors import TurnFailed
 from bot.host import Host
+from bot.host.model_turn import Thinking
+from bot.host.parts import HostStores, Outlets
 from bot.inbox import InboxState
 from bot.ports.intake import Admission
 from bot.ports.records import TurnRecord
@@ -70,14 +72,9 @@ def rig(counter: TokenCounter, model: CannedModel, **settings: int) -> Rig:
     deliverer = RecordingDeliverer()
     limits = {"turns_per_person_per_minute": 0, **settings}
     host = Host(
-        assembler=make_assembler(counter, memory_enabled=False),
-        model=model,
-        history=history,
-        inbox=inbox,
-        outbox=outbox,
-        deliverers={"test": deliverer},
-        memory=None,
-        tools_for=no_tools,
+        thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
+        stores=HostStores(history, inbox, outbox),
+        outlets=Outlets({"test": deliverer}),
         settings=HostSettings.model_validate(limits),
     )
     records: list[TurnRecord] = []
