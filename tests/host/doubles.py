@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.inbox import InboxItem, InboxState, OutboxPart, Publication
+from bot.inbox import Adopted, InboxItem, InboxState, OutboxPart, Publication
 from bot.ports.delivery import DeliveryReport
 from bot.ports.history import Chatter
 from bot.ports.model import TurnOutcome, TurnPlan
-from bot.turns import HistoryEntry, ReplyRoute, TextBlock, TurnRequest
+from bot.turns import Continuation, HistoryEntry, ReplyRoute, TextBlock, TurnRequest
 
 
 class MemoryInbox:
@@ -181,3 +181,43 @@ class CannedModel:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class RecordingResumer:
+    """`bot.ports.intake.Resumer` that notes what it resumed and returns `note` for each."""
+
+    def __init__(self, note: str = "[The host: the approved call ran. It returned: 42.]") -> None:
+        self.note = note
+        self.resumed: list[tuple[TurnRequest, Continuation]] = []
+
+    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
+        self.resumed.append((request, continuation))
+        return self.note
+
+
+class MemoryShare:
+    """`bot.inbox.WorkShare` over a `MemoryInbox`, seen by one replica: it adopts pending items
+    nobody adopted yet, except in the conversations another live replica owns (`elsewhere`)."""
+
+    def __init__(self, inbox: MemoryInbox) -> None:
+        self._inbox = inbox
+        self.adopted: set[int] = set()
+        self.elsewhere: set[str] = set()
+
+    def _unowned(self) -> list[InboxItem]:
+        return [
+            item
+            for item in self._inbox.items
+            if self._inbox.states[item.item_id] is InboxState.PENDING
+            and item.item_id not in self.adopted
+            and item.request.conversation_key not in self.elsewhere
+        ]
+
+    async def adopt(self, conversation_key: str) -> Adopted:
+        items = tuple(i for i in self._unowned() if i.request.conversation_key == conversation_key)
+        self.adopted |= {item.item_id for item in items}
+        return Adopted(items=items)
+
+    async def orphaned(self, limit: int) -> list[str]:
+        keys = dict.fromkeys(item.request.conversation_key for item in self._unowned())
+        return list(keys)[:limit]

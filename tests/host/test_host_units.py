@@ -6,80 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
 
 import pytest
 
 from bot import replies
-from bot.config import HostSettings
 from bot.errors import TurnFailed
-from bot.host import Host
-from bot.host.model_turn import Thinking
-from bot.host.parts import HostStores, Outlets
 from bot.inbox import InboxState
 from bot.ports.intake import Admission
-from bot.ports.records import TurnRecord
-from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
-from bot.recall import RecallCache
-from bot.turns import Outcome, ReplyRoute, TurnRequest
-from tests.host.doubles import (
-    CannedModel,
-    MemoryHistory,
-    MemoryInbox,
-    MemoryOutbox,
-    RecordingDeliverer,
-)
-from tests.prompt.builders import make_assembler, slack_request
-
-ROUTE = ReplyRoute("test", {"to": "C1"})
-KEY = "test:C1"
-
-
-@dataclass
-class Rig:
-    host: Host
-    model: CannedModel
-    inbox: MemoryInbox
-    outbox: MemoryOutbox
-    history: MemoryHistory
-    deliverer: RecordingDeliverer
-    records: list[TurnRecord]
-
-
-def no_tools(request: TurnRequest, recall: RecallCache, rule: object = None) -> list[Tool]:
-    return []
-
-
-def request(n: int, *, key: str = KEY, text: str = "hello") -> TurnRequest:
-    base = slack_request(text, key=key)
-    return replace(base, turn_id=f"turn-{n}", route=ROUTE, person=f"test:person-{n}")
-
-
-async def submit(host: Host, n: int, **kwargs: str) -> Admission:
-    return await host.submit(request(n, **kwargs), source="test", marks=[f"event-{n}"])
-
-
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    return TokenCounter()
-
-
-def rig(counter: TokenCounter, model: CannedModel, **settings: int) -> Rig:
-    inbox = MemoryInbox()
-    history = MemoryHistory()
-    outbox = MemoryOutbox(inbox, history)
-    deliverer = RecordingDeliverer()
-    limits = {"turns_per_person_per_minute": 0, **settings}
-    host = Host(
-        thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
-        stores=HostStores(history, inbox, outbox),
-        outlets=Outlets({"test": deliverer}),
-        settings=HostSettings.model_validate(limits),
-    )
-    records: list[TurnRecord] = []
-    host.observers.append(records.append)
-    return Rig(host, model, inbox, outbox, history, deliverer, records)
+from bot.turns import Outcome
+from tests.host.doubles import CannedModel
+from tests.host.rig import KEY, ROUTE, Rig, rig, submit
 
 
 @pytest.fixture
