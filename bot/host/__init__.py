@@ -75,16 +75,7 @@ class Host:
         self._stops = Stops()
         model_calls = asyncio.Semaphore(settings.max_concurrent_turns)
         model_turn = ModelTurn(
-            thinking,
-            stores.history,
-            publisher,
-            answering,
-            self._stops,
-            memory=stores.memory,
-            attachments=stores.attachments,
-            budgets=rules.budgets,
-            caps=rules.caps,
-            model_calls=model_calls,
+            thinking, stores, rules, publisher, answering, self._stops, model_calls
         )
         compact = (thinking.assembler, thinking.model, stores.history, answering, model_calls)
         # The turn handlers, in order: the first to conclude a turn ends it.

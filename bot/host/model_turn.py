@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 import structlog
 
 from bot import leftout, replies, tracing
-from bot.budget import Budgets, SpendCaps
 from bot.errors import BreakerTripped, TurnFailed, WindowExceeded
 from bot.host.answering import Answering
 from bot.host.conclusions import (
@@ -22,12 +21,10 @@ from bot.host.conclusions import (
     suspended_details,
     tool_details,
 )
+from bot.host.parts import HostStores, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
 from bot.inbox import InboxState
-from bot.ports.attachments import AttachmentReader
-from bot.ports.history import HistoryStore
-from bot.ports.memory import MemoryStore
 from bot.ports.model import LeftOut, ModelRuntime, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
 from bot.ports.tools import Tool
@@ -65,26 +62,22 @@ class ModelTurn:
     def __init__(
         self,
         thinking: Thinking,
-        history: HistoryStore,
+        stores: HostStores,
+        rules: TurnRules,
         publisher: Publisher,
         answering: Answering,
         stops: Stops,
-        *,
-        memory: MemoryStore | None,
-        attachments: AttachmentReader | None,
-        budgets: Budgets | None,
-        caps: SpendCaps,
         model_calls: asyncio.Semaphore,
     ) -> None:
         self._thinking = thinking
-        self._history = history
+        self._history = stores.history
+        self._memory = stores.memory
+        self._attachments = stores.attachments
+        self._budgets = rules.budgets
+        self._caps = rules.caps
         self._publisher = publisher
         self._answering = answering
         self._stops = stops
-        self._memory = memory
-        self._attachments = attachments
-        self._budgets = budgets
-        self._caps = caps
         self._model_calls = model_calls
 
     async def __call__(self, turn: Turn) -> Conclusion:
