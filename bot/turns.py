@@ -42,10 +42,8 @@ class Outcome(StrEnum):
     # Cut short: by shutdown (it runs again after the next start), or by a person (Slack's stop
     # button, Ctrl-C in `bot chat`; error "stopped"), who keeps a continuity account.
     CANCELLED = "cancelled"
-    # Answered, and waiting on something outside the turn (an approval): it continues later, in
-    # its conversation's order, as a continuation turn (see `Continuation`).
-    SUSPENDED = "suspended"
     UNDELIVERED = "undelivered"  # parts left from an earlier process were not all posted
+    SUSPENDED = "suspended"  # answered, and waits for something (an approval) to continue
     # Not queued at all (a caller of `Host.run` only; the channels see `Admission`):
     BUSY = "busy"
     RATE_LIMITED = "rate_limited"

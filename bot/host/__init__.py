@@ -80,7 +80,7 @@ class Host:
         compact = (thinking.assembler, thinking.model, stores.history, answering, model_calls)
         # The turn handlers, in order: the first to conclude a turn ends it.
         handlers: list[Handler | None] = [
-            Continuing(resumers or {}),
+            Continuing(resumers or {}, answering),
             commands.MemoryCommands(stores.memory),
             commands.UsageCommand(rules.budgets),
             commands.SchedulesCommand(stores.schedules, rules.operators)

@@ -13,6 +13,7 @@ from dataclasses import replace
 import structlog
 
 from bot import replies
+from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
 from bot.host.pipeline import Turn
 from bot.inbox import InboxState
@@ -25,8 +26,9 @@ log = structlog.get_logger(__name__)
 class Continuing:
     """Resume what a suspended turn waited for, then pass the turn on with the outcome."""
 
-    def __init__(self, resumers: Mapping[str, Resumer]) -> None:
+    def __init__(self, resumers: Mapping[str, Resumer], answering: Answering) -> None:
         self._resumers = dict(resumers)
+        self._answering = answering
 
     async def __call__(self, turn: Turn) -> Conclusion | None:
         continues = turn.request.continues
@@ -35,10 +37,11 @@ class Continuing:
         resumer = self._resumers.get(continues.kind)
         if resumer is None:
             log.error("continuation_unknown", kind=continues.kind)
-            error = f"no resumer for suspended turns of kind {continues.kind!r}"
+            error = f"no resumer for {continues.kind!r} continuations"
             return Conclusion(
                 turn.record(Outcome.FAILED, error=error), InboxState.FAILED, replies.TURN_FAILED
             )
-        note = await resumer.resume(turn.request, continues)
-        turn.request = replace(turn.request, text=note)
+        async with self._answering.working(turn.request.route):
+            note = await resumer.resume(turn.request, continues)
+        turn.request = replace(turn.request, text=note)  # what the model reads of the outcome
         return None

@@ -36,7 +36,8 @@ REFUSAL_NOTICES_PER_MINUTE = 1  # busy / too-fast notices to one person
 
 class Gate:
     """Admits a turn to its lane, or refuses it: the person is over the turn rate, or the lane is
-    full. Refusals are published in the background (they must not hold up the channel)."""
+    full (a continuation is never refused). Refusals are published in the background (they must
+    not hold up the channel)."""
 
     def __init__(
         self,
@@ -55,12 +56,14 @@ class Gate:
     def admit(self, job: Job) -> tuple[Admission, asyncio.Future[TurnResult] | None]:
         request = job.request
         assert request is not None
-        if not self._rate.allow(request.person):
+        # A continuation is no new message: its decision is taken, so it is never refused.
+        fresh = request.continues is None
+        if fresh and not self._rate.allow(request.person):
             log.info("turn_rate_limited", conversation_key=request.conversation_key)
             self._refuse_later(job, replies.TOO_FAST, Admission.RATE_LIMITED)
             return Admission.RATE_LIMITED, None
         try:
-            future = self._lanes.put(request.conversation_key, job)
+            future = self._lanes.put(request.conversation_key, job, bounded=fresh)
         except LaneFull:
             log.info("turn_busy", conversation_key=request.conversation_key)
             self._refuse_later(job, replies.BUSY, Admission.BUSY)

@@ -214,7 +214,7 @@ class ModelTurn:
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
         ended = Outcome.SILENT if silent else Outcome.OK
         details = budget_details(outcome.budget) | tool_details(outcome.tool_calls)
-        if outcome.suspended:
+        if outcome.suspended and not silent:  # it waits (an approval): its continuation follows
             ended = Outcome.SUSPENDED
             details |= suspended_details(outcome.suspended)
         record = turn.record(

@@ -343,7 +343,7 @@ class _Turn:
         self.calls_seen: dict[str, int] = {}  # identical tool calls (name + arguments) so far
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
-        self.suspended: list[Continuation] = []  # what the turn waits on (ToolOutput.suspends)
+        self.suspended: list[Continuation] = []  # what the calls suspend the turn for
         self.images: dict[str, tuple[ToolImage, ...]] = {}  # by tool_use id, this round's
 
     async def run(self) -> TurnOutcome:

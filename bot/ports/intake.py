@@ -75,14 +75,6 @@ class TurnSink(Protocol):
         commands `/memory`, `/forget`, `/usage`): no model call, nothing in history."""
 
 
-class Resumer(Protocol):
-    """Continues one kind of suspended turn, inside its conversation's lane."""
-
-    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
-        """Do what the suspended turn waited for (at most once) and return what the model reads
-        next: a host-written note with the outcome. Never raises for an expected outcome."""
-
-
 class Channel(Protocol):
     """One platform's way in (events to the sink) and out (its deliverer)."""
 
@@ -105,3 +97,11 @@ class Channel(Protocol):
         running host must not take its events: no socket, no polling, no webhook change)."""
 
     async def stop(self) -> None: ...
+
+
+class Resumer(Protocol):
+    """Continues one kind of suspended turn, inside its conversation's lane."""
+
+    async def resume(self, request: TurnRequest, continuation: Continuation) -> str:
+        """Do what the suspended turn waited for (at most once) and return what the model reads
+        next: a host-written note with the outcome. Never raises for an expected outcome."""

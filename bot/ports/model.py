@@ -111,7 +111,7 @@ class TurnOutcome:
     # One entry per tool call, for the turn record: tool, arguments, result_bytes, duration_ms,
     # outcome ("ok", "error", or "refused": not offered on this surface, so never run).
     tool_calls: Sequence[Mapping[str, Any]] = ()
-    # What the turn waits on: one per tool call that could not finish now (`ToolOutput.suspends`).
+    # What this turn's tool calls suspended it for (ToolOutput.suspends), in call order.
     suspended: tuple[Continuation, ...] = ()
 
 

@@ -35,7 +35,8 @@ class ToolOutput:
     # facts the record keeps with it (the approval id).
     outcome: str | None = None
     facts: Mapping[str, Any] = field(default_factory=dict)
-    # The call cannot finish now (it waits for an approval): the turn suspends on this.
+    # The call cannot finish now (it waits for an approval): the turn suspends, and this
+    # continuation carries on once it is decided.
     suspends: Continuation | None = None
 
 

@@ -108,3 +108,27 @@ async def test_a_continuation_of_an_unknown_kind_fails_clearly(counter: TokenCou
     assert [text for _, text in r.deliverer.posted] == [replies.TURN_FAILED]
     assert r.inbox.states == {1: InboxState.FAILED}
     await r.host.close(grace=0)
+
+
+async def test_a_continuation_is_never_refused_for_the_rate_or_a_full_lane(
+    counter: TokenCounter,
+) -> None:
+    resumer = RecordingResumer()
+    r = rig(
+        counter,
+        CannedModel(gated=True),
+        resumers={"approval": resumer},
+        turns_per_person_per_minute=1,
+        queue_per_conversation=1,
+    )
+    await r.host.resume()
+    await submit(r.host, 1)
+    await r.model.started.wait()
+    assert await submit(r.host, 2) is Admission.ACCEPTED  # the lane is full now
+    # Person 1 is over the rate and the lane is full, yet the decided continuation is taken.
+    assert await go_on(r, request(1), "turn-1.c") is Admission.ACCEPTED
+
+    r.model.release.set()
+    await r.host.idle()
+    assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2", "turn-1.c"]
+    await r.host.close(grace=0)
