@@ -31,8 +31,7 @@ from bot.cli.stored import open_configured
 from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
-from bot.host.model_turn import Thinking
-from bot.host.parts import HostStores, Outlets, TurnRules
+from bot.host.parts import HostStores, Outlets, Thinking, TurnRules
 from bot.httpguard import guard
 from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets

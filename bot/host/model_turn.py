@@ -21,32 +21,18 @@ from bot.host.conclusions import (
     suspended_details,
     tool_details,
 )
-from bot.host.parts import HostStores, TurnRules
+from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
 from bot.inbox import InboxState
-from bot.ports.model import LeftOut, ModelRuntime, TurnOutcome, TurnPlan
+from bot.ports.model import LeftOut, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
-from bot.ports.tools import Tool
-from bot.prompt import SILENT_TOKEN, Assembler, speaker_label
+from bot.prompt import SILENT_TOKEN, speaker_label
 from bot.recall import RecallCache, request_holds, without_recalled_words
-from bot.surfaces import SurfaceRule
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import Attached, ConversationKind, HistoryEntry, Outcome, TurnRequest
 
 log = structlog.get_logger(__name__)
-
-# The tools a turn offers: its request, its recall cache, the surface rule that applies.
-ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
-
-
-@dataclass(frozen=True, slots=True)
-class Thinking:
-    """What a model turn is made with: the prompt's assembler, the model, the turn's tools."""
-
-    assembler: Assembler
-    model: ModelRuntime
-    tools_for: ToolsFor
 
 
 @dataclass(frozen=True, slots=True)

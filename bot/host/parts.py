@@ -1,9 +1,9 @@
-"""The values a `Host` is built from, grouped by what they are: the stores it keeps turns in,
-the rules a turn runs under, and the ways out to the platforms."""
+"""The values a `Host` is built from, grouped by what they are: what thinks (prompt, model,
+tools), the stores it keeps turns in, the rules a turn runs under, and the ways out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.budget import NO_CAPS, Budgets, SpendCaps
@@ -13,7 +13,24 @@ from bot.ports.cron import ChatSchedules
 from bot.ports.delivery import Deliverer
 from bot.ports.history import HistoryStore
 from bot.ports.memory import MemoryStore
-from bot.surfaces import Policies
+from bot.ports.model import ModelRuntime
+from bot.ports.tools import Tool
+from bot.prompt import Assembler
+from bot.recall import RecallCache
+from bot.surfaces import Policies, SurfaceRule
+from bot.turns import TurnRequest
+
+# The tools a turn offers: its request, its recall cache, the surface rule that applies.
+ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """What a model turn is made with: the prompt's assembler, the model, the turn's tools."""
+
+    assembler: Assembler
+    model: ModelRuntime
+    tools_for: ToolsFor
 
 
 @dataclass(frozen=True, slots=True)

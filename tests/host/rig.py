@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 
 from bot.config import HostSettings
 from bot.host import Host
-from bot.host.model_turn import Thinking
-from bot.host.parts import HostStores, Outlets
+from bot.host.parts import HostStores, Outlets, Thinking
 from bot.ports.intake import Admission, Resumer
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
