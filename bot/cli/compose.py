@@ -33,6 +33,7 @@ from bot.cli.wiring.serving import Health, listening_port, start_http, start_tra
 from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
+from bot.host.parts import HostStores, Outlets, Thinking, TurnRules
 from bot.httpguard import guard
 from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
@@ -386,28 +387,36 @@ class App:
             default_model=settings.model.name,
         )
         host = Host(
-            assembler=assembler,
-            model=model,
-            history=store.history,
-            inbox=store.inbox,
-            outbox=store.outbox,
-            deliverers=deliverers,
-            share=store.share,
-            completers={c.name: c for c in self.channels if isinstance(c, RequestCompleter)},
-            memory=store.memory if settings.memory.enabled else None,
-            tools_for=self.approvals.gate(toolbox.for_turn)
-            if self.approvals is not None
-            else toolbox.for_turn,
+            thinking=Thinking(
+                assembler,
+                model,
+                self.approvals.gate(toolbox.for_turn)
+                if self.approvals is not None
+                else toolbox.for_turn,
+            ),
+            stores=HostStores(
+                history=store.history,
+                inbox=store.inbox,
+                outbox=store.outbox,
+                memory=store.memory if settings.memory.enabled else None,
+                attachments=self._attachment_intake(store),
+                schedules=self._records if settings.schedules.enabled else None,
+                share=store.share,
+            ),
+            outlets=Outlets(
+                deliverers,
+                {c.name: c for c in self.channels if isinstance(c, RequestCompleter)},
+            ),
             settings=settings.host,
-            attachments=self._attachment_intake(store),
-            policies=policy.policies,
-            budgets=budgets,
-            schedules=self._records if settings.schedules.enabled else None,
-            operators=frozenset(settings.budget.operators),
-            caps=SpendCaps(
-                turn=settings.budget.max_tokens_per_turn,
-                run=settings.cron.max_tokens_per_run,
-                job_day=settings.cron.max_tokens_per_job_per_day,
+            rules=TurnRules(
+                policies=policy.policies,
+                budgets=budgets,
+                caps=SpendCaps(
+                    turn=settings.budget.max_tokens_per_turn,
+                    run=settings.cron.max_tokens_per_run,
+                    job_day=settings.cron.max_tokens_per_job_per_day,
+                ),
+                operators=frozenset(settings.budget.operators),
             ),
             resumers={"approval": self.approvals} if self.approvals is not None else {},
         )

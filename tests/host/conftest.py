@@ -11,6 +11,7 @@ import pytest
 
 from bot.cli.compose import App, Runs
 from bot.cli.settings import Config, load_config
+from bot.prompt import TokenCounter
 from channels.console import ConsoleChannel
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -48,3 +49,9 @@ def console(name: str = "test", text: str = "") -> tuple[ConsoleChannel, io.Stri
     out = io.StringIO()
     channel = ConsoleChannel(f"console:{name}", stdin=io.StringIO(text), stdout=out)
     return channel, out
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    """The token counter the in-memory host rigs' assemblers count with (`tests/host/rig.py`)."""
+    return TokenCounter()

@@ -15,6 +15,7 @@ from bot import replies
 from bot.config import HostSettings
 from bot.errors import PartDelayed, TurnFailed, TurnSpend
 from bot.host import Host
+from bot.host.parts import HostStores, Outlets, Thinking
 from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.intake import Admission
 from bot.ports.records import TurnRecord
@@ -69,14 +70,9 @@ def rig(counter: TokenCounter, model: ScriptedModel, **settings: int) -> Rig:
     deliverer = RecordingDeliverer()
     limits = {"turns_per_person_per_minute": 0, **settings}
     host = Host(
-        assembler=make_assembler(counter, memory_enabled=False),
-        model=model,
-        history=store.history,
-        inbox=store.inbox,
-        outbox=store.outbox,
-        deliverers={"test": deliverer},
-        memory=None,
-        tools_for=no_tools,
+        thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
+        stores=HostStores(store.history, store.inbox, store.outbox),
+        outlets=Outlets({"test": deliverer}),
         settings=HostSettings.model_validate(limits),
     )
     records: list[TurnRecord] = []

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from bot.errors import LaneFull
-from bot.lanes import Lanes
-from bot.ratelimit import MAX_PEOPLE, PersonRate
+from bot.host.lanes import Lanes
+from bot.host.ratelimit import MAX_PEOPLE, PersonRate
 
 
 def _lanes(log: list[str], gate: asyncio.Event | None = None, depth: int = 8) -> Lanes[str, str]:

@@ -1,0 +1,71 @@
+"""The values a `Host` is built from, grouped by what they are: what thinks (prompt, model,
+tools), the stores it keeps turns in, the rules a turn runs under, and the ways out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bot.budget import NO_CAPS, Budgets, SpendCaps
+from bot.inbox import Inbox, Outbox, RequestCompleter, WorkShare
+from bot.ports.attachments import AttachmentReader
+from bot.ports.cron import ChatSchedules
+from bot.ports.delivery import Deliverer
+from bot.ports.history import HistoryStore
+from bot.ports.memory import MemoryStore
+from bot.ports.model import ModelRuntime
+from bot.ports.tools import Tool
+from bot.prompt import Assembler
+from bot.recall import RecallCache
+from bot.surfaces import Policies, SurfaceRule
+from bot.turns import TurnRequest
+
+# The tools a turn offers: its request, its recall cache, the surface rule that applies.
+ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Tool]]
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """What a model turn is made with: the prompt's assembler, the model, the turn's tools."""
+
+    assembler: Assembler
+    model: ModelRuntime
+    tools_for: ToolsFor
+
+
+@dataclass(frozen=True, slots=True)
+class HostStores:
+    """Where turns are kept: the conversation history, the durable inbox and outbox, long-term
+    memory (None when off), attachments, chat schedules (None when off), and the `share` of
+    replicas on one store (None for a single process)."""
+
+    history: HistoryStore
+    inbox: Inbox
+    outbox: Outbox
+    memory: MemoryStore | None = None
+    attachments: AttachmentReader | None = None
+    schedules: ChatSchedules | None = None
+    share: WorkShare | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRules:
+    """What a turn runs under: the surface policies, the token budgets and spend caps, and the
+    operators (who may manage others' schedules)."""
+
+    policies: Policies | None = None
+    budgets: Budgets | None = None
+    caps: SpendCaps = NO_CAPS
+    operators: frozenset[str] = frozenset()
+
+
+NO_RULES = TurnRules()
+
+
+@dataclass(frozen=True, slots=True)
+class Outlets:
+    """The ways out: one deliverer per platform, and the platforms whose stored requests leave
+    names to look up at turn time."""
+
+    deliverers: Mapping[str, Deliverer]
+    completers: Mapping[str, RequestCompleter] = field(default_factory=dict)

@@ -1,0 +1,218 @@
+"""Running one job on its lane: a turn passes the ordered handlers until one concludes it.
+
+Each handler (registered as data, in order, by the facade) returns a `Conclusion` or None to
+pass the turn on; the last one, the model turn, concludes every turn that reaches it. The
+conclusion is published and delivered here. A turn that crashes publishes a continuity account;
+one cut short by shutdown goes down with its lane; one a person stopped ends alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from bot import replies, tracing
+from bot.delivery import Delivery
+from bot.host.completion import completed
+from bot.host.conclusions import STOPPED, Conclusion, continuity_account, record
+from bot.host.job import Job, open_trace
+from bot.host.publisher import Publisher
+from bot.inbox import Inbox, InboxState, RequestCompleter
+from bot.ports.intake import TurnResult
+from bot.ports.records import TurnRecord, Usage
+from bot.prompt import Assembler
+from bot.surfaces import SurfacePolicy
+from bot.turns import HistoryEntry, Outcome, TextBlock, TurnRequest
+
+log = structlog.get_logger(__name__)
+
+MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as crashed
+
+
+@dataclass
+class Turn:
+    """One turn on its way through the handlers. A handler may change `request` for the ones
+    after it (a continuation's note becomes its text); `keep` holds what stays open until the
+    turn's conclusion is delivered (the progress sign)."""
+
+    job: Job
+    request: TurnRequest
+    started: datetime
+    policy: SurfacePolicy
+    keep: contextlib.AsyncExitStack
+
+    def record(
+        self,
+        outcome: Outcome,
+        *,
+        error: str | None = None,
+        request_body: Mapping[str, object] | None = None,
+        usage: Usage | None = None,
+        attempts: int = 0,
+        details: Mapping[str, object] | None = None,
+    ) -> TurnRecord:
+        return record(
+            self.request,
+            self.started,
+            outcome,
+            self.policy,
+            error=error,
+            request_body=request_body,
+            usage=usage,
+            attempts=attempts,
+            details=details,
+        )
+
+    def answered_by_host(
+        self,
+        outcome: Outcome,
+        state: InboxState,
+        say: str,
+        *,
+        error: str | None = None,
+        details: Mapping[str, object] | None = None,
+    ) -> Conclusion:
+        """A conclusion the host wrote itself: no model call, nothing kept in history."""
+        return Conclusion(self.record(outcome, error=error, details=details), state, say)
+
+
+# One step of the pipeline: conclude the turn, or return None to pass it on.
+Handler = Callable[[Turn], Awaitable[Conclusion | None]]
+
+
+class Stops:
+    """The task running each conversation's current model call, and the turns a person stopped."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, tuple[str, asyncio.Task[Any]]] = {}
+        self._stopped: set[str] = set()
+
+    def cancel(self, conversation_key: str) -> bool:
+        """Stop the conversation's running model call; False when none runs here."""
+        running = self._running.get(conversation_key)
+        if running is None:
+            return False
+        turn_id, task = running
+        if turn_id in self._stopped:
+            return True  # already stopping (a second press): cancelling twice would look like
+            # shutdown to the pipeline
+        self._stopped.add(turn_id)
+        task.cancel()
+        log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key)
+        return True
+
+    def stopped(self, turn_id: str) -> bool:
+        """Whether a person stopped this turn (rather than shutdown cancelling it)."""
+        return turn_id in self._stopped
+
+    def forget(self, turn_id: str) -> None:
+        self._stopped.discard(turn_id)
+
+    @contextlib.contextmanager
+    def stoppable(self, request: TurnRequest) -> Iterator[None]:
+        """While the model call runs (or waits for its slot), `cancel` may stop it; not before
+        (the turn is still being prepared) nor after (its answer is being published and
+        delivered whole)."""
+        task = asyncio.current_task()
+        assert task is not None
+        key = request.conversation_key
+        self._running[key] = (request.turn_id, task)
+        try:
+            yield
+        finally:
+            if self._running.get(key, ("",))[0] == request.turn_id:
+                del self._running[key]
+
+
+class Pipeline:
+    """Runs a lane's jobs: leftover parts are delivered, turns pass the handlers."""
+
+    def __init__(
+        self,
+        handlers: Sequence[Handler],
+        publisher: Publisher,
+        stops: Stops,
+        *,
+        delivery: Delivery,
+        inbox: Inbox,
+        assembler: Assembler,
+        completers: Mapping[str, RequestCompleter],
+        policy: Callable[[TurnRequest], SurfacePolicy],
+    ) -> None:
+        self._handlers = tuple(handlers)
+        self._publisher = publisher
+        self._stops = stops
+        self._delivery = delivery
+        self._inbox = inbox
+        self._assembler = assembler
+        self._completers = completers
+        self._policy = policy
+
+    async def run(self, job: Job) -> TurnResult:
+        if job.request is None:
+            report = await self._delivery.leftovers(job.leftovers)
+            return TurnResult(job.turn_id, Outcome.OK if report.delivered else Outcome.UNDELIVERED)
+        trace = job.trace if job.trace is not tracing.NO_TURN else open_trace(job.request)
+        with (
+            trace.active(end=True),
+            structlog.contextvars.bound_contextvars(
+                turn_id=job.request.turn_id, conversation_key=job.request.conversation_key
+            ),
+        ):
+            if job.resumed and job.item_id is not None and await self._gave_up(job):
+                return TurnResult(job.turn_id, Outcome.CRASHED, error="interrupted too often")
+            request = await completed(self._completers, job.request)
+            return await self._turn(replace(job, request=request), request)
+
+    async def _turn(self, job: Job, request: TurnRequest) -> TurnResult:
+        started = datetime.now(UTC)
+        try:
+            async with contextlib.AsyncExitStack() as keep:
+                turn = Turn(job, request, started, self._policy(request), keep)
+                for handler in self._handlers:
+                    conclusion = await handler(turn)
+                    if conclusion is not None:
+                        return await self._publisher.conclude(job, conclusion)
+                raise RuntimeError("no handler concluded the turn")
+        except asyncio.CancelledError:
+            log.info("turn_cancelled")
+            task = asyncio.current_task()
+            if not self._stops.stopped(request.turn_id) or task is None or task.cancelling() > 1:
+                raise  # shutdown (as well): the lane goes down
+            task.uncancel()  # a person's stop ends this turn only; the lane runs on
+            return TurnResult(request.turn_id, Outcome.CANCELLED, error=STOPPED)
+        except Exception as exc:  # the host keeps running whatever one turn does
+            log.exception("turn_crashed", error=type(exc).__name__)
+            return await self._crashed(job, request, started, type(exc).__name__)
+        finally:
+            self._stops.forget(request.turn_id)
+
+    async def _gave_up(self, job: Job) -> bool:
+        """Count one more start of an item an earlier process left pending; past MAX_ATTEMPTS
+        (it was running each time a process stopped: maybe it is what stops them), give it up
+        as crashed instead of running it again."""
+        assert job.request is not None
+        assert job.item_id is not None
+        if await self._inbox.claim(job.item_id) <= MAX_ATTEMPTS:
+            return False
+        log.error("turn_given_up", attempts=MAX_ATTEMPTS)
+        await self._crashed(job, job.request, datetime.now(UTC), "interrupted too often")
+        return True
+
+    async def _crashed(
+        self, job: Job, request: TurnRequest, started: datetime, error: str
+    ) -> TurnResult:
+        try:
+            user_entry = self._assembler.user_entry(request)
+        except Exception:  # the assembler itself may be what failed
+            user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
+        ended = self._publisher.record(request, started, Outcome.CRASHED, error=error)
+        account = continuity_account(user_entry, "", "the host failed")
+        conclusion = Conclusion(ended, InboxState.CRASHED, replies.TURN_FAILED, entries=account)
+        return await self._publisher.conclude(job, conclusion)
