@@ -43,6 +43,8 @@ BotError
 └── ToolError                a tool call failed in a way the model should be told about
     └── ToolCallFailed       a call to an MCP server produced no result (the short reason why)
 
+TurnSpend is no error: it is the value a TurnFailed carries of what its calls spent.
+
 Errors that a validator raises (templates, rules, schedules, bad input, unreadable records) are
 ValueErrors too, so pydantic and the parsers' callers treat them as invalid values. This module
 imports nothing from the rest of the program, so every part, channels included, may raise these.

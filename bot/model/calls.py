@@ -40,7 +40,7 @@ class Call:
     usage: Usage
 
 
-class CallError(ModelError):
+class _CallError(ModelError):
     """A call that will not be retried (any more); `verdict` says why."""
 
     def __init__(self, verdict: Verdict, cause: BaseException, attempts: int, spent: float):
@@ -112,7 +112,7 @@ class Calls:
         ) as span:
             try:
                 call = await self._call(body, on_text, charge, count, **fields)
-            except CallError as exc:
+            except _CallError as exc:
                 span.set(error__type=type(exc.cause).__name__, bot__attempts=exc.attempts)
                 span.failed(str(exc))
                 raise
@@ -164,7 +164,7 @@ class Calls:
                     **fields,
                 )
                 if delay is None:
-                    raise CallError(classify(exc), exc, attempt, spent) from exc
+                    raise _CallError(classify(exc), exc, attempt, spent) from exc
                 if streamed.count and on_text is not None:  # the reader saw part of an answer
                     await on_text(replies.ANSWER_RESTARTED)  # that will not finish
                 await self._sleep(delay)

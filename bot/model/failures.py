@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from bot import replies
 from bot.config import ModelSettings
-from bot.model.calls import CallError
+from bot.model.calls import _CallError
 from bot.model.retry import Verdict
 
 
-def failure_reply(error: CallError) -> str:
+def failure_reply(error: _CallError) -> str:
     """A key or access problem is the operator's to fix; anything else may pass."""
     if error.verdict in {Verdict.AUTH, Verdict.DENIED}:
         return replies.MODEL_MISCONFIGURED
     return replies.MODEL_UNAVAILABLE
 
 
-def failure_message(error: CallError, settings: ModelSettings) -> str:
+def failure_message(error: _CallError, settings: ModelSettings) -> str:
     verdict = error.verdict
     if verdict is Verdict.RETRY:
         return (

@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import structlog
 
-from bot.model.calls import CallError
+from bot.model.calls import _CallError
 from bot.model.retry import refused_block
 from bot.ports.model import LeftOut
 from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
@@ -41,7 +41,7 @@ class Omissions:
                 log.warning("attachment_left_out", reason="request_size", turn_id=self._turn_id)
         return fitted.body
 
-    def leave_out(self, error: CallError, sent: Mapping[str, Any]) -> bool:
+    def leave_out(self, error: _CallError, sent: Mapping[str, Any]) -> bool:
         """Leave out what a refused request (`sent`) carried, for the next try: the block the API
         named, else every image and document (for a 413, by size). False when nothing is left to
         try."""

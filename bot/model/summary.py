@@ -12,14 +12,14 @@ import structlog
 from bot.config import ModelSettings
 from bot.errors import ModelError
 from bot.model import compaction, wire
-from bot.model.calls import CallError, Calls
+from bot.model.calls import Calls, _CallError
 from bot.model.meter import Meter
 from bot.turns import HistoryEntry
 
 log = structlog.get_logger(__name__)
 
 
-class CompactionFailed(ModelError):
+class _CompactionFailed(ModelError):
     """The summary call failed or wrote nothing."""
 
 
@@ -56,12 +56,12 @@ async def summarize(
         call = await calls.call(
             body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
         )
-    except CallError as exc:
-        raise CompactionFailed(f"the summary call failed: {exc}") from exc
+    except _CallError as exc:
+        raise _CompactionFailed(f"the summary call failed: {exc}") from exc
     meter.usage += call.usage
     text = wire.text_of(call.message.content).strip()
     if not text:
-        raise CompactionFailed("the summary call returned no text")
+        raise _CompactionFailed("the summary call returned no text")
     compacted = [meter.counted(compaction.summary_entry(text)), *tail]
     log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))
     return Summary(compacted, body, call.attempts, cut)

@@ -18,12 +18,12 @@ from bot.config import ModelSettings
 from bot.errors import BreakerTripped, TurnFailed, TurnSpend
 from bot.model import compaction, wire
 from bot.model.breakers import RepeatGuard, over_token_cap
-from bot.model.calls import CallError, Calls
+from bot.model.calls import Calls, _CallError
 from bot.model.failures import failure_message, failure_reply
 from bot.model.meter import Counter, Meter
 from bot.model.omissions import Omissions
 from bot.model.retry import Verdict
-from bot.model.summary import CompactionFailed, Summary, summarize
+from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
 from bot.turns import Continuation, HistoryEntry
@@ -152,7 +152,7 @@ class Turn:
         while True:
             try:
                 return await self._send(self._body(last))
-            except CallError as error:
+            except _CallError as error:
                 if error.verdict is Verdict.REFUSED and self.omissions.leave_out(
                     error, self.last_body or {}
                 ):
@@ -200,7 +200,7 @@ class Turn:
             left_out=self.omissions.left_out(answered=False) if left_out else (),
         )
 
-    def _failed(self, error: CallError) -> TurnFailed:
+    def _failed(self, error: _CallError) -> TurnFailed:
         return TurnFailed(
             failure_message(error, self.settings),
             spend=self._spend(error.attempts, left_out=True),
@@ -240,16 +240,16 @@ class Turn:
     async def _compact_before_call(self) -> None:
         try:
             summary = await self._summarize("threshold")
-        except CompactionFailed as exc:
+        except _CompactionFailed as exc:
             log.warning("compaction_failed", reason="threshold", error=str(exc), going_on=True)
             return
         if summary is not None:
             self._assemble(summary.history)
 
-    async def _compact_after_overflow(self, error: CallError) -> None:
+    async def _compact_after_overflow(self, error: _CallError) -> None:
         try:
             summary = await self._summarize("overflow")
-        except CompactionFailed as exc:
+        except _CompactionFailed as exc:
             raise TurnFailed(
                 f"the request is over the model's context window ({error}) and compacting the "
                 f"history failed ({exc}).",
@@ -265,7 +265,7 @@ class Turn:
     async def _compact_only(self) -> TurnOutcome:
         try:
             summary = await self._summarize("command")
-        except CompactionFailed as exc:
+        except _CompactionFailed as exc:
             raise TurnFailed(
                 f"/compact failed: {exc}",
                 spend=TurnSpend(usage=self.meter.usage),
