@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bot.ports.model import TurnOutcome, TurnPlan
+from bot.ports.model import AssembledRequest, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
 from bot.turns import HistoryEntry, TextBlock
 
@@ -50,11 +50,23 @@ def answer_for(body: Mapping[str, Any]) -> str:
     return ANSWER.format(n=match.group(1) if match else "?")
 
 
+def _assembled(plan: TurnPlan) -> AssembledRequest:
+    """The real request, built the way the measured tree builds it: through the plan's prompt
+    builder, or (a baseline from before the PromptBuilder port) the plan's `assemble`."""
+    builder = getattr(plan, "builder", None)
+    if builder is None:
+        old: Any = plan
+        built: AssembledRequest = old.assemble(plan.history)
+        return built
+    fresh: AssembledRequest = builder.build(plan.prompt, plan.history)
+    return fresh
+
+
 class InstantModel:
     """A ModelRuntime that assembles the real request and answers it without any I/O."""
 
     async def run(self, plan: TurnPlan) -> TurnOutcome:
-        request = plan.assemble(plan.history)
+        request = _assembled(plan)
         text = answer_for(request.body)
         return TurnOutcome(
             text=text,
