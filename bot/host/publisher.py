@@ -152,8 +152,9 @@ class Publisher:
     def capture(
         self, request: TurnRequest, user_entry: HistoryEntry, answer: str
     ) -> MemoryCapture | None:
-        """What long-term memory captures of an answered turn (with its publication)."""
-        if not self._memory_on or not answer.strip():
+        """What long-term memory captures of an answered turn (with its publication). Nothing of
+        a continuation: its text is a host note with a tool's result, not what a person said."""
+        if not self._memory_on or not answer.strip() or request.continues is not None:
             return None
         return MemoryCapture(
             conversation_key=request.conversation_key,
