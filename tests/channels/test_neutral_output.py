@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import ssl
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 from telegram import Bot
+from telegram.request import HTTPXRequest
 
 from bot.inbox import OutboxPart
 from bot.ports.delivery import LiveSession, LiveView
@@ -221,12 +223,24 @@ def test_no_slack_call_carries_a_ping_or_a_misleading_link(answer: tuple[str, li
 # --- Telegram ---------------------------------------------------------------------------------
 
 
+# One TLS context for every example's Bot, as the channel passes its own (`tls`): by default
+# PTB builds two per Bot, each loading the CA bundle (tens of ms of CPU per example). The fake
+# speaks plain HTTP, so the context is built, never used.
+_TLS = ssl.create_default_context()
+
+
 async def _telegram_answer(text: str, cuts: list[int]) -> FakeTelegram:
     async with FakeTelegram() as tg:
         alice = tg.user("Alice", user_id=4242)
         private = route_for(Target(tg.private_chat(alice)["id"]))
         group = route_for(Target(tg.supergroup(-100777, "Team")["id"]))
-        bot = Bot(tg.token, base_url=tg.base_url)
+        tls = {"verify": _TLS}
+        bot = Bot(
+            tg.token,
+            base_url=tg.base_url,
+            request=HTTPXRequest(httpx_kwargs=tls),
+            get_updates_request=HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls),
+        )
         await bot.initialize()
         try:
             deliverer = TelegramDeliverer(bot, sleep=_no_sleep, stream_interval=0)

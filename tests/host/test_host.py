@@ -75,31 +75,34 @@ async def test_one_conversation_runs_strictly_in_order(
 async def test_different_conversations_run_concurrently(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    fake.stall(0.3, times=2)
+    fake.hold()
     one, _ = console("one")
     two, _ = console("two")
     async with App(make_config(), [ready(one), ready(two)], HOST_ONLY) as app:
         first = asyncio.create_task(app.host.run(one.request("hi from one")))
         second = asyncio.create_task(app.host.run(two.request("hi from two")))
-        await asyncio.sleep(0.15)
-        # Both turns are in flight at once: each lane holds one running turn.
+        # Both turns reach the model before either is answered: each lane runs its own.
+        await until(lambda: fake.in_flight == 2, state=lambda: fake.in_flight)
         assert app.host.queue_depth == 2
+        fake.release()
         await asyncio.gather(first, second)
 
 
 async def test_a_full_lane_answers_busy_without_a_model_call(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:
-    fake.stall(0.2, times=1)
+    fake.hold()
     config = make_config("[host]\nqueue_per_conversation = 1\n")
     channel, out = console()
     async with App(config, [ready(channel)], HOST_ONLY) as app:
         await app.host.resume()
         running = asyncio.create_task(app.host.run(channel.request("first")))
-        await asyncio.sleep(0.05)  # the first turn is running; the queue is empty
+        # The first turn is at the model: running, and the queue is empty.
+        await until(lambda: len(fake.requests) == 1, state=lambda: len(fake.requests))
         queued = asyncio.create_task(app.host.run(channel.request("second")))
-        await asyncio.sleep(0)
+        await until(lambda: app.host.queue_depth == 2, state=lambda: app.host.queue_depth)
         refused = await app.host.submit(channel.request("third"), source="test", marks=["3"])
+        fake.release()
         await asyncio.gather(running, queued)
         await app.host.idle()
         [item] = await app.store.db.fetch_all("SELECT state FROM inbox")
@@ -161,7 +164,7 @@ async def test_shutdown_cancels_a_turn_past_the_grace_and_keeps_its_account(
     channel, _ = console()
     async with App(config, [ready(channel)], HOST_ONLY) as app:
         running = asyncio.create_task(app.host.run(channel.request("a long job")))
-        await asyncio.sleep(0.1)
+        await until(lambda: len(fake.requests) == 1)  # the turn is at the model
         await app.host.close()
         result = await running
         history = await app.store.history.load(channel.conversation)

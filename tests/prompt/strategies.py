@@ -45,6 +45,19 @@ def untrusted_text(max_pieces: int = 8) -> st.SearchStrategy[str]:
     return st.lists(piece, max_size=max_pieces).map("".join)
 
 
+@functools.cache
+def long_text(min_size: int, max_size: int) -> st.SearchStrategy[str]:
+    """Text of `min_size` to `max_size` characters, any of them: a drawn run of up to 40
+    characters repeated to a drawn length. Hypothesis draws text one character at a time, so a
+    3000-character `st.text` costs it milliseconds per string; the bounds under test only care
+    about the length and which characters land where the text is cut, which this still varies."""
+    return st.builds(
+        lambda run, size: (run * (size // len(run) + 1))[:size],
+        st.text(min_size=1, max_size=40),
+        st.integers(min_size, max_size),
+    )
+
+
 # --- look-alikes, drawn from Unicode's own data (not from the code under test's folding) ---------
 
 

@@ -29,7 +29,7 @@ from bot.prompt.message import (
 )
 from bot.turns import PrecedingMessage, Speaker
 
-from .strategies import lookalike_tag, untrusted_text
+from .strategies import long_text, lookalike_tag, untrusted_text
 
 ZONE = ZoneInfo("Europe/Berlin")
 
@@ -186,7 +186,7 @@ _MESSAGES = st.lists(
             min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
         ),
         name=untrusted_text(3),
-        text=st.one_of(untrusted_text(), st.text(min_size=1500, max_size=3000)),
+        text=st.one_of(untrusted_text(), long_text(1500, 3000)),
         handle=st.one_of(st.none(), untrusted_text(2)),
     ),
     max_size=45,
