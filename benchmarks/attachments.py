@@ -34,7 +34,7 @@ from PIL import Image
 from bot.attachments.intake import AttachmentIntake
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.prompt import AgentTexts, Assembler, ModelLimits, TokenCounter
-from bot.store import open_store
+from bot.store.sqlite import open_store
 from bot.turns import Attachment, ConversationKind, ReplyRoute, Speaker, TurnRequest
 from channels.slack.files import SlackFiles
 from tests.fakes.anthropic import count_request

@@ -1,4 +1,4 @@
-"""Store benchmark (SPEC §12): publish and recall latency at 10,000 conversations and 100,000
+"""SqliteStore benchmark (SPEC §12): publish and recall latency at 10,000 conversations and 100,000
 memories, and the database size.
 
     .venv/bin/python -m benchmarks.store [--conversations N] [--memories N] [--samples N]
@@ -25,11 +25,11 @@ from pathlib import Path
 
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.memory import MemoryCapture, MemoryScope
-from bot.sql.codec import encode_entry
-from bot.sql.memory import attributed
-from bot.sql.terms import STOPWORDS
-from bot.sql.terms import words as index_words
-from bot.store import Store, open_store
+from bot.store.sql.codec import encode_entry
+from bot.store.sql.memory import attributed
+from bot.store.sql.terms import STOPWORDS
+from bot.store.sql.terms import words as index_words
+from bot.store.sqlite import SqliteStore, open_store
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
 SURFACES = 400
@@ -139,7 +139,7 @@ def report(name: str, times: list[float]) -> None:
     )
 
 
-async def measure(store: Store, words: Words, conversations: int, samples: int) -> None:
+async def measure(store: SqliteStore, words: Words, conversations: int, samples: int) -> None:
     rng = words.rng
     keys = [f"slack:T1:C{n % SURFACES}:{n}.0" for n in range(conversations)]
     queries = [words.sentence(4, 20) for _ in range(samples)]

@@ -3,10 +3,10 @@ hear, and what its surface's rule changes in the request (shared by the host and
 
 from __future__ import annotations
 
-from bot.departures import memory_surface
+from bot.memory.departures import memory_surface
+from bot.policy.surfaces import SurfacePolicy
 from bot.ports.memory import MemoryScope
 from bot.ports.model import SurfacePrompt
-from bot.surfaces import SurfacePolicy
 from bot.turns import SurfaceKind, TurnRequest
 
 

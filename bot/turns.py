@@ -137,7 +137,7 @@ class Lookups:
     its text mentions and what was said before it. A channel that acknowledges an event before
     it may ask its platform for names (Slack wants the ack within 3 s) stores the request readable
     as it is plus these; when the turn starts, the host hands them to that channel's
-    `bot.inbox.RequestCompleter` and applies the `Names` it answers (`TurnRequest.named`).
+    `bot.ports.intake.RequestCompleter` and applies the `Names` it answers (`TurnRequest.named`).
 
     Owned by the channel that wrote it, opaque to the core and never shown to the model: ids and
     the text as written (its mentions still ids), like the route.

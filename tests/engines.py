@@ -26,7 +26,7 @@ import pytest
 from bot.cli.stored import open_configured
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import DuplicateKey, StoreFault
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.testing.store import MemoryStore, open_memory_store
 from bot.testing.tables import Tables
 from tests import postgres
@@ -104,9 +104,9 @@ class Engine:
             from bot.testing.inbox import MemoryInbox
 
             return MemoryInbox(store.opened, store.buffer, **bounds)
-        from bot.sql.inbox import Inbox
+        from bot.store.sql.inbox import SqlInbox
 
-        return Inbox(store.db, self.clock, **bounds)
+        return SqlInbox(store.db, self.clock, **bounds)
 
     async def lose_heartbeat(self, store: Any) -> None:
         """The replica `store` is taken for gone by the others while it runs on (its heartbeat
@@ -114,7 +114,7 @@ class Engine:
         if isinstance(store, MemoryStore):
             store.die()
             return
-        from bot.pgstore.owners import duty
+        from bot.store.postgres.owners import duty
 
         await store.leadership.release(duty(store.owner))
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from bot.errors import IntakeUnavailable
-from bot.inbox import Inbox
 from bot.ports.history import Chatter
-from bot.ports.intake import Admission, TurnResult
+from bot.ports.intake import Admission, Inbox, TurnResult
 from bot.turns import Lookups, Names, TurnRequest
 
 

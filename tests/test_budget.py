@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot import replies
-from bot.budget import BudgetLimits, Budgets, BudgetSettings, ModelPrice, cost_usd, price_for
+from bot.policy.budget import BudgetLimits, Budgets, BudgetSettings, ModelPrice, cost_usd, price_for
 from bot.ports.records import TurnRecord, Usage
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 from tests.engines import Engine
 

@@ -1,4 +1,4 @@
-"""Parts are tried again in-process (bot.delivery): after a passing failure, never sooner than
+"""Parts are tried again in-process (bot.host.delivery): after a passing failure, never sooner than
 the platform's Retry-After, until taken; a refusal for good, or the host closing, ends it."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import asyncio
 import time
 from typing import Any
 
-from bot.delivery import Delivery
 from bot.errors import PartDelayed, PartFailed
-from bot.inbox import OutboxPart
+from bot.host.delivery import Delivery
 from bot.ports.delivery import Deliverer
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 from tests.waiting import until
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot import replies
-from bot.memory_commands import answer, is_memory_command
+from bot.host.memory_commands import answer, is_memory_command
 from bot.ports.memory import MemoryCapture, MemoryScope
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 
 pytestmark = pytest.mark.all_engines
 

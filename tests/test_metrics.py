@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.budget import Budgets, BudgetSettings
 from bot.metrics import Metrics
+from bot.policy.budget import Budgets, BudgetSettings
 from bot.ports.records import Spent, TurnRecord, Usage, UsageEntry
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from bot.cli.settings import Settings, load_config
 from bot.mcp.settings import McpServerSettings
-from bot.surfaces import SurfaceRule
+from bot.policy.surfaces import SurfaceRule
 from channels.cron.settings import CronJob, WebhookSettings
 
 STARTER = resources.files("bot.starter")

@@ -1,4 +1,4 @@
-"""The streaming core (`bot.streaming.AnswerStream`) and how delivery takes what it opened.
+"""The streaming core (`bot.host.streaming.AnswerStream`) and how delivery takes what it opened.
 
 Property: whatever the text and however the model's deltas chunk it, the live messages are
 opened in order, one at a time (each sealed before the next opens), never show a part over the
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.delivery import Delivery
 from bot.errors import StreamBusy, StreamRefused
-from bot.inbox import OutboxPart, Publication
+from bot.host.delivery import Delivery
+from bot.host.streaming import AnswerStream
 from bot.ports.delivery import LiveSession, LiveView
-from bot.streaming import AnswerStream
+from bot.ports.outbox import OutboxPart, Publication
 from bot.turns import ReplyRoute
 from channels.telegram.deliver import TelegramDeliverer
 from channels.telegram.split import utf16_length

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bot.cli.settings import load_config
 from bot.errors import ConfigError
-from bot.surfaces import BUILTIN_TOOLS, SurfaceRule, offered_tools
+from bot.policy.surfaces import BUILTIN_TOOLS, SurfaceRule, offered_tools
 from tests.conftest import write_config
 
 NAMES = sorted(

@@ -13,8 +13,8 @@ import pytest
 from bot.agentfiles import load_agent
 from bot.cli.settings import Settings, load_config
 from bot.errors import ConfigError
-from bot.policyfiles import load_policy
-from bot.surfaces import Policies, SurfaceRule
+from bot.policy.files import load_policy
+from bot.policy.surfaces import Policies, SurfaceRule
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 from tests.conftest import write_config
 

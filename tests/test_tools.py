@@ -6,10 +6,10 @@ import pytest
 
 from bot.attachments.tool import READ_ATTACHMENT_SPEC
 from bot.errors import ToolError
+from bot.memory.recall import MEMORY_RECALL_SPEC, RecallCache
 from bot.ports.memory import MemoryScope
 from bot.prompt import AgentTexts, Skill
-from bot.recall import MEMORY_RECALL_SPEC, RecallCache
-from bot.tools import LOAD_SKILL_SPEC, LoadSkillTool, Toolbox
+from bot.tools.toolbox import LOAD_SKILL_SPEC, LoadSkillTool, Toolbox
 from tests.prompt.builders import console_request
 
 LONG = Skill("triage", "Sort incoming bugs.", "é" * 400)  # 800 bytes of UTF-8

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.ports.approvals import Approval
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 
 HELP = "list tool calls waiting for (or decided by) an approver"
 

@@ -21,40 +21,39 @@ import structlog
 from aiohttp import web
 
 from bot.agentfiles import load_agent
-from bot.approvals import ApprovalDesk
 from bot.attachments.intake import AttachmentIntake
-from bot.budget import Budgets, SpendCaps
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.cli.wiring.approvals import connect_approvals
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
-from bot.departures import MemoryDepartures
 from bot.errors import ConfigError
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking, TurnRules
 from bot.httpguard import guard
-from bot.inbox import RequestCompleter
 from bot.logs import remember_secrets
+from bot.memory.departures import MemoryDepartures
 from bot.metrics import Metrics
-from bot.policyfiles import Policy, load_policy
+from bot.policy.budget import Budgets, SpendCaps
+from bot.policy.files import Policy, load_policy
 from bot.ports.attachments import AttachmentStore
 from bot.ports.delivery import Deliverer
-from bot.ports.intake import Channel
+from bot.ports.intake import Channel, RequestCompleter
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
+from bot.ports.stores import OpenStore, RunRecords
 from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, ModelLimits, Templates, TokenCounter
 from bot.prompt.assembler import FLOOR_SHARE
-from bot.stores import OpenStore, RunRecords
-from bot.tools import MakeTool, Toolbox
+from bot.tools.approvals import ApprovalDesk
+from bot.tools.toolbox import MakeTool, Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub
+    from bot.memory.recall import RecallCache
     from bot.ports.tools import Tool
-    from bot.recall import RecallCache
     from bot.turns import TurnRequest
     from channels.cron.chat import ScheduleDesk
     from channels.cron.plan import JobPlan

@@ -140,8 +140,8 @@ async def _mcp_servers(config: Config) -> list[Check]:
 def _approvers(config: Config, tools: Sequence[McpTool]) -> list[Check]:
     """Every surface rule that offers a tool which waits for an approval must have someone on
     its platform to decide it (the rule's approvers, or `[approvals] approvers`)."""
-    from bot.approvals import needs_approval
-    from bot.surfaces import offered_tools
+    from bot.policy.surfaces import offered_tools
+    from bot.tools.approvals import needs_approval
 
     settings = config.settings
     allow = settings.approvals.allow_without_approval
@@ -192,7 +192,7 @@ def _window(config: Config) -> Check:
 
 def _policy(config: Config) -> Check:
     from bot.agentfiles import load_agent
-    from bot.policyfiles import load_policy
+    from bot.policy.files import load_policy
 
     try:
         load_policy(config.settings, load_agent(config.settings.agent))
@@ -274,7 +274,7 @@ async def _database(config: Config) -> Check:
 
 def _store_where(settings: StoreSettings) -> tuple[str, str]:
     if settings.url:
-        from bot.pgstore import shown_url
+        from bot.store.postgres import shown_url
 
         return shown_url(settings.url), (
             "check that the PostgreSQL server runs and that store.url and PGPASSWORD are right."

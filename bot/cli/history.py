@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
+from bot.ports.history import ConversationInfo
+from bot.ports.stores import OpenStore
 from bot.prompt.attachments import marker as attachment_marker
-from bot.sql.codec import encode_entry
-from bot.sql.history import ConversationInfo
-from bot.stores import OpenStore
+from bot.store.sql.codec import encode_entry
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolUseBlock
 
 HELP = "show or reset one conversation's stored history"

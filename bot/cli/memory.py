@@ -8,8 +8,8 @@ import sys
 
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.sql.memory import StoredMemory
-from bot.stores import OpenStore
+from bot.ports.memory import StoredMemory
+from bot.ports.stores import OpenStore
 
 HELP = "search or forget long-term memory entries"
 LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is

@@ -91,9 +91,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
 def host_command(text: str, *, schedules: bool) -> str | None:
     """The command `text` is when the host answers it itself, never the model (SPEC §6): /memory,
     /forget, /usage, /schedules (where schedules from chat are on), /help, /start, /compact."""
-    from bot.memory_commands import is_memory_command
+    from bot.host.memory_commands import is_memory_command
+    from bot.host.schedule_commands import is_schedules_command
     from bot.prompt.skills import host_command as turn_command
-    from bot.schedule_commands import is_schedules_command
 
     words = text.split(maxsplit=1)
     first = words[0].lower() if words else ""
@@ -107,7 +107,7 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     """The request body, and which surface rule applied."""
     from bot.agentfiles import load_agent
     from bot.cli.compose import build_assembler
-    from bot.policyfiles import load_policy
+    from bot.policy.files import load_policy
     from bot.prompt import TokenCounter
     from bot.turnprep import memory_scope, surface_prompt
 

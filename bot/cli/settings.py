@@ -9,9 +9,9 @@ from typing import ClassVar
 from pydantic import Field
 
 from bot import config
-from bot.approvals import ApprovalSettings
 from bot.config import CoreSettings
 from bot.mcp.settings import McpSettings
+from bot.tools.approvals import ApprovalSettings
 from bot.voice.settings import VoiceSettings
 from channels.cron.settings import CronSettings, SchedulesSettings, WebhookSettings
 from channels.slack import settings as slack

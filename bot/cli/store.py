@@ -60,10 +60,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 async def _migrate(config: Config, source: Path, url: str) -> int:
     from bot.errors import StoreError
-    from bot.pgstore import open_pg_store
-    from bot.pgstore.importer import count_rows, import_tables
-    from bot.store.export import TABLES, export_tables
-    from bot.store.export import count_rows as count_source
+    from bot.store.postgres import open_pg_store
+    from bot.store.postgres.importer import count_rows, import_tables
+    from bot.store.sqlite.export import TABLES, export_tables
+    from bot.store.sqlite.export import count_rows as count_source
 
     settings = config.settings
     try:

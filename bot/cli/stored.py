@@ -1,9 +1,9 @@
 """The one way commands open the store: the engine `store.url` / `store.path` selects.
 
-`open_configured` opens PostgreSQL (`bot.pgstore`) when `store.url` is set, else the SQLite file
-(`bot.store`). The inspection commands (history, memory, turns) go through `on_store`: they read an
-existing store and never create an empty SQLite file; a store problem becomes one line on stderr
-and exit status 1.
+`open_configured` opens PostgreSQL (`bot.store.postgres`) when `store.url` is set, else the SQLite
+file (`bot.store.sqlite`). The inspection commands (history, memory, turns) go through `on_store`:
+they read an existing store and never create an empty SQLite file; a store problem becomes one line
+on stderr and exit status 1.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from bot.cli.settings import Config
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import StoreError
-from bot.store import existing_database
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
+from bot.store.sqlite import existing_database
 
 Action = Callable[[OpenStore], Awaitable[int]]
 
@@ -31,12 +31,12 @@ async def open_configured(
 ) -> OpenStore:
     """Open the configured store, creating or migrating its schema as needed."""
     if settings.url:
-        from bot.pgstore import open_pg_store
+        from bot.store.postgres import open_pg_store
 
         return await open_pg_store(
             settings.url, settings, memory, attachments=attachments, clock=clock
         )
-    from bot.store import open_store
+    from bot.store.sqlite import open_store
 
     return await open_store(settings, memory, attachments=attachments, clock=clock)
 

@@ -17,10 +17,10 @@ from bot.cli.settings import Config
 from bot.errors import ConfigError
 from bot.logs import redact_text
 from bot.mcp.hub import McpHub
-from bot.policyfiles import load_policy
+from bot.policy.files import load_policy
+from bot.policy.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, SurfacePolicy
 from bot.ports.tools import ToolSpec
-from bot.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, SurfacePolicy
-from bot.tools import Toolbox
+from bot.tools.toolbox import Toolbox
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
 HELP = "list the tools each surface is offered (MCP servers' and the host's own)"

@@ -11,8 +11,8 @@ from typing import Any
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.logs import redact_value
-from bot.sql.records import RecordSummary
-from bot.stores import OpenStore
+from bot.ports.records import RecordSummary
+from bot.ports.stores import OpenStore
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"
 LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is

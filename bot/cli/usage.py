@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.ports.records import Usage, UsageEntry
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 
 HELP = "report tokens, cache share and money by person, surface or day"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")

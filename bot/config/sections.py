@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot.budget import BudgetSettings
 from bot.errors import ConfigError
-from bot.surfaces import SurfaceRule
+from bot.policy.budget import BudgetSettings
+from bot.policy.surfaces import SurfaceRule
 
 # Context windows of the models people use; anything else falls back to the common 200k.
 CONTEXT_WINDOWS = {"claude-opus-4": 200_000, "claude-sonnet-4": 200_000, "claude-haiku-4": 200_000}

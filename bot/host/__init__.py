@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from bot.config import HostSettings
-from bot.delivery import Delivery
 from bot.host import commands
 from bot.host.answering import Answering
 from bot.host.budget_gate import BudgetGate
 from bot.host.conclusions import policy_of
 from bot.host.continuation import Continuing
+from bot.host.delivery import Delivery
 from bot.host.intake import Gate, Intake
 from bot.host.job import Job
 from bot.host.lanes import Lanes

@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import structlog
 
-from bot.delivery import Delivery
+from bot.host.delivery import Delivery
 from bot.host.job import Job
-from bot.inbox import Outbox, OutboxPart
+from bot.host.streaming import AnswerStream
 from bot.ports.delivery import DeliveryReport
-from bot.streaming import AnswerStream
+from bot.ports.outbox import Outbox, OutboxPart
 from bot.turns import ConversationKind, ReplyRoute, TurnRequest
 
 log = structlog.get_logger(__name__)

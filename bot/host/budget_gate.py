@@ -5,10 +5,10 @@ from __future__ import annotations
 import structlog
 
 from bot import replies
-from bot.budget import Budgets
 from bot.host.conclusions import Conclusion
 from bot.host.pipeline import Turn
-from bot.inbox import InboxState
+from bot.policy.budget import Budgets
+from bot.ports.outbox import InboxState
 from bot.turns import Outcome
 
 log = structlog.get_logger(__name__)

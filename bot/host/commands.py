@@ -6,17 +6,18 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from bot import memory_commands, replies, schedule_commands
-from bot.budget import Budgets
+from bot import replies
 from bot.errors import TurnFailed, UnknownSkill
+from bot.host import memory_commands, schedule_commands
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
 from bot.host.pipeline import Turn
-from bot.inbox import InboxState
+from bot.policy.budget import Budgets
 from bot.ports.cron import ChatSchedules
 from bot.ports.history import HistoryStore
 from bot.ports.memory import MemoryStore
 from bot.ports.model import ModelRuntime, TurnPlan
+from bot.ports.outbox import InboxState
 from bot.prompt import Assembler, host_command
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import ConversationKind, Outcome, SurfaceKind, TurnRequest

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from bot.inbox import RequestCompleter
+from bot.ports.intake import RequestCompleter
 from bot.turns import TurnRequest
 
 log = structlog.get_logger(__name__)

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot import tracing
-from bot.budget import surface_key
-from bot.inbox import InboxState
+from bot.policy.budget import surface_key
+from bot.policy.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.ports.memory import MemoryCapture
 from bot.ports.model import BudgetFacts
+from bot.ports.outbox import InboxState
 from bot.ports.records import TurnRecord, Usage
-from bot.surfaces import NO_POLICY, Policies, SurfacePolicy
 from bot.turns import Continuation, HistoryEntry, Outcome, TextBlock, TurnRequest
 
 CONTINUITY_MAX_BYTES = 48 * 1024

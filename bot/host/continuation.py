@@ -16,8 +16,8 @@ from bot import replies
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
 from bot.host.pipeline import Turn
-from bot.inbox import InboxState
 from bot.ports.intake import Resumer
+from bot.ports.outbox import InboxState
 from bot.turns import Outcome
 
 log = structlog.get_logger(__name__)

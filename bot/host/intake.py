@@ -24,9 +24,9 @@ from bot.host.lanes import Lanes
 from bot.host.publisher import Publisher
 from bot.host.ratelimit import PersonRate
 from bot.host.work import WorkSource
-from bot.inbox import Inbox, InboxState
 from bot.ports.history import Chatter
-from bot.ports.intake import Admission, TurnResult
+from bot.ports.intake import Admission, Inbox, TurnResult
+from bot.ports.outbox import InboxState
 from bot.turns import Outcome, TurnRequest
 
 log = structlog.get_logger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot import tracing
-from bot.inbox import OutboxPart
+from bot.ports.outbox import OutboxPart
 from bot.turns import TurnRequest
 
 

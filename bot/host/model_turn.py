@@ -10,8 +10,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from bot import leftout, replies, tracing
+from bot import replies, tracing
 from bot.errors import BreakerTripped, TurnFailed, WindowExceeded
+from bot.host import leftout
 from bot.host.answering import Answering
 from bot.host.conclusions import (
     Conclusion,
@@ -24,11 +25,11 @@ from bot.host.conclusions import (
 from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
-from bot.inbox import InboxState
+from bot.memory.recall import RecallCache, request_holds, without_recalled_words
 from bot.ports.model import LeftOut, TurnOutcome, TurnPlan
+from bot.ports.outbox import InboxState
 from bot.ports.records import Usage
 from bot.prompt import SILENT_TOKEN, speaker_label
-from bot.recall import RecallCache, request_holds, without_recalled_words
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import Attached, ConversationKind, HistoryEntry, Outcome, TurnRequest
 

@@ -6,18 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.budget import NO_CAPS, Budgets, SpendCaps
-from bot.inbox import Inbox, Outbox, RequestCompleter, WorkShare
+from bot.memory.recall import RecallCache
+from bot.policy.budget import NO_CAPS, Budgets, SpendCaps
+from bot.policy.surfaces import Policies, SurfaceRule
 from bot.ports.attachments import AttachmentReader
 from bot.ports.cron import ChatSchedules
 from bot.ports.delivery import Deliverer
 from bot.ports.history import HistoryStore
+from bot.ports.intake import Inbox, RequestCompleter, WorkShare
 from bot.ports.memory import MemoryStore
 from bot.ports.model import ModelRuntime
+from bot.ports.outbox import Outbox
 from bot.ports.tools import Tool
 from bot.prompt import Assembler
-from bot.recall import RecallCache
-from bot.surfaces import Policies, SurfaceRule
 from bot.turns import TurnRequest
 
 # The tools a turn offers: its request, its recall cache, the surface rule that applies.

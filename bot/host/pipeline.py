@@ -18,16 +18,16 @@ from typing import Any
 import structlog
 
 from bot import replies, tracing
-from bot.delivery import Delivery
 from bot.host.completion import completed
 from bot.host.conclusions import STOPPED, Conclusion, continuity_account, record
+from bot.host.delivery import Delivery
 from bot.host.job import Job, open_trace
 from bot.host.publisher import Publisher
-from bot.inbox import Inbox, InboxState, RequestCompleter
-from bot.ports.intake import TurnResult
+from bot.policy.surfaces import SurfacePolicy
+from bot.ports.intake import Inbox, RequestCompleter, TurnResult
+from bot.ports.outbox import InboxState
 from bot.ports.records import TurnRecord, Usage
 from bot.prompt import Assembler
-from bot.surfaces import SurfacePolicy
 from bot.turns import HistoryEntry, Outcome, TextBlock, TurnRequest
 
 log = structlog.get_logger(__name__)

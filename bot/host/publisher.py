@@ -15,17 +15,17 @@ from datetime import datetime
 
 import structlog
 
-from bot.budget import Budgets
 from bot.errors import ClaimLost
 from bot.host.answering import Answering
 from bot.host.conclusions import STOPPED, Conclusion, continuity_account, policy_of, record
 from bot.host.job import Job
-from bot.inbox import InboxState, Outbox, Publication
+from bot.policy.budget import Budgets
+from bot.policy.surfaces import Policies
 from bot.ports.intake import TurnResult
 from bot.ports.memory import MemoryCapture
+from bot.ports.outbox import InboxState, Outbox, Publication
 from bot.ports.records import TurnRecord, Usage
 from bot.replies import stopped
-from bot.surfaces import Policies
 from bot.turnprep import memory_scope
 from bot.turns import ConversationKind, HistoryEntry, Outcome, TurnRequest
 

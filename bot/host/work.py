@@ -24,8 +24,8 @@ import structlog
 from bot import tracing
 from bot.host.job import Job
 from bot.host.lanes import Lanes
-from bot.inbox import Inbox, InboxItem, Outbox, OutboxPart, WorkShare
-from bot.ports.intake import Admission, TurnResult
+from bot.ports.intake import Admission, Inbox, InboxItem, TurnResult, WorkShare
+from bot.ports.outbox import Outbox, OutboxPart
 
 log = structlog.get_logger(__name__)
 

@@ -39,7 +39,7 @@ class McpTool:
     def __init__(self, info: ToolInfo, link: ServerLink) -> None:
         self.info = info
         self.spec = ToolSpec(info.name, info.description, info.input_schema)
-        self.approve = tuple(link.settings.approve)  # its server's globs (bot.approvals)
+        self.approve = tuple(link.settings.approve)  # its server's globs (bot.tools.approvals)
         self._link = link
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bot.config import Section
 from bot.errors import ConfigError
-from bot.surfaces import TOOL_GLOB
+from bot.policy.surfaces import TOOL_GLOB
 
 SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"

@@ -1,11 +1,11 @@
 """Delivery: a channel's way back to the platform (`Deliverer`), its live messages, and reports.
 
-Every platform delivers the same way: `bot.delivery` renders an answer into parts with `render`,
-stores them in the outbox, then posts each with `post` (looking for it first with `find` after a
-restart) and marks it delivered with the id the platform gave it. A platform that can show an
-answer while it is written returns a `LiveSession` from `live`; the messages a session opened are
-then `finish`ed with their final parts rather than posted again. `Deliverer` is a base class, not
-a protocol, so a platform that leaves out what delivery needs fails the type check.
+Every platform delivers the same way: `bot.host.delivery` renders an answer into parts with
+`render`, stores them in the outbox, then posts each with `post` (looking for it first with `find`
+after a restart) and marks it delivered with the id the platform gave it. A platform that can show
+an answer while it is written returns a `LiveSession` from `live`; the messages a session opened are
+then `finish`ed with their final parts rather than posted again. `Deliverer` is a base class, not a
+protocol, so a platform that leaves out what delivery needs fails the type check.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from bot.inbox import OutboxPart
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 
 
@@ -43,7 +43,7 @@ class LiveView:
 
 
 class LiveSession(ABC):
-    """One turn's live messages on one route, as the platform can show them (`bot.streaming`
+    """One turn's live messages on one route, as the platform can show them (`bot.host.streaming`
     drives it). Each method raises StreamRefused when the platform will not stream (nothing
     more is tried) and StreamBusy when rate-limited; other errors skip one update."""
 

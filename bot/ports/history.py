@@ -61,3 +61,13 @@ class ChatBuffer(Protocol):
 
     async def take(self, key: str) -> list[PrecedingMessage]:
         """Everything buffered for `key` since the last take, oldest first; empties the buffer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One conversation's history as an operator sees it (`bot history list`)."""
+
+    key: str
+    last_active: float  # unix seconds
+    messages: int
+    bytes: int

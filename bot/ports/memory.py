@@ -97,7 +97,7 @@ class Departures(Protocol):
 
 class MemoryStore(Protocol):
     """Long-term memory (SPEC §6). Every implementation (SQLite, PostgreSQL) keeps this contract;
-    `bot.sql.rules` holds the engine-neutral parts (relevance gate, hold-back, bounds)."""
+    `bot.store.sql.rules` holds the engine-neutral parts (relevance gate, hold-back, bounds)."""
 
     async def recall(
         self, query: str, scope: MemoryScope, holds: RequestHolds | None = None
@@ -127,3 +127,15 @@ class MemoryStore(Protocol):
     ) -> int:
         """Delete those of `ids` (None: all) that are the person's own memories in `scope` (as
         `own` lists them); returns how many were deleted. Nobody else's memory is ever touched."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory:
+    """One memory row as an operator sees it."""
+
+    id: str
+    conversation_key: str
+    surface: str
+    person: str | None
+    text: str
+    captured_at: datetime

@@ -96,3 +96,16 @@ class UsageLedger(Protocol):
 
     async def first_notice(self, scope: str, period: str) -> bool:
         """Mark a budget notice as sent; True only the first time for (scope, period)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """One line of `bot turns list`."""
+
+    turn_id: str
+    conversation_key: str
+    started_at: datetime
+    outcome: str
+    latency_ms: float
+    input_tokens: int
+    output_tokens: int

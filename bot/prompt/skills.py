@@ -1,7 +1,7 @@
 """Skills in the prompt: the agent's texts, the skill index, capped skill bodies, `/skill` commands.
 
 Selected skills ride the system prompt whole (capped); every other skill is one line of the index,
-which tells the model it can read a body with the read-only `load_skill` tool (`bot.tools`).
+which tells the model it can read a body with the read-only `load_skill` tool (`bot.tools.toolbox`).
 A person can pull a skill into one message by starting it with `/skill-name`.
 """
 

@@ -1,6 +1,6 @@
 """Cron and webhook run records and chat schedules of the in-memory store (ports:
 `bot.ports.cron.CronRuns`, `ChatSchedules`), bounded as the SQL engines bound them
-(`bot.sql.cron_runs`): the newest `keep_per_job` records of each job, none older than
+(`bot.store.sql.cron_runs`): the newest `keep_per_job` records of each job, none older than
 `max_age_days`; a slot is claimed once, a pause is taken once, a schedule only within its bounds.
 """
 
@@ -10,13 +10,13 @@ from dataclasses import replace
 from datetime import datetime
 
 from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, JobPause
-from bot.sql.cron_runs import DEFAULT_KEEP_PER_JOB, DEFAULT_MAX_AGE_DAYS, INTERRUPTED_ERROR
-from bot.stores import RunRecords
+from bot.ports.stores import RunRecords
+from bot.store.sql.cron_runs import DEFAULT_KEEP_PER_JOB, DEFAULT_MAX_AGE_DAYS, INTERRUPTED_ERROR
 from bot.testing.tables import Opened
 
 
 class MemoryCronRuns(RunRecords):
-    """`bot.stores.RunRecords` in memory."""
+    """`bot.ports.stores.RunRecords` in memory."""
 
     def __init__(
         self,

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from bot.errors import PartFailed
-from bot.inbox import OutboxPart
 from bot.ports.delivery import Deliverer
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 
 

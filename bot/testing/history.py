@@ -1,6 +1,6 @@
 """Conversation history and the chat buffer of the in-memory store (ports: `bot.ports.history`),
-bounded as the SQL engines bound them (`bot.sql.history`, `bot.sql.buffer`): entries are bounded
-and encoded as stored, the window trimmed to `history_messages` on a clean start, and other
+bounded as the SQL engines bound them (`bot.store.sql.history`, `bot.store.sql.buffer`): entries are
+bounded and encoded as stored, the window trimmed to `history_messages` on a clean start, and other
 conversations pruned by idle days, count and bytes after each publish.
 """
 
@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import structlog
 
 from bot.config import StoreSettings
-from bot.ports.history import Buffered, ChatBuffer, Chatter
-from bot.sql.buffer import DEFAULT_MAX_AGE_DAYS, buffered, encode_message
-from bot.sql.codec import bound_entry, decode_entry, encode_entry
-from bot.sql.history import ConversationInfo, Staged, trimmed
-from bot.stores import OperatorHistory
+from bot.ports.history import Buffered, ChatBuffer, Chatter, ConversationInfo
+from bot.ports.stores import OperatorHistory
+from bot.store.sql.buffer import DEFAULT_MAX_AGE_DAYS, buffered, encode_message
+from bot.store.sql.codec import bound_entry, decode_entry, encode_entry
+from bot.store.sql.history import Staged, trimmed
 from bot.testing.tables import BufferRow, ConversationRow, Opened
 from bot.turns import HistoryEntry, PrecedingMessage
 
@@ -103,7 +103,7 @@ class MemoryHistory(OperatorHistory):
 
 class MemoryChatBuffer(ChatBuffer):
     """The ChatBuffer port in memory: each chat's newest `keep` messages, none older than
-    `max_age_days`, stored in their bounded form (`bot.sql.buffer.encode_message`)."""
+    `max_age_days`, stored in their bounded form (`bot.store.sql.buffer.encode_message`)."""
 
     def __init__(self, opened: Opened, *, max_age_days: float = DEFAULT_MAX_AGE_DAYS) -> None:
         self._opened = opened

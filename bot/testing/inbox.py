@@ -1,8 +1,9 @@
-"""The inbox, the outbox and the work share of the in-memory store (ports: `bot.inbox`), with
-the SQL engines' semantics (`bot.sql.inbox`, `bot.pgstore.claims`): marks dedupe under their
-source, items stay pending in accepted order until a terminal state, a publication writes history,
-parts, the item's state, its record, its charge and its capture as one, and where replicas share
-the tables (`shared`), each runs only its own work and adopts what nobody live owns.
+"""The inbox, the outbox and the work share of the in-memory store (ports: `bot.ports.intake`,
+`bot.ports.outbox`), with
+the SQL engines' semantics (`bot.store.sql.inbox`, `bot.store.postgres.claims`): marks dedupe under
+their source, items stay pending in accepted order until a terminal state, a publication writes
+history, parts, the item's state, its record, its charge and its capture as one, and where replicas
+share the tables (`shared`), each runs only its own work and adopts what nobody live owns.
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ from dataclasses import replace
 import structlog
 
 from bot.errors import ClaimLost, DuplicateKey, StoreFault
-from bot.inbox import (
-    Adopted,
-    Inbox,
-    InboxItem,
-    InboxState,
-    Outbox,
-    OutboxPart,
-    Publication,
-    WorkShare,
-)
 from bot.ports.history import Chatter
-from bot.sql.inbox import DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, PRUNE_EVERY, SETTLED_MAX_AGE_DAYS
+from bot.ports.intake import Adopted, Inbox, InboxItem, WorkShare
+from bot.ports.outbox import InboxState, Outbox, OutboxPart, Publication
+from bot.store.sql.inbox import (
+    DEFAULT_KEEP,
+    DEFAULT_MAX_AGE_DAYS,
+    PRUNE_EVERY,
+    SETTLED_MAX_AGE_DAYS,
+)
 from bot.testing.history import MemoryChatBuffer, MemoryHistory
 from bot.testing.ledgers import MemoryTurnRecords, MemoryUsage
 from bot.testing.memory import MemoryLongTerm
@@ -37,7 +35,7 @@ _DAY = 86_400.0
 
 
 class MemoryInbox(Inbox):
-    """The Inbox port in memory (plus `state` and `prune`, as `bot.sql.inbox.Inbox` has)."""
+    """The Inbox port in memory (plus `state` and `prune`, as `bot.store.sql.inbox.Inbox` has)."""
 
     def __init__(
         self,
@@ -265,7 +263,7 @@ class MemoryOutbox(Outbox):
 
 
 class MemoryWorkShare(WorkShare):
-    """The WorkShare port among replicas sharing the tables (`bot.pgstore.claims`' rules): a
+    """The WorkShare port among replicas sharing the tables (`bot.store.postgres.claims`' rules): a
     conversation is adopted whole by one live replica at a time, in accepted order."""
 
     def __init__(self, opened: Opened) -> None:

@@ -1,7 +1,7 @@
 """Attachments and approval requests of the in-memory store, with the SQL engines' rules
-(`bot.sql.attachments`, `bot.sql.approvals`): bytes kept once by content id and read only by the
-conversations that shared them, bounded by idle days and total bytes (least recently used first);
-an approval is decided once, and its outcome kept once.
+(`bot.store.sql.attachments`, `bot.store.sql.approvals`): bytes kept once by content id and read
+only by the conversations that shared them, bounded by idle days and total bytes (least recently
+used first); an approval is decided once, and its outcome kept once.
 """
 
 from __future__ import annotations

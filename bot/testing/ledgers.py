@@ -1,7 +1,7 @@
 """Turn records and the usage ledger of the in-memory store (ports: `bot.ports.records`), kept
-as the SQL engines keep them (`bot.sql.records`, `bot.sql.usage`): a record is its redacted JSON
-document, bounded by count and bytes (the newest always stays); usage is one row per turn, summed
-for budgets; a budget notice is marked once.
+as the SQL engines keep them (`bot.store.sql.records`, `bot.store.sql.usage`): a record is its
+redacted JSON document, bounded by count and bytes (the newest always stays); usage is one row per
+turn, summed for budgets; a budget notice is marked once.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from bot.ports.records import Spent, TurnRecord, UsageEntry
-from bot.sql.records import RecordSummary, record_body, summary
-from bot.stores import OperatorRecords, OperatorUsage
+from bot.ports.records import RecordSummary, Spent, TurnRecord, UsageEntry
+from bot.ports.stores import OperatorRecords, OperatorUsage
+from bot.store.sql.records import record_body, summary
 from bot.testing.tables import Opened
 
 

@@ -1,8 +1,8 @@
 """Long-term memory of the in-memory store (port: `bot.ports.memory.MemoryStore`), with the SQL
-engines' rules (`bot.sql.memory`): attributed captures, participation spans for private recall,
-the privacy scope and the replayed-window hold-back, then `bot.sql.rules` for the fence, the
-relevance gate and the bounds. Only the search is its own: words matched on light stems
-(`bot.sql.rules.stem`), scored by BM25, where SQLite uses FTS5 and PostgreSQL a tsvector.
+engines' rules (`bot.store.sql.memory`): attributed captures, participation spans for private
+recall, the privacy scope and the replayed-window hold-back, then `bot.store.sql.rules` for the
+fence, the relevance gate and the bounds. Only the search is its own: words matched on light stems
+(`bot.store.sql.rules.stem`), scored by BM25, where SQLite uses FTS5 and PostgreSQL a tsvector.
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ from datetime import UTC, datetime
 import structlog
 
 from bot.config import MemorySettings
-from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, OwnMemory, RequestHolds
-from bot.sql import rules
-from bot.sql.memory import (
-    CANDIDATES_PER_HIT,
-    RETENTION_EVERY,
+from bot.ports.memory import (
+    MemoryCapture,
+    MemoryHit,
+    MemoryScope,
+    OwnMemory,
+    RequestHolds,
     StoredMemory,
-    attributed,
-    memory_row_id,
 )
-from bot.sql.terms import choose_terms, query_terms, words
-from bot.stores import OperatorMemory
+from bot.ports.stores import OperatorMemory
+from bot.store.sql import rules
+from bot.store.sql.memory import CANDIDATES_PER_HIT, RETENTION_EVERY, attributed, memory_row_id
+from bot.store.sql.terms import choose_terms, query_terms, words
 from bot.testing.tables import MemoryRow, Opened, Span
 
 log = structlog.get_logger(__name__)

@@ -1,5 +1,5 @@
 """The in-memory store: every store port on one `Tables`, opened like the SQL engines
-(`bot.stores.OpenStore`), for tests of the host and the CLI that need no database.
+(`bot.ports.stores.OpenStore`), for tests of the host and the CLI that need no database.
 
 `open_memory_store(tables=...)` again on the same tables is a restart (or, with `shared`, another
 replica): it reaches the same data. A shared store is a replica among those on its tables: it
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.ports.leadership import Leadership
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.testing.cron import MemoryCronRuns
 from bot.testing.history import MemoryChatBuffer, MemoryHistory
 from bot.testing.inbox import MemoryInbox, MemoryOutbox, MemoryWorkShare
@@ -59,7 +59,8 @@ class MemoryLeadership(Leadership):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class MemoryStore:
-    """The open in-memory store; each attribute implements one port, as `bot.store.Store`'s do."""
+    """The open in-memory store; each attribute implements one port, as `bot.store.sqlite`'s
+    store does."""
 
     opened: Opened
     history: MemoryHistory

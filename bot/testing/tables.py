@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from bot.errors import StoreClosedError, StoreFault
-from bot.inbox import InboxState, OutboxPart
 from bot.ports.approvals import Approval
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
+from bot.ports.outbox import InboxState, OutboxPart
 from bot.ports.records import UsageEntry
-from bot.sql.history import Staged
+from bot.store.sql.history import Staged
 from bot.turns import TurnRequest
 
 
@@ -66,7 +66,7 @@ class ConversationRow:
 class BufferRow:
     row_id: int
     added_at: float
-    body: str  # `bot.sql.buffer.encode_message`
+    body: str  # `bot.store.sql.buffer.encode_message`
 
 
 @dataclass

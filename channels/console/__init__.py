@@ -24,9 +24,9 @@ from typing import TextIO
 
 from bot import replies
 from bot.errors import PartFailed
-from bot.inbox import OutboxPart
 from bot.ports.delivery import Deliverer, LiveSession, LiveView
 from bot.ports.intake import TurnResult, TurnSink
+from bot.ports.outbox import OutboxPart
 from bot.turns import ConversationKind, Outcome, ReplyRoute, TurnRequest
 
 PLATFORM = "console"

@@ -39,8 +39,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import PartDelayed, PartFailed
-from bot.inbox import OutboxPart
 from bot.ports.delivery import Deliverer
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 from channels.slack.api import CALL_ERRORS, error_code, retry_after
 from channels.slack.assistant import AssistantPane

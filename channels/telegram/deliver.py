@@ -44,8 +44,8 @@ from telegram.error import (
 )
 
 from bot.errors import DeliveryError, PartDelayed, PartFailed, RouteError
-from bot.inbox import OutboxPart
 from bot.ports.delivery import Deliverer
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 from channels.telegram.format import plain_text, to_telegram_html
 from channels.telegram.mapping import PLATFORM

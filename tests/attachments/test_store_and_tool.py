@@ -15,7 +15,7 @@ from bot.attachments.intake import AttachmentIntake
 from bot.attachments.tool import MAX_OUTPUT_CHARS, ReadAttachmentTool
 from bot.config import AttachmentSettings
 from bot.errors import FileRefused, ToolError
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.testing.store import MemoryStore
 from bot.turns import (
     Attachment,

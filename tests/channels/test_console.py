@@ -1,4 +1,5 @@
-"""The console's deliverer through the one delivery path (`bot.delivery`): an answer streamed to
+"""The console's deliverer through the one delivery path (`bot.host.delivery`): an answer streamed
+to
 the terminal is printed as it is written and never again; parts an earlier terminal left are
 not printed here."""
 
@@ -6,8 +7,8 @@ from __future__ import annotations
 
 import io
 
-from bot.delivery import Delivery
-from bot.inbox import OutboxPart, Publication
+from bot.host.delivery import Delivery
+from bot.ports.outbox import OutboxPart, Publication
 from bot.testing.inbox import MemoryOutbox
 from bot.testing.store import open_memory_store
 from channels.console import ConsoleDeliverer

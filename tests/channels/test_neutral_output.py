@@ -23,8 +23,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from telegram import Bot
 from telegram.request import HTTPXRequest
 
-from bot.inbox import OutboxPart
 from bot.ports.delivery import LiveSession, LiveView
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
 from channels.slack.deliver import SlackDeliverer
 from channels.telegram.deliver import Target, TelegramDeliverer, route_for
@@ -155,7 +155,7 @@ def _renderer(
 async def _stream(
     session: LiveSession, render: Callable[[str], list[str]], prefixes: list[str]
 ) -> str | None:
-    """Open, show each prefix, seal: what `bot.streaming` does, one step per delta. Like it, a
+    """Open, show each prefix, seal: what `bot.host.streaming` does, one step per delta. Like it, a
     prefix that renders to nothing visible (a bare `>`) opens and shows nothing."""
     prefixes = [prefix for prefix in prefixes if render(prefix)]
     if not prefixes:

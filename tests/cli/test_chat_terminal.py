@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.settings import load_config
-from bot.store import open_store
+from bot.store.sqlite import open_store
 from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
 

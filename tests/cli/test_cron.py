@@ -13,8 +13,8 @@ from bot.cli import cron as cron_cli
 from bot.cli.settings import load_config
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
-from bot.store import open_store
-from bot.store.cron_runs import open_cron_runs
+from bot.store.sqlite import open_store
+from bot.store.sqlite.cron_runs import open_cron_runs
 from tests.channels.cron.doubles import utc
 from tests.conftest import write_config
 

@@ -13,8 +13,8 @@ from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.memory import MemoryCapture
 from bot.ports.records import TurnRecord, Usage
-from bot.store import open_store
-from tests.store.helpers import turn
+from bot.store.sqlite import open_store
+from tests.store.sqlite.helpers import turn
 
 KEY = "slack:T1:C1:1.0"
 AT = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

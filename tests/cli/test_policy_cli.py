@@ -18,7 +18,7 @@ from bot.cli import main
 from bot.cli.usage import parse_since
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.records import Usage, UsageEntry
-from bot.store import open_store
+from bot.store.sqlite import open_store
 from tests.cli.conftest import RunBot
 from tests.cli.test_cli import HERE
 from tests.conftest import write_config

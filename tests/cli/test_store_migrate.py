@@ -15,13 +15,13 @@ import structlog
 
 from bot.cli import main
 from bot.config import MemorySettings, StoreSettings
-from bot.pgstore import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from bot.ports.memory import MemoryCapture, MemoryScope
 from bot.ports.records import TurnRecord
-from bot.store import open_store
+from bot.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from bot.store.sqlite import open_store
 from bot.turns import PrecedingMessage
 from tests.engines import Engine
-from tests.store.helpers import turn
+from tests.store.sqlite.helpers import turn
 
 pytestmark = pytest.mark.postgres_only
 AT = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

@@ -13,15 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bot.inbox import Adopted, InboxItem, InboxState, OutboxPart, Publication
 from bot.ports.delivery import Deliverer
 from bot.ports.history import Chatter
+from bot.ports.intake import Adopted, InboxItem
 from bot.ports.model import TurnOutcome, TurnPlan
+from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.turns import Continuation, HistoryEntry, ReplyRoute, TextBlock, TurnRequest
 
 
 class MemoryInbox:
-    """`bot.inbox.Inbox` in a list: marks dedupe; an item is pending until the outbox closes it."""
+    """`bot.ports.intake.Inbox` in a list: marks dedupe; an item is pending until the outbox
+    closes it."""
 
     def __init__(self) -> None:
         self.items: list[InboxItem] = []
@@ -86,8 +88,8 @@ class MemoryHistory:
 
 
 class MemoryOutbox:
-    """`bot.inbox.Outbox` in a list; publishing writes the history and closes the inbox item, as
-    the store's one transaction does."""
+    """`bot.ports.outbox.Outbox` in a list; publishing writes the history and closes the inbox
+    item, as the store's one transaction does."""
 
     def __init__(self, inbox: MemoryInbox, history: MemoryHistory) -> None:
         self.publications: list[Publication] = []
@@ -204,8 +206,9 @@ class RecordingResumer:
 
 
 class MemoryShare:
-    """`bot.inbox.WorkShare` over a `MemoryInbox`, seen by one replica: it adopts pending items
-    nobody adopted yet, except in the conversations another live replica owns (`elsewhere`)."""
+    """`bot.ports.intake.WorkShare` over a `MemoryInbox`, seen by one replica: it adopts pending
+    items nobody adopted yet, except in the conversations another live replica owns
+    (`elsewhere`)."""
 
     def __init__(self, inbox: MemoryInbox) -> None:
         self._inbox = inbox

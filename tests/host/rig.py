@@ -9,11 +9,11 @@ from dataclasses import dataclass, replace
 from bot.config import HostSettings
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking
+from bot.memory.recall import RecallCache
 from bot.ports.intake import Admission, Resumer
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
-from bot.recall import RecallCache
 from bot.turns import ReplyRoute, TurnRequest
 from tests.host.doubles import (
     CannedModel,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot import replies
-from bot.inbox import InboxState
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.turns import Outcome
 from tests.host.doubles import CannedModel

@@ -7,9 +7,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from bot import replies
-from bot.inbox import InboxState
 from bot.ports.intake import Admission
 from bot.ports.model import TurnOutcome
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.turns import Continuation, HistoryEntry, Outcome, TextBlock, TurnRequest
 from tests.host.doubles import CannedModel, RecordingResumer

@@ -15,9 +15,9 @@ import pytest
 from bot import replies
 from bot.config import HostSettings
 from bot.host import Host
-from bot.inbox import InboxState
 from bot.ports.intake import Admission, Resumer
 from bot.ports.model import TurnOutcome
+from bot.ports.outbox import InboxState
 from bot.ports.records import TurnRecord
 from bot.prompt import TokenCounter
 from bot.turns import Continuation, HistoryEntry, Outcome, TextBlock, TurnRequest

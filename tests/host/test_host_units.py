@@ -16,12 +16,12 @@ from bot.config import HostSettings
 from bot.errors import PartDelayed, TurnFailed, TurnSpend
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking
-from bot.inbox import InboxState, OutboxPart, Publication
+from bot.memory.recall import RecallCache
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
-from bot.recall import RecallCache
 from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel, answer
 from bot.testing.store import MemoryStore, open_memory_store

@@ -10,8 +10,8 @@ import pytest
 
 from bot import replies
 from bot.errors import IntakeUnavailable
-from bot.inbox import InboxItem, InboxState
-from bot.ports.intake import Admission
+from bot.ports.intake import Admission, InboxItem
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.turns import Outcome, TurnRequest
 from tests.host.doubles import CannedModel, MemoryInbox

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from bot.cli.settings import load_config
-from bot.sql.request_codec import decode_request
-from bot.store import open_store
+from bot.store.sql.request_codec import decode_request
+from bot.store.sqlite import open_store
 from channels.slack.deliver import SlackDeliverer
 from channels.telegram.format import to_telegram_html
 from channels.telegram.split import TELEGRAM_MESSAGE_LIMIT, split_html

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 from bot.cli.compose import App, ready
 from bot.cli.settings import Config
+from bot.memory.recall import RECALL_PLACEHOLDER
 from bot.ports.memory import MemoryCapture
-from bot.recall import RECALL_PLACEHOLDER
 from bot.turns import PrecedingMessage, ToolResultBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.host.conftest import HOST_ONLY, console

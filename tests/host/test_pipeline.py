@@ -7,15 +7,15 @@ import asyncio
 from dataclasses import replace
 
 from bot import replies
-from bot.delivery import Delivery
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
+from bot.host.delivery import Delivery
 from bot.host.job import Job
 from bot.host.pipeline import Handler, Pipeline, Stops, Turn
 from bot.host.publisher import Publisher
-from bot.inbox import InboxState
+from bot.policy.surfaces import NO_POLICY
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
-from bot.surfaces import NO_POLICY
 from bot.turns import Outcome
 from tests.host.doubles import MemoryHistory, MemoryInbox, MemoryOutbox, RecordingDeliverer
 from tests.host.rig import request

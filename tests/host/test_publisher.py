@@ -7,12 +7,12 @@ import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from bot.delivery import Delivery
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
+from bot.host.delivery import Delivery
 from bot.host.job import Job
 from bot.host.publisher import Publisher
-from bot.inbox import InboxState, Publication
+from bot.ports.outbox import InboxState, Publication
 from bot.ports.records import TurnRecord
 from bot.turns import ConversationKind, Outcome
 from tests.host.doubles import MemoryHistory, MemoryInbox, MemoryOutbox, RecordingDeliverer

@@ -37,8 +37,8 @@ import asyncpg
 import pytest
 
 from bot.config import MemorySettings, StoreSettings
-from bot.pgstore import open_pg_store
 from bot.ports.cron import CronRun, CronRunStatus, CronTrigger
+from bot.store.postgres import open_pg_store
 from tests.conftest import IDENTITY, subprocess_env
 from tests.engines import Engine
 from tests.fakes.anthropic import FakeAnthropic

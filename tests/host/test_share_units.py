@@ -13,8 +13,8 @@ import pytest
 
 from bot.config import HostSettings
 from bot.host import Host
-from bot.inbox import InboxState
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel, answer

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.cli.settings import load_config
-from bot.store import open_store
+from bot.store.sqlite import open_store
 from tests.conftest import subprocess_env, write_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram

@@ -3,8 +3,8 @@ replica adopting conversations on a shared store, through the in-memory doubles.
 
 from __future__ import annotations
 
-from bot.inbox import InboxState
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from tests.host.doubles import CannedModel, MemoryInbox, MemoryShare
 from tests.host.rig import request, rig, submit

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.approvals import ApprovalDesk, ApprovalSettings, canonical, digest, needs_approval
 from bot.cli import main
-from bot.sql.approvals import SqlApprovals
-from bot.surfaces import SurfaceRule
+from bot.policy.surfaces import SurfaceRule
+from bot.store.sql.approvals import SqlApprovals
+from bot.tools.approvals import ApprovalDesk, ApprovalSettings, canonical, digest, needs_approval
 from channels.slack.approvals import APPROVE_ACTION, DENY_ACTION, read_press
 from channels.telegram.approvals import callback_data, parse_callback
 from tests.conftest import write_config

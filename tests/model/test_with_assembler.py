@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bot.config import ModelSettings
+from bot.memory.recall import MEMORY_RECALL_SPEC
 from bot.model import AnthropicRuntime
 from bot.model.wire import count_breakpoints
 from bot.ports.model import TurnPlan
 from bot.prompt import AgentTexts, Assembler, ModelLimits, Skill, TokenCounter
-from bot.recall import MEMORY_RECALL_SPEC
 from bot.turns import (
     ConversationKind,
     HistoryEntry,

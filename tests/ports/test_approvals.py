@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from bot import replies
-from bot.approvals import ApprovalDesk, ApprovalSettings
 from bot.errors import ToolError
 from bot.ports.approvals import Card
 from bot.ports.intake import Admission
+from bot.ports.stores import OpenStore
 from bot.ports.tools import ToolSpec
-from bot.stores import OpenStore
+from bot.tools.approvals import ApprovalDesk, ApprovalSettings
 from bot.turns import Continuation, ConversationKind, ReplyRoute, Speaker, TurnRequest
 from tests.engines import Engine
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sql.codec import bound_entry, decode_entry, encode_entry, shorten
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
+from bot.store.sql.codec import bound_entry, decode_entry, encode_entry, shorten
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.engines import Clock, Engine
-from tests.store.helpers import assistant, turn, user
+from tests.store.sqlite.helpers import assistant, turn, user
 
 pytestmark = pytest.mark.all_engines
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.turns import PrecedingMessage
 from tests.engines import Engine
 

@@ -9,9 +9,9 @@ import pytest
 
 from bot.ports.memory import MemoryCapture
 from bot.ports.records import TurnRecord
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from tests.engines import Engine
-from tests.store.helpers import turn
+from tests.store.sqlite.helpers import turn
 
 pytestmark = pytest.mark.all_engines
 

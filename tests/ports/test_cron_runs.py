@@ -14,9 +14,9 @@ import pytest
 
 from bot.config import MemorySettings, StoreSettings
 from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger
-from bot.store import open_store
-from bot.store.cron_runs import SqliteCronRuns, open_cron_runs
-from bot.stores import RunRecords
+from bot.ports.stores import RunRecords
+from bot.store.sqlite import open_store
+from bot.store.sqlite.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.turns import ReplyRoute
 from tests.channels.cron.doubles import utc
 from tests.engines import Engine

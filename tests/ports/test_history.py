@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.turns import ToolResultBlock
-from tests.store.helpers import assistant, tool_call, tool_result, turn, user
+from tests.store.sqlite.helpers import assistant, tool_call, tool_result, turn, user
 
 pytestmark = pytest.mark.all_engines
 

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.inbox import InboxState, OutboxPart, Publication
 from bot.ports.history import Chatter
 from bot.ports.memory import MemoryCapture
+from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.ports.records import TurnRecord, Usage, UsageEntry
-from bot.sql.request_codec import decode_request, encode_request
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
+from bot.store.sql.request_codec import decode_request, encode_request
 from bot.testing.store import MemoryStore
 from bot.turns import (
     Continuation,
@@ -33,8 +33,8 @@ from bot.turns import (
     Viewing,
 )
 from tests.engines import DUPLICATE_KEY, WRITE_FAILED, Clock, Engine
-from tests.store.full_disk import fill, make_room
-from tests.store.helpers import assistant, user
+from tests.store.sqlite.full_disk import fill, make_room
+from tests.store.sqlite.helpers import assistant, user
 
 pytestmark = pytest.mark.all_engines
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

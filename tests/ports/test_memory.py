@@ -9,8 +9,8 @@ import pytest
 
 from bot.config import MemorySettings
 from bot.ports.memory import MemoryCapture, MemoryScope
-from bot.sql.memory import memory_text
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
+from bot.store.sql.memory import memory_text
 from tests.engines import Clock, Engine
 
 pytestmark = pytest.mark.all_engines

@@ -9,16 +9,16 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.errors import ToolError
-from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope
-from bot.prompt.message import memory_block
-from bot.recall import (
+from bot.memory.recall import (
     MEMORY_RECALL_SPEC,
     RECALL_PLACEHOLDER,
     RecallCache,
     request_holds,
     without_recalled_words,
 )
-from bot.stores import OpenStore
+from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope
+from bot.ports.stores import OpenStore
+from bot.prompt.message import memory_block
 from bot.turns import (
     ConversationKind,
     HistoryEntry,

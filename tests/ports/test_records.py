@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bot.logs import remember_secrets
 from bot.ports.records import TurnRecord, Usage
-from bot.stores import OpenStore
+from bot.ports.stores import OpenStore
 from bot.testing.store import MemoryStore
 from tests.engines import Engine
 

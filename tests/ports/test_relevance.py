@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.ports.memory import MemoryCapture, MemoryHit, MemoryScope, RequestHolds
-from bot.sql.rules import bounded, in_fence, specific_terms, stem
-from bot.stores import OpenStore
-from tests.store.recall_labels import CHATTER, MEMORIES, QUERIES
+from bot.ports.stores import OpenStore
+from bot.store.sql.rules import bounded, in_fence, specific_terms, stem
+from tests.store.sqlite.recall_labels import CHATTER, MEMORIES, QUERIES
 
 pytestmark = pytest.mark.all_engines
 

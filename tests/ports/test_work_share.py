@@ -1,4 +1,5 @@
-"""Replicas sharing one inbox (`bot.pgstore.claims` on PostgreSQL, `bot.testing.inbox` in memory):
+"""Replicas sharing one inbox (`bot.store.postgres.claims` on PostgreSQL, `bot.testing.inbox` in
+memory):
 a conversation is adopted by one live replica at a time, whole; what a gone replica left is
 adopted by a live one; a replica taken for gone can no longer publish. A randomized run of many
 replicas accepting, adopting, finishing and dying checks the rules hold at every step and every
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from bot.errors import ClaimLost
-from bot.inbox import InboxState, Publication, WorkShare
-from bot.stores import OpenStore
+from bot.ports.intake import WorkShare
+from bot.ports.outbox import InboxState, Publication
+from bot.ports.stores import OpenStore
 from tests.engines import Engine
 from tests.ports.test_inbox import part, request
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bot.approvals import ApprovalDesk
 from bot.host import Host
 from bot.ports.approvals import ApprovalCards
 from bot.ports.intake import Channel
+from bot.tools.approvals import ApprovalDesk
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub

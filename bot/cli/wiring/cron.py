@@ -12,7 +12,7 @@ from aiohttp import web
 from bot.cli.settings import Config
 from bot.host import Host
 from bot.ports.delivery import Deliverer
-from bot.stores import RunRecords
+from bot.ports.stores import RunRecords
 
 if TYPE_CHECKING:  # cron's modules load only when a configuration uses them
     from channels.cron.chat import ScheduleDesk

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from bot.errors import PartFailed
-from bot.inbox import OutboxPart
 from bot.ports.cron import CronRun, CronRunStatus, JobPause
 from bot.ports.delivery import Deliverer, DeliveryReport
 from bot.ports.intake import Admission, TurnResult
+from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute, TurnRequest
 
 

@@ -23,7 +23,7 @@ from bot.cli.settings import Config, load_config
 from bot.errors import ConfigError
 from bot.ports.cron import CronRunStatus, CronTrigger
 from bot.prompt import SILENT_TOKEN
-from bot.store.cron_runs import open_cron_runs
+from bot.store.sqlite.cron_runs import open_cron_runs
 from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import ManualClock, utc
 from tests.conftest import write_config

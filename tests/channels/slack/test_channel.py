@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.config import Secrets
 from bot.errors import ConfigError
-from bot.sql.request_codec import decode_request, encode_request
+from bot.store.sql.request_codec import decode_request, encode_request
 from bot.turns import SurfaceKind, TurnRequest
 from channels.slack.channel import EVENTS_PATH, SlackChannel
 from channels.slack.directory import HISTORY_PAGE, MAX_LOOKUPS_PER_MESSAGE, THREAD_PAGES

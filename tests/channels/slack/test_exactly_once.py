@@ -20,15 +20,15 @@ from structlog.testing import capture_logs
 
 from bot.cli.compose import App
 from bot.config import MemorySettings
-from bot.inbox import OutboxPart, Publication
-from bot.store import open_store
+from bot.ports.outbox import OutboxPart, Publication
+from bot.store.sqlite import open_store
 from bot.turns import ReplyRoute
 from channels.slack.channel import EVENTS_PATH, SlackChannel
 from channels.slack.deliver import PART_EVENT, SlackDeliverer
 from tests.channels.slack.conftest import ALICE, DM, GENERAL, SIGNING_SECRET, MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import TEAM, FakeSlack
-from tests.store.full_disk import fill, make_room
+from tests.store.sqlite.full_disk import fill, make_room
 from tests.waiting import until
 
 

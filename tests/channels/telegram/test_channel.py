@@ -14,7 +14,7 @@ from aiohttp import web
 from bot.config import MemorySettings, Secrets, StoreSettings
 from bot.errors import ConfigError
 from bot.ports.intake import Admission
-from bot.store import Store, open_store
+from bot.store.sqlite import SqliteStore, open_store
 from channels.telegram.channel import TelegramChannel, check_token
 from channels.telegram.settings import TelegramSettings
 from tests.fakes.telegram import FakeTelegram
@@ -23,7 +23,7 @@ from tests.waiting import until
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     store = await open_store(StoreSettings(path=tmp_path / "bot.sqlite3"), MemorySettings())
     yield store
     await store.aclose()
@@ -37,7 +37,9 @@ def secrets(tg: FakeTelegram, **values: str) -> Secrets:
     return Secrets({"TELEGRAM_BOT_TOKEN": tg.token, **values})
 
 
-async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store: Store) -> None:
+async def test_refused_turn_puts_the_group_context_back(
+    tg: FakeTelegram, store: SqliteStore
+) -> None:
     channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
     sink = Sink(Admission.BUSY, store.inbox)
     group = tg.group(-77, "Crew")
@@ -57,7 +59,7 @@ async def test_refused_turn_puts_the_group_context_back(tg: FakeTelegram, store:
     assert [m.text for m in accepted.preceding] == ["context line"]
 
 
-async def _rename(store: Store, table: str, to: str) -> None:
+async def _rename(store: SqliteStore, table: str, to: str) -> None:
     async def rename(conn: Any) -> None:
         await conn.execute(f"ALTER TABLE {table} RENAME TO {to}")
 
@@ -65,7 +67,7 @@ async def _rename(store: Store, table: str, to: str) -> None:
 
 
 async def test_group_chatter_the_store_cannot_write_is_not_confirmed_and_is_kept_once(
-    tg: FakeTelegram, store: Store
+    tg: FakeTelegram, store: SqliteStore
 ) -> None:
     """A group message that starts no turn is recorded as seen and buffered in one write: when
     that write fails nothing of it is recorded and the update is not confirmed, so it comes
@@ -88,7 +90,7 @@ async def test_group_chatter_the_store_cannot_write_is_not_confirmed_and_is_kept
     assert [m.text for m in sink.requests[0].preceding] == ["context line"]
 
 
-async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) -> None:
+async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: SqliteStore) -> None:
     channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
     sink = Sink()
     alice = tg.user("Alice")
@@ -103,7 +105,7 @@ async def test_stop_confirms_what_was_handled(tg: FakeTelegram, store: Store) ->
 
 
 async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
-    tg: FakeTelegram, store: Store
+    tg: FakeTelegram, store: SqliteStore
 ) -> None:
     channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
     tg.fail("setMyCommands", status=400, description="Bad Request: BOT_COMMAND_INVALID")
@@ -124,12 +126,12 @@ async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
     }
 
 
-def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: Store) -> None:
+def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: SqliteStore) -> None:
     with pytest.raises(ConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
         TelegramChannel(settings(tg), Secrets({}), buffer=store.buffer)
 
 
-def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> None:
+def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: SqliteStore) -> None:
     with pytest.raises(ConfigError, match=r"\[http\]"):
         TelegramChannel(
             settings(tg, mode="webhook"),
@@ -139,7 +141,7 @@ def test_webhook_mode_needs_the_http_server(tg: FakeTelegram, store: Store) -> N
         )
 
 
-async def test_webhook_refuses_what_is_not_an_update(tg: FakeTelegram, store: Store) -> None:
+async def test_webhook_refuses_what_is_not_an_update(tg: FakeTelegram, store: SqliteStore) -> None:
     http = web.Application()
     channel = TelegramChannel(
         settings(tg, mode="webhook"),
@@ -180,7 +182,7 @@ async def test_check_token_for_bot_doctor(tg: FakeTelegram) -> None:
 
 
 async def test_a_refused_token_fails_start_without_quoting_it(
-    tg: FakeTelegram, store: Store
+    tg: FakeTelegram, store: SqliteStore
 ) -> None:
     wrong = "999:not-the-token-at-all-0123456789abcdef"
     channel = TelegramChannel(

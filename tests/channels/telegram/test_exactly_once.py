@@ -16,7 +16,7 @@ from bot.cli.compose import App
 from tests.channels.telegram.conftest import MakeConfig
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
-from tests.store.full_disk import fill, make_room
+from tests.store.sqlite.full_disk import fill, make_room
 from tests.waiting import until
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")

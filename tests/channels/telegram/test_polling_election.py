@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import pytest
 from structlog.testing import capture_logs
 
-from bot.pgstore.leader import PgLeadership
+from bot.store.postgres.leader import PgLeadership
 from channels.telegram.channel import TelegramChannel
 from channels.telegram.polling import POLLING_DUTY
 from tests.channels.telegram.test_channel import Sink, secrets, settings
 from tests.engines import Engine
 from tests.fakes.telegram import FakeTelegram
-from tests.pgstore.test_leader import cut, taken_over
+from tests.store.postgres.test_leader import cut, taken_over
 from tests.waiting import until
 
 pytestmark = pytest.mark.postgres_only

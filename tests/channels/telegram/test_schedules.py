@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.cli.compose import App, Runs
-from bot.stores import RunRecords
+from bot.ports.stores import RunRecords
 from channels.cron.chat import job_plans
 from channels.cron.scheduler import CronScheduler, SlotRules
 from tests.channels.cron.doubles import ManualClock, utc

@@ -1,0 +1,1 @@
+"""The tools a turn is offered (the toolbox) and the approvals risky calls wait for."""
