@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 NO_CONFIG = {"init", "doctor"}
 
 
-class CommandModule(Protocol):
+class _CommandModule(Protocol):
     HELP: str
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
@@ -107,8 +107,8 @@ def _version() -> str:
         return "unknown"
 
 
-def _module(name: str) -> CommandModule:
-    return cast(CommandModule, importlib.import_module(name))
+def _module(name: str) -> _CommandModule:
+    return cast(_CommandModule, importlib.import_module(name))
 
 
 def _chosen(argv: list[str]) -> str | None:

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
 
 import structlog
 
+from bot.ports.model import Counter
 from bot.ports.records import Usage
 from bot.prompt.history import entry_tokens
 from bot.turns import HistoryEntry
 
 log = structlog.get_logger(__name__)
-
-
-class Counter(Protocol):
-    """What the runtime needs of `bot.prompt.tokens.TokenCounter`."""
-
-    def count(self, text: str) -> int: ...
-
-    def observe(self, estimated: int, actual: int) -> None: ...
 
 
 class Meter:

@@ -19,10 +19,9 @@ import anthropic
 from bot.config import ModelSettings
 from bot.errors import ModelAuthError, ModelError
 from bot.model.calls import Calls, Sleep
-from bot.model.meter import Counter
 from bot.model.retry import error_message
 from bot.model.turn import Turn
-from bot.ports.model import TurnOutcome, TurnPlan
+from bot.ports.model import Counter, TurnOutcome, TurnPlan
 
 
 class AnthropicRuntime:

@@ -20,12 +20,12 @@ from bot.model import compaction, wire
 from bot.model.breakers import RepeatGuard, over_token_cap
 from bot.model.calls import Calls, _CallError
 from bot.model.failures import failure_message, failure_reply
-from bot.model.meter import Counter, Meter
+from bot.model.meter import Meter
 from bot.model.omissions import Omissions
 from bot.model.retry import Verdict
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
-from bot.ports.model import AssembledRequest, BudgetFacts, TurnOutcome, TurnPlan
+from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
 from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)

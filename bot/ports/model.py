@@ -159,3 +159,11 @@ class ModelRuntime(Protocol):
         """Call the model (with tool rounds and compaction); raise TurnFailed when it gives up."""
 
     async def aclose(self) -> None: ...
+
+
+class Counter(Protocol):
+    """What the runtime needs of `bot.prompt.tokens.TokenCounter`."""
+
+    def count(self, text: str) -> int: ...
+
+    def observe(self, estimated: int, actual: int) -> None: ...

@@ -46,3 +46,19 @@ class Tool(Protocol):
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         """Run the tool; raise ToolError (or anything) for an error result."""
+
+
+class Hinted(Protocol):
+    """What a tool's server says of it (an MCP tool's `info`): its names and its hints."""
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool | None: ...
+
+    @property
+    def destructive(self) -> bool | None: ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,3 +25,10 @@ class Transcriber(Protocol):
     async def transcribe(self, data: bytes) -> Transcript:
         """The words in `data` (any container PyAV reads: Ogg/Opus, MP4/AAC, MP3, WAV, WebM),
         or AudioRefused with the reason ("too_long", "unreadable", "failed", "timeout")."""
+
+
+class SpeechEngine(Protocol):
+    """A loaded speech model (`bot.voice.whisper`): one clip's bytes in, its transcript out;
+    `stop` set abandons the work."""
+
+    def run(self, data: bytes, max_seconds: int, stop: threading.Event) -> Transcript: ...

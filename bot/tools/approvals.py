@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 import structlog
 from pydantic import Field, field_validator
@@ -45,8 +45,8 @@ from bot.ports.approvals import (
     Card,
     PressAnswer,
 )
-from bot.ports.intake import Admission
-from bot.ports.tools import Tool, ToolOutput, ToolSpec
+from bot.ports.intake import Admission, TurnSink
+from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
 from bot.store.sql.request_codec import decode_request, encode_request
 from bot.turns import Continuation, TurnRequest
 
@@ -82,22 +82,6 @@ class ApprovalSettings(Section):
         return values
 
 
-class Hinted(Protocol):
-    """What a tool's server says of it (an MCP tool's `info`): its names and its hints."""
-
-    @property
-    def tool(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def read_only(self) -> bool | None: ...
-
-    @property
-    def destructive(self) -> bool | None: ...
-
-
 def needs_approval(info: Hinted, approve: Sequence[str], allow_without: Sequence[str]) -> bool:
     """Whether a call waits: matched by its server's `approve` globs (its own name or the name
     the model sees), or destructive and not read-only, unless the operator allowed it. A
@@ -131,14 +115,6 @@ def shown(text: str, limit: int) -> str:
     """`text` for a card: control characters gone, at most `limit` characters."""
     clean = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"
-
-
-class TurnSink(Protocol):
-    """Where continuation turns go (the host's intake)."""
-
-    async def submit(
-        self, request: TurnRequest, *, source: str, marks: Sequence[str]
-    ) -> Admission: ...
 
 
 class ApprovalDesk:

@@ -14,30 +14,25 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 import structlog
 
 from bot.errors import AudioRefused, ConfigError
-from bot.ports.voice import Transcript
+from bot.ports.voice import SpeechEngine, Transcript
 from bot.voice.model import ModelFiles, extra_installed, locate
 from bot.voice.settings import VoiceSettings
 
 log = structlog.get_logger(__name__)
 
 
-class Engine(Protocol):
-    def run(self, data: bytes, max_seconds: int, stop: threading.Event) -> Transcript: ...
-
-
 def cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
-def whisper_loader(files: ModelFiles, language: str, workers: int) -> Callable[[], Engine]:
+def whisper_loader(files: ModelFiles, language: str, workers: int) -> Callable[[], SpeechEngine]:
     """Loads the model with faster-whisper (imported only when the first voice note comes)."""
 
-    def load() -> Engine:
+    def load() -> SpeechEngine:
         from bot.voice.whisper import WhisperEngine
 
         return WhisperEngine(files, workers=workers, language=language)
@@ -72,7 +67,7 @@ class LocalTranscriber:
 
     def __init__(
         self,
-        load: Callable[[], Engine],
+        load: Callable[[], SpeechEngine],
         *,
         max_seconds: int,
         timeout: float,
@@ -82,7 +77,7 @@ class LocalTranscriber:
         self._max_seconds = max_seconds
         self._timeout = timeout
         self._slots = asyncio.Semaphore(workers)
-        self._engine: Engine | None = None
+        self._engine: SpeechEngine | None = None
         self._broken: str | None = None
         self._loading = asyncio.Lock()
 
@@ -120,7 +115,7 @@ class LocalTranscriber:
         if not work.cancelled():
             work.exception()  # retrieved, so an abandoned run's error is not reported as lost
 
-    async def _ready(self) -> Engine:
+    async def _ready(self) -> SpeechEngine:
         async with self._loading:
             if self._engine is None and self._broken is None:
                 try:

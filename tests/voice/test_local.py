@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from bot.errors import AudioRefused, ConfigError
-from bot.ports.voice import Transcript
-from bot.voice.local import Engine, LocalTranscriber, build_transcriber, cores
+from bot.ports.voice import SpeechEngine, Transcript
+from bot.voice.local import LocalTranscriber, build_transcriber, cores
 from bot.voice.settings import VoiceSettings
 from tests.voice.clips import require_voice
 from tests.waiting import until
@@ -45,7 +45,9 @@ class Gate:
                 self.finished += 1
 
 
-def _transcriber(engine: Engine, *, workers: int = 2, timeout: float = 30.0) -> LocalTranscriber:
+def _transcriber(
+    engine: SpeechEngine, *, workers: int = 2, timeout: float = 30.0
+) -> LocalTranscriber:
     return LocalTranscriber(lambda: engine, max_seconds=60, timeout=timeout, workers=workers)
 
 
@@ -109,7 +111,7 @@ async def test_a_model_that_cannot_load_fails_each_note_and_is_loaded_once(
 ) -> None:
     loads = []
 
-    def load() -> Engine:
+    def load() -> SpeechEngine:
         loads.append(1)
         raise error
 

@@ -18,9 +18,9 @@ import asyncpg
 import structlog
 
 from bot.errors import StoreOpenError
+from bot.ports.sql import Sql
 from bot.store.postgres.schema import migrate
 from bot.store.postgres.sql import PgSql
-from bot.store.sql.conn import Sql
 from bot.store.sql.writes import ShieldedWrites
 
 log = structlog.get_logger(__name__)

@@ -15,7 +15,7 @@ from bot.store.postgres.db import PgDatabase
 from bot.store.postgres.fts import storable
 
 
-class Exported(Protocol):
+class _Exported(Protocol):
     """One batch of one table's rows (`bot.store.sqlite.export.Batch`)."""
 
     @property
@@ -28,7 +28,7 @@ class Exported(Protocol):
     def rows(self) -> list[tuple[Any, ...]]: ...
 
 
-async def import_tables(db: PgDatabase, batches: AsyncIterable[Exported]) -> None:
+async def import_tables(db: PgDatabase, batches: AsyncIterable[_Exported]) -> None:
     """Copy every batch into its table, all in one transaction, into an empty store."""
 
     async def copy(conn: Any) -> None:

@@ -19,9 +19,9 @@ import secrets
 
 from bot.errors import ClaimLost
 from bot.ports.outbox import InboxState
+from bot.ports.sql import Sql
 from bot.store.postgres.leader import PgLeadership
 from bot.store.postgres.locks import key
-from bot.store.sql.conn import Sql
 from bot.store.sql.inbox import Owners
 from bot.store.sql.request_codec import PartRow
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from bot.ports.sql import Row
 from bot.store.postgres.locks import key
-from bot.store.sql.conn import Row
 
 _TOTALS = {
     "conversations": "SELECT count(*) FROM conversations",

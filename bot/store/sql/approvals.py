@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from bot.ports.approvals import Approval
-from bot.store.sql.conn import Row, SqlDatabase
+from bot.ports.sql import Row, SqlDatabase
 
 _COLUMNS = (
     "id, turn_id, conversation_key, tool, arguments, digest, requester, approvers, request, "

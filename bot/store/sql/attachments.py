@@ -19,7 +19,8 @@ import structlog
 
 from bot.config import AttachmentSettings
 from bot.ports.attachments import StoredAttachment
-from bot.store.sql.conn import Sql, SqlDatabase, marks
+from bot.ports.sql import Sql, SqlDatabase
+from bot.store.sql.conn import marks
 
 log = structlog.get_logger(__name__)
 

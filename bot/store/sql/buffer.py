@@ -20,8 +20,8 @@ from datetime import datetime
 import structlog
 
 from bot.ports.history import Buffered, Chatter
+from bot.ports.sql import Sql, SqlDatabase
 from bot.store.sql.codec import shorten
-from bot.store.sql.conn import Sql, SqlDatabase
 from bot.turns import PrecedingMessage
 
 log = structlog.get_logger(__name__)

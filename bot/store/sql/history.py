@@ -21,8 +21,8 @@ import structlog
 from bot.config import StoreSettings
 from bot.errors import UnreadableRecord
 from bot.ports.history import ConversationInfo
+from bot.ports.sql import Sql, SqlDatabase
 from bot.store.sql.codec import bound_entry, decode_entry, encode_entry
-from bot.store.sql.conn import Sql, SqlDatabase
 from bot.turns import HistoryEntry, ToolResultBlock
 
 log = structlog.get_logger(__name__)

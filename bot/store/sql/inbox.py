@@ -24,8 +24,9 @@ from bot.ports.history import Chatter
 from bot.ports.intake import InboxItem
 from bot.ports.memory import MemoryCapture
 from bot.ports.outbox import InboxState, OutboxPart, Publication
+from bot.ports.sql import Sql, SqlDatabase
 from bot.store.sql.buffer import SqlChatBuffer
-from bot.store.sql.conn import PruneSchedule, Sql, SqlDatabase, attempt
+from bot.store.sql.conn import PruneSchedule, attempt
 from bot.store.sql.history import SqlHistory
 from bot.store.sql.memory import SqlMemory
 from bot.store.sql.records import SqlTurnRecords

@@ -36,9 +36,10 @@ from bot.ports.memory import (
     RequestHolds,
     StoredMemory,
 )
+from bot.ports.sql import Row, Sql, SqlDatabase
 from bot.store.sql import rules
 from bot.store.sql.codec import shorten
-from bot.store.sql.conn import Row, Sql, SqlDatabase, marks
+from bot.store.sql.conn import marks
 from bot.store.sql.terms import choose_terms, query_terms, words
 
 log = structlog.get_logger(__name__)

@@ -15,8 +15,8 @@ from typing import Any
 
 from bot.logs import redact_json
 from bot.ports.records import RecordSummary, TurnRecord
+from bot.ports.sql import Sql, SqlDatabase
 from bot.prompt.attachments import strip_media
-from bot.store.sql.conn import Sql, SqlDatabase
 
 
 def record_body(record: TurnRecord) -> str:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from bot.ports.records import Spent, Usage, UsageEntry
-from bot.store.sql.conn import PruneSchedule, Row, Sql, SqlDatabase
+from bot.ports.sql import Row, Sql, SqlDatabase
+from bot.store.sql.conn import PruneSchedule
 
 USAGE_KEEP_DAYS = 400
 PRUNE_EVERY = 100  # turns charged between two prunings of old usage rows and notices

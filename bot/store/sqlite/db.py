@@ -27,7 +27,7 @@ import aiosqlite
 import structlog
 
 from bot.errors import StoreOpenError
-from bot.store.sql.conn import Sql
+from bot.ports.sql import Sql
 from bot.store.sql.writes import ShieldedWrites
 from bot.store.sqlite.schema import migrate
 from bot.store.sqlite.sql import SqliteSql

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.store.sql.conn import Row
+from bot.ports.sql import Row
 
 
 class SqliteSql:
