@@ -26,7 +26,7 @@ from bot.config import MemorySettings, StoreSettings
 from bot.store.sqlite import open_store
 from tests.store.sqlite.crash_writer import committed_turns
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KILLS = 50
 LINE_TIMEOUT = 20.0
 
