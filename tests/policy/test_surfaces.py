@@ -183,7 +183,7 @@ def test_a_turn_template_written_before_viewing_existed_still_loads(agent_dir: P
 
 def test_the_readme_shows_the_label_preview_prints_for_its_own_example() -> None:
     """The README's surface-rule example and the `bot preview` line it quotes agree."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Surface rules", 1)[1]
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
     rules = [SurfaceRule(**table) for table in tomllib.loads(example)["surfaces"]]

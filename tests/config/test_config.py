@@ -22,7 +22,7 @@ from bot.errors import ConfigError
 from bot.prompt import TokenCounter
 from tests.conftest import write_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.

@@ -68,7 +68,7 @@ def test_the_starter_folder_loads_as_it_is(tmp_path: Path) -> None:
 
 
 def test_the_readme_configuration_table_covers_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z_.\[\]]+)` \|", readme, flags=re.MULTILINE)
     documented = {row.replace("[]", "") for row in rows}
     assert sorted(_model_keys() - documented) == []
@@ -87,7 +87,7 @@ def test_new_apps_get_agent_messaging_and_configs_without_the_key_keep_the_pane(
 
 
 def test_the_readme_says_which_tests_need_postgresql_and_how_to_point_them_at_one() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     test_section = readme.split("## Test\n", 1)[1].split("\n## ", 1)[0]
     assert "TEST_POSTGRES_URL=postgresql://" in test_section
     assert "postgres_only" in test_section
@@ -96,6 +96,6 @@ def test_the_readme_says_which_tests_need_postgresql_and_how_to_point_them_at_on
 
 def test_the_readme_says_the_surface_id_reaches_the_model() -> None:
     """SPEC §3: the surface id is model-visible; the README must not say ids never are."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "model never sees where its answer goes: channel," not in readme
     assert "the surface's kind, name and id" in readme
