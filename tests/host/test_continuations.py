@@ -15,6 +15,7 @@ import pytest
 from bot import replies
 from bot.config import HostSettings
 from bot.host import Host
+from bot.host.parts import HostStores, Outlets, Thinking
 from bot.inbox import InboxState
 from bot.ports.intake import Admission, Resumer
 from bot.ports.model import TurnOutcome
@@ -69,14 +70,9 @@ async def start(
     inbox, history = MemoryInbox(), MemoryHistory()
     deliverer = RecordingDeliverer()
     host = Host(
-        assembler=make_assembler(TokenCounter(), memory_enabled=False),
-        model=model,
-        history=history,
-        inbox=inbox,
-        outbox=MemoryOutbox(inbox, history),
-        deliverers={"test": deliverer},
-        memory=None,
-        tools_for=no_tools,
+        thinking=Thinking(make_assembler(TokenCounter(), memory_enabled=False), model, no_tools),
+        stores=HostStores(history, inbox, MemoryOutbox(inbox, history)),
+        outlets=Outlets({"test": deliverer}),
         settings=HostSettings.model_validate(settings),
         resumers=resumers,
     )
@@ -125,7 +121,7 @@ async def test_a_continuation_waits_its_turn_and_its_note_is_what_the_model_read
     assert [plan.turn_id for plan in rig.model.plans] == ["turn-1", "turn-2", "turn-3"]
     continued = rig.model.plans[2]
     assert len(continued.history) == 4  # turns 1 and 2, published before it ran
-    user = continued.assemble(continued.history).body["messages"][-1]
+    user = continued.builder.build(continued.prompt, continued.history).body["messages"][-1]
     assert "[Host note] A1 was decided" in str(user["content"])
     assert rig.inbox.states == {
         1: InboxState.ANSWERED,

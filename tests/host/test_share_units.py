@@ -13,6 +13,7 @@ import pytest
 
 from bot.config import HostSettings
 from bot.host import Host
+from bot.host.parts import HostStores, Outlets, Thinking
 from bot.inbox import InboxState
 from bot.ports.intake import Admission
 from bot.prompt import TokenCounter
@@ -52,16 +53,10 @@ def replicas(
         store = open_memory_store(tables=tables, shared=True)
         deliverer = RecordingDeliverer()
         host = Host(
-            assembler=make_assembler(counter, memory_enabled=False),
-            model=model,
-            history=store.history,
-            inbox=store.inbox,
-            outbox=store.outbox,
-            deliverers={"test": deliverer},
-            memory=None,
-            tools_for=no_tools,
+            thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
+            stores=HostStores(store.history, store.inbox, store.outbox, share=store.share),
+            outlets=Outlets({"test": deliverer}),
             settings=HostSettings.model_validate({"turns_per_person_per_minute": 0}),
-            share=store.share,
             sweep_seconds=3600,  # the tests sweep by starting a replica, not by the clock
         )
         await host.resume()
