@@ -317,6 +317,7 @@ def _acked(slack: FakeSlack, body: dict[str, Any]) -> bool:
 async def _settled(world: World) -> None:
     """Wait until every question has its answer. The checks come after the bot has exited, so a
     duplicate, if the bot posted one, is in by then."""
+
     def done() -> bool:
         answered = world.answers()
         return all(set(asked) <= set(answered.get(key, [])) for key, asked in world.asked.items())
