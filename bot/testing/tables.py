@@ -4,7 +4,8 @@ it (as processes share a file or a database), and what each open store is (`Open
 Each operation on the tables runs without awaiting between its first read and its last write, so
 on one event loop it is a transaction: it checks everything that can refuse it first (a closed
 store, a table told to fail, a duplicate key), then writes all of it. A test makes a table's
-writes fail with `Tables.failing`, where the SQL engines' tests rename the table away.
+writes fail with `Tables.failing` (or only the next few with `Tables.fail_next`), where the SQL
+engines' tests rename the table away.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class Tables:
     duties: dict[str, str] = field(default_factory=dict)  # leadership: duty -> holder
     duty_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     failing_tables: set[str] = field(default_factory=set)
+    failing_writes: dict[str, int] = field(default_factory=dict)  # table -> writes left to fail
     _ids: dict[str, Iterator[int]] = field(default_factory=dict)
 
     def next_id(self, table: str) -> int:
@@ -137,6 +139,14 @@ class Tables:
         for table in tables:
             if table in self.failing_tables:
                 raise StoreFault(f"writes to {table} fail (Tables.failing)")
+            if self.failing_writes.get(table, 0) > 0:
+                self.failing_writes[table] -= 1
+                raise StoreFault(f"a write to {table} fails (Tables.fail_next)")
+
+    def fail_next(self, table: str, times: int) -> None:
+        """The next `times` writes to `table` raise StoreFault and write nothing (a store that
+        refuses for a while, then takes writes again); `failing_writes` counts down what is left."""
+        self.failing_writes[table] = times
 
     @contextmanager
     def failing(self, table: str) -> Iterator[None]:

@@ -1,5 +1,6 @@
-"""A `bot.host.Host` built on the in-memory doubles of `tests/host/doubles.py`, for the fast
-tests of the host's parts: no store, no HTTP, no model server."""
+"""A `bot.host.Host` built on the doubles that ship in `bot.testing` (the in-memory store, a
+scripted model, a recording outbox deliverer), for the fast tests of the host and its parts: no
+database, no HTTP, no model server."""
 
 from __future__ import annotations
 
@@ -9,20 +10,16 @@ from dataclasses import dataclass, replace
 from bot.config import HostSettings
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking
-from bot.memory.recall import RecallCache
+from bot.ports.outbox import InboxState
 from bot.ports.intake import Admission, Resumer
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
+from bot.memory.recall import RecallCache
+from bot.testing.delivery import RecordingDeliverer
+from bot.testing.model import ScriptedModel
+from bot.testing.store import MemoryStore, open_memory_store
 from bot.turns import ReplyRoute, TurnRequest
-from tests.host.doubles import (
-    CannedModel,
-    MemoryHistory,
-    MemoryInbox,
-    MemoryOutbox,
-    MemoryShare,
-    RecordingDeliverer,
-)
 from tests.prompt.builders import make_assembler, slack_request
 
 ROUTE = ReplyRoute("test", {"to": "C1"})
@@ -32,12 +29,18 @@ KEY = "test:C1"
 @dataclass
 class Rig:
     host: Host
-    model: CannedModel
-    inbox: MemoryInbox
-    outbox: MemoryOutbox
-    history: MemoryHistory
+    model: ScriptedModel
+    store: MemoryStore
     deliverer: RecordingDeliverer
     records: list[TurnRecord]
+
+    def posted(self) -> list[str]:
+        """The texts the deliverer posted, in order."""
+        return self.deliverer.texts
+
+    def states(self) -> dict[int, InboxState]:
+        """Each stored inbox item's state, by item id."""
+        return {item_id: row.state for item_id, row in self.store.tables.items.items()}
 
 
 def no_tools(request: TurnRequest, recall: RecallCache, rule: object = None) -> list[Tool]:
@@ -55,24 +58,22 @@ async def submit(host: Host, n: int, **kwargs: str) -> Admission:
 
 def rig(
     counter: TokenCounter,
-    model: CannedModel,
+    model: ScriptedModel,
     *,
+    store: MemoryStore | None = None,
     resumers: Mapping[str, Resumer] | None = None,
-    inbox: MemoryInbox | None = None,
-    share: MemoryShare | None = None,
     sweep_seconds: float = 3600.0,
     **settings: int,
 ) -> Rig:
-    """The host on fresh doubles (or on `inbox`, holding what an earlier process left); with
-    `share`, one replica of several (it sweeps for orphaned work every `sweep_seconds`)."""
-    inbox = inbox or MemoryInbox()
-    history = MemoryHistory()
-    outbox = MemoryOutbox(inbox, history)
+    """The host on a fresh in-memory store, or on `store` (opened on the tables an earlier process
+    left, or shared: then the host is one replica of several, sweeping for orphaned work every
+    `sweep_seconds`). The person's rate is unlimited unless `settings` say otherwise."""
+    store = store or open_memory_store()
     deliverer = RecordingDeliverer()
     limits = {"turns_per_person_per_minute": 0, **settings}
     host = Host(
         thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
-        stores=HostStores(history, inbox, outbox, share=share),
+        stores=HostStores(store.history, store.inbox, store.outbox, share=store.share),
         outlets=Outlets({"test": deliverer}),
         settings=HostSettings.model_validate(limits),
         resumers=resumers,
@@ -80,4 +81,4 @@ def rig(
     )
     records: list[TurnRecord] = []
     host.observers.append(records.append)
-    return Rig(host, model, inbox, outbox, history, deliverer, records)
+    return Rig(host, model, store, deliverer, records)

@@ -1,5 +1,5 @@
 """The handlers the host answers itself (`bot.host.commands`): no model call, each concluding
-with its own record and item state, through the in-memory doubles."""
+with its own record and item state, through the doubles of `bot.testing`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from bot import replies
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
+from bot.testing.model import ScriptedModel
 from bot.turns import Outcome
-from tests.host.doubles import CannedModel
-from tests.host.rig import request, rig, submit
+from tests.host.rig import KEY, request, rig, submit
 
 
 @pytest.mark.parametrize(
@@ -24,20 +24,20 @@ from tests.host.rig import request, rig, submit
 async def test_a_host_command_is_answered_without_the_model(
     counter: TokenCounter, text: str, said: str, outcome: Outcome, state: InboxState
 ) -> None:
-    r = rig(counter, CannedModel())
+    r = rig(counter, ScriptedModel())
     await r.host.resume()
     await submit(r.host, 1, text=text)
     await r.host.idle()
 
     assert r.model.plans == []
-    assert [t for _, t in r.deliverer.posted] == [said]
+    assert r.posted() == [said]
     assert [rec.outcome for rec in r.records] == [outcome]
-    assert r.inbox.states == {1: state}
+    assert r.states() == {1: state}
     await r.host.close(grace=0)
 
 
 async def test_start_greets_and_help_lists_without_the_model(counter: TokenCounter) -> None:
-    r = rig(counter, CannedModel())
+    r = rig(counter, ScriptedModel())
     await r.host.resume()
     await submit(r.host, 1, text="/start")
     await submit(r.host, 2, text="/help")
@@ -45,15 +45,16 @@ async def test_start_greets_and_help_lists_without_the_model(counter: TokenCount
 
     assert r.model.plans == []
     assert [rec.outcome for rec in r.records] == [Outcome.COMMAND, Outcome.COMMAND]
-    assert len(r.deliverer.posted) == 2
-    assert r.history.entries == {request(1).conversation_key: []}  # none kept in history
+    assert len(r.posted()) == 2
+    assert r.states() == {1: InboxState.REFUSED, 2: InboxState.REFUSED}
+    assert await r.store.history.load(KEY) == []  # none kept in history
     await r.host.close(grace=0)
 
 
 async def test_a_name_that_is_no_skill_is_refused_with_what_there_is(
     counter: TokenCounter,
 ) -> None:
-    r = rig(counter, CannedModel())
+    r = rig(counter, ScriptedModel())
     await r.host.resume()
     await submit(r.host, 1, text="/nosuchskill do it")
     await r.host.idle()
@@ -61,17 +62,20 @@ async def test_a_name_that_is_no_skill_is_refused_with_what_there_is(
     assert r.model.plans == []
     (record,) = r.records
     assert (record.outcome, record.error) == (Outcome.REFUSED, "unknown_skill")
-    assert "nosuchskill" in r.deliverer.posted[0][1]
+    (said,) = r.posted()
+    assert "nosuchskill" in said
     await r.host.close(grace=0)
 
 
 async def test_a_command_beside_the_conversation_takes_no_lane(counter: TokenCounter) -> None:
-    r = rig(counter, CannedModel(gated=True))
+    r = rig(counter, ScriptedModel(gated=True))
     await r.host.resume()
     await submit(r.host, 1)
     await r.model.started.wait()  # the conversation's turn is in the model call
 
     assert await r.host.command(request(2, text="/memory")) == replies.MEMORY_OFF
     assert await r.host.command(request(3, text="/what")) == replies.COMMAND_UNKNOWN
+    assert r.states() == {1: InboxState.PENDING}  # neither stored nor queued as a turn
     r.model.release.set()
     await r.host.close(grace=60)
+    assert r.posted() == ["scripted answer"]

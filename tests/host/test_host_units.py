@@ -7,77 +7,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
 
 import pytest
 
 from bot import replies
-from bot.config import HostSettings
 from bot.errors import PartDelayed, TurnFailed, TurnSpend
-from bot.host import Host
-from bot.host.parts import HostStores, Outlets, Thinking
-from bot.memory.recall import RecallCache
-from bot.ports.intake import Admission
 from bot.ports.outbox import InboxState, OutboxPart, Publication
-from bot.ports.records import TurnRecord
-from bot.ports.tools import Tool
+from bot.ports.intake import Admission
 from bot.prompt import TokenCounter
-from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel, answer
-from bot.testing.store import MemoryStore, open_memory_store
-from bot.turns import Outcome, ReplyRoute, TurnRequest
-from tests.prompt.builders import make_assembler, slack_request
-
-ROUTE = ReplyRoute("test", {"to": "C1"})
-KEY = "test:C1"
-
-
-@dataclass
-class Rig:
-    host: Host
-    model: ScriptedModel
-    store: MemoryStore
-    deliverer: RecordingDeliverer
-    records: list[TurnRecord]
-
-    def posted(self) -> list[str]:
-        return [part.text for part in self.deliverer.posted]
-
-    def states(self) -> dict[int, InboxState]:
-        return {item_id: row.state for item_id, row in self.store.tables.items.items()}
-
-
-def no_tools(request: TurnRequest, recall: RecallCache, rule: object = None) -> list[Tool]:
-    return []
-
-
-def request(n: int, *, key: str = KEY, text: str = "hello") -> TurnRequest:
-    base = slack_request(text, key=key)
-    return replace(base, turn_id=f"turn-{n}", route=ROUTE, person=f"test:person-{n}")
-
-
-async def submit(host: Host, n: int, **kwargs: str) -> Admission:
-    return await host.submit(request(n, **kwargs), source="test", marks=[f"event-{n}"])
-
-
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    return TokenCounter()
-
-
-def rig(counter: TokenCounter, model: ScriptedModel, **settings: int) -> Rig:
-    store = open_memory_store()
-    deliverer = RecordingDeliverer()
-    limits = {"turns_per_person_per_minute": 0, **settings}
-    host = Host(
-        thinking=Thinking(make_assembler(counter, memory_enabled=False), model, no_tools),
-        stores=HostStores(store.history, store.inbox, store.outbox),
-        outlets=Outlets({"test": deliverer}),
-        settings=HostSettings.model_validate(limits),
-    )
-    records: list[TurnRecord] = []
-    host.observers.append(records.append)
-    return Rig(host, model, store, deliverer, records)
+from bot.turns import Outcome
+from tests.host.rig import KEY, ROUTE, Rig, rig, submit
 
 
 @pytest.fixture

@@ -52,10 +52,11 @@ async def test_different_lanes_run_at_the_same_time() -> None:
 
 
 async def test_a_full_lane_refuses_and_others_still_accept() -> None:
+    log: list[str] = []
     gate = asyncio.Event()
-    lanes = _lanes([], gate, depth=1)
+    lanes = _lanes(log, gate, depth=1)
     running = lanes.put("a", "x")
-    await asyncio.sleep(0)  # x leaves the queue and runs
+    await _until(lambda: log == ["start x"])  # x left the queue and runs
     waiting = lanes.put("a", "y")
     with pytest.raises(LaneFull):
         lanes.put("a", "z")

@@ -7,28 +7,28 @@ import asyncio
 from dataclasses import replace
 
 from bot import replies
+from bot.host.delivery import Delivery
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
-from bot.host.delivery import Delivery
 from bot.host.job import Job
 from bot.host.pipeline import Handler, Pipeline, Stops, Turn
 from bot.host.publisher import Publisher
-from bot.policy.surfaces import NO_POLICY
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
+from bot.policy.surfaces import NO_POLICY
+from bot.testing.delivery import RecordingDeliverer
+from bot.testing.store import MemoryStore, open_memory_store
 from bot.turns import Outcome
-from tests.host.doubles import MemoryHistory, MemoryInbox, MemoryOutbox, RecordingDeliverer
-from tests.host.rig import request
+from tests.host.rig import KEY, request
 from tests.prompt.builders import make_assembler
 
 
-def pipeline(counter: TokenCounter, handlers: list[Handler]) -> tuple[Pipeline, MemoryOutbox]:
-    inbox = MemoryInbox()
-    outbox = MemoryOutbox(inbox, MemoryHistory())
-    delivery = Delivery(outbox, {"test": RecordingDeliverer()})
+def pipeline(counter: TokenCounter, handlers: list[Handler]) -> tuple[Pipeline, MemoryStore]:
+    store = open_memory_store()
+    delivery = Delivery(store.outbox, {"test": RecordingDeliverer()})
     built = Publisher(
-        outbox,
-        Answering(delivery, outbox),
+        store.outbox,
+        Answering(delivery, store.outbox),
         policies=None,
         budgets=None,
         memory_on=False,
@@ -39,11 +39,18 @@ def pipeline(counter: TokenCounter, handlers: list[Handler]) -> tuple[Pipeline, 
         built,
         Stops(),
         delivery=delivery,
-        inbox=inbox,
+        inbox=store.inbox,
         assembler=make_assembler(counter, memory_enabled=False),
         completers={},
         policy=lambda request: NO_POLICY,
-    ), outbox
+    ), store
+
+
+async def accepted(store: MemoryStore, text: str) -> Job:
+    """The job of a request the inbox stored."""
+    item = await store.inbox.accept(request(1, text=text), source="test", marks=["event-1"])
+    assert item is not None
+    return Job(item.request, item.item_id)
 
 
 async def test_the_first_handler_to_conclude_ends_the_turn(counter: TokenCounter) -> None:
@@ -63,23 +70,24 @@ async def test_the_first_handler_to_conclude_ends_the_turn(counter: TokenCounter
         seen.append("never")
         return None
 
-    built, outbox = pipeline(counter, [shouts, answers, never])
-    result = await built.run(Job(request(1, text="hello"), item_id=1))
+    built, store = pipeline(counter, [shouts, answers, never])
+    result = await built.run(await accepted(store, "hello"))
 
     assert seen == ["shouts", "answers"]
     assert (result.outcome, result.text) == (Outcome.COMMAND, "you said HELLO")
-    assert outbox.publications[0].state is InboxState.ANSWERED
+    assert await store.inbox.state(1) is InboxState.ANSWERED
 
 
 async def test_a_handler_that_fails_concludes_the_turn_as_crashed(counter: TokenCounter) -> None:
     async def breaks(turn: Turn) -> Conclusion | None:
         raise KeyError("bug")
 
-    built, outbox = pipeline(counter, [breaks])
-    result = await built.run(Job(request(1, text="hello"), item_id=1))
+    built, store = pipeline(counter, [breaks])
+    result = await built.run(await accepted(store, "hello"))
 
     assert (result.outcome, result.error) == (Outcome.CRASHED, "KeyError")
     assert result.text == replies.TURN_FAILED
-    (publication,) = outbox.publications
-    assert publication.state is InboxState.CRASHED
-    assert "did not complete" in publication.entries[1].text
+    assert await store.inbox.state(1) is InboxState.CRASHED
+    kept = await store.history.load(KEY)
+    assert "hello" in kept[0].text
+    assert "did not complete" in kept[1].text

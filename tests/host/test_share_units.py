@@ -6,36 +6,20 @@ database, no processes; tests wait on events, never on time."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
 
-from bot.config import HostSettings
-from bot.host import Host
-from bot.ports.intake import Admission
 from bot.ports.outbox import InboxState
+from bot.ports.intake import Admission
 from bot.prompt import TokenCounter
-from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel, answer
-from bot.testing.store import MemoryStore, open_memory_store
+from bot.testing.store import open_memory_store
 from bot.testing.tables import Tables
 from tests.engines import Clock
-from tests.host.test_host_units import no_tools, request
-from tests.prompt.builders import make_assembler
+from tests.host.rig import Rig, rig, submit
 
-
-@dataclass
-class Replica:
-    host: Host
-    model: ScriptedModel
-    store: MemoryStore
-    deliverer: RecordingDeliverer
-
-
-@pytest.fixture(scope="module")
-def counter() -> TokenCounter:
-    return TokenCounter()
+Start = Callable[[ScriptedModel], AbstractAsyncContextManager[Rig]]
 
 
 @pytest.fixture
@@ -44,49 +28,34 @@ def tables() -> Tables:
 
 
 @pytest.fixture
-def replicas(
-    counter: TokenCounter, tables: Tables
-) -> Callable[[ScriptedModel], AsyncIterator[Replica]]:
+def replicas(counter: TokenCounter, tables: Tables) -> Start:
+    """Starts a replica on the shared tables: the host on a store opened `shared`, resumed (its
+    start sweeps for orphaned work); closed at the end of the block."""
+
     @asynccontextmanager
-    async def start(model: ScriptedModel) -> AsyncIterator[Replica]:
+    async def start(model: ScriptedModel) -> AsyncIterator[Rig]:
         store = open_memory_store(tables=tables, shared=True)
-        deliverer = RecordingDeliverer()
-        host = Host(
-            assembler=make_assembler(counter, memory_enabled=False),
-            model=model,
-            history=store.history,
-            inbox=store.inbox,
-            outbox=store.outbox,
-            deliverers={"test": deliverer},
-            memory=None,
-            tools_for=no_tools,
-            settings=HostSettings.model_validate({"turns_per_person_per_minute": 0}),
-            share=store.share,
-            sweep_seconds=3600,  # the tests sweep by starting a replica, not by the clock
-        )
-        await host.resume()
+        # The tests sweep by starting a replica, not by the clock.
+        replica = rig(counter, model, store=store, sweep_seconds=3600)
+        await replica.host.resume()
         try:
-            yield Replica(host, model, store, deliverer)
+            yield replica
         finally:
-            await host.close(grace=0)
+            await replica.host.close(grace=0)
             await store.aclose()
 
     return start
 
 
-async def submit(replica: Replica, n: int) -> Admission:
-    return await replica.host.submit(request(n), source="test", marks=[f"event-{n}"])
-
-
 async def test_a_conversation_runs_on_one_replica_in_accepted_order(
-    replicas: Callable[[ScriptedModel], AsyncIterator[Replica]], tables: Tables
+    replicas: Start, tables: Tables
 ) -> None:
     first_model = ScriptedModel(answer("first"), answer("second"), gated=True)
     async with replicas(first_model) as first, replicas(ScriptedModel()) as second:
-        assert await submit(first, 1) is Admission.ACCEPTED
+        assert await submit(first.host, 1) is Admission.ACCEPTED
         await first.model.started.wait()  # turn 1 runs on the first replica
         # Accepted by the second replica while the first runs the conversation: not its to run.
-        assert await submit(second, 2) is Admission.ACCEPTED
+        assert await submit(second.host, 2) is Admission.ACCEPTED
         first.model.release.set()
         await first.host.idle()
         await second.host.idle()
@@ -98,10 +67,10 @@ async def test_a_conversation_runs_on_one_replica_in_accepted_order(
 
 
 async def test_what_a_killed_replica_left_is_taken_on_by_a_live_one(
-    replicas: Callable[[ScriptedModel], AsyncIterator[Replica]], tables: Tables
+    replicas: Start, tables: Tables
 ) -> None:
     async with replicas(ScriptedModel(gated=True)) as killed:
-        assert await submit(killed, 1) is Admission.ACCEPTED
+        assert await submit(killed.host, 1) is Admission.ACCEPTED
         await killed.model.started.wait()
         killed.store.die()  # its process is gone mid-turn (its host here never finishes)
 

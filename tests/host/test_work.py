@@ -1,21 +1,25 @@
 """Where turns come from (`bot.host.work`): one process resuming what an earlier one left, and a
-replica adopting conversations on a shared store, through the in-memory doubles."""
+replica adopting conversations on a shared store, through the in-memory store of `bot.testing`
+(opened again on the same tables for a restart, opened `shared` for replicas)."""
 
 from __future__ import annotations
 
 from bot.ports.intake import Admission
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
-from tests.host.doubles import CannedModel, MemoryInbox, MemoryShare
-from tests.host.rig import request, rig, submit
+from bot.testing.model import ScriptedModel
+from bot.testing.store import open_memory_store
+from tests.host.rig import KEY, request, rig, submit
 
 
 async def test_on_resume_what_an_earlier_process_left_runs_before_what_came_since(
     counter: TokenCounter,
 ) -> None:
-    earlier = MemoryInbox()
-    await earlier.accept(request(1, text="left pending"), source="test", marks=["event-1"])
-    r = rig(counter, CannedModel(), inbox=earlier)
+    earlier = open_memory_store()
+    await earlier.inbox.accept(request(1, text="left pending"), source="test", marks=["event-1"])
+    await earlier.aclose()  # the earlier process stopped with turn 1 pending
+    restarted = open_memory_store(tables=earlier.tables)
+    r = rig(counter, ScriptedModel(), store=restarted)
     assert await submit(r.host, 2, text="accepted before resume") is Admission.ACCEPTED
     await r.host.idle()
     assert r.model.plans == []  # held until resume: it must run after what was left
@@ -23,57 +27,64 @@ async def test_on_resume_what_an_earlier_process_left_runs_before_what_came_sinc
     await r.host.resume()
     await r.host.idle()
     assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
-    assert r.inbox.states == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
     await r.host.close(grace=0)
 
 
 async def test_a_replica_runs_what_it_accepts_by_adopting_the_conversation(
     counter: TokenCounter,
 ) -> None:
-    inbox = MemoryInbox()
-    share = MemoryShare(inbox)
-    r = rig(counter, CannedModel(), inbox=inbox, share=share)
+    store = open_memory_store(shared=True)
+    r = rig(counter, ScriptedModel(), store=store)
     await r.host.resume()
     assert await submit(r.host, 1) is Admission.ACCEPTED
     await r.host.idle()
 
-    assert share.adopted == {1}
+    assert store.tables.items[1].owner == store.opened.owner  # adopted by this replica
     assert [p.turn_id for p in r.model.plans] == ["turn-1"]
+    assert r.states() == {1: InboxState.ANSWERED}
     await r.host.close(grace=0)
 
 
 async def test_a_conversation_another_replica_owns_is_left_to_it_until_it_is_gone(
     counter: TokenCounter,
 ) -> None:
-    inbox = MemoryInbox()
-    share = MemoryShare(inbox)
-    share.elsewhere.add(request(1).conversation_key)
-    r = rig(counter, CannedModel(), inbox=inbox, share=share, sweep_seconds=0)
+    store = open_memory_store(shared=True)
+    owner = open_memory_store(tables=store.tables, shared=True)  # a replica with no host here
+    assert owner.share is not None
+    await owner.inbox.accept(request(1), source="test", marks=["event-1"])
+    assert [item.item_id for item in (await owner.share.adopt(KEY)).items] == [1]
+    r = rig(counter, ScriptedModel(), store=store, sweep_seconds=0)
     await r.host.resume()
-    assert await submit(r.host, 1) is Admission.ACCEPTED  # stored; the owner runs it
-    assert r.model.plans == []
-
-    share.elsewhere.clear()  # its owner died: the next sweep takes the conversation over
-    assert await r.deliverer.wait_for(1) == ["canned answer"]
+    assert await submit(r.host, 2) is Admission.ACCEPTED  # stored; the owner runs it
     await r.host.idle()
-    assert r.inbox.states == {1: InboxState.ANSWERED}
+    assert r.model.plans == []  # not taken: its owner is alive
+
+    owner.die()  # its owner is gone: the next sweep takes the conversation over
+    assert await r.deliverer.wait_for(2) == ["scripted answer", "scripted answer"]
+    await r.host.idle()
+    assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
     await r.host.close(grace=0)
 
 
 async def test_a_replica_done_with_a_conversation_takes_on_what_was_accepted_meanwhile(
     counter: TokenCounter,
 ) -> None:
-    inbox = MemoryInbox()
-    share = MemoryShare(inbox)
-    r = rig(counter, CannedModel(gated=True), inbox=inbox, share=share)  # no sweep in this test
+    store = open_memory_store(shared=True)
+    other = open_memory_store(tables=store.tables, shared=True)
+    assert other.share is not None
+    r = rig(counter, ScriptedModel(gated=True), store=store)  # no sweep in this test
     await r.host.resume()
     await submit(r.host, 1)
     await r.model.started.wait()
-    # Accepted by another replica while this one runs the conversation's turn.
-    await inbox.accept(request(2), source="test", marks=["event-2"])
+    # Accepted by another replica while this one runs the conversation's turn: not its to adopt.
+    await other.inbox.accept(request(2), source="test", marks=["event-2"])
+    assert (await other.share.adopt(KEY)).items == ()
 
     r.model.release.set()
     await r.deliverer.wait_for(2)
     await r.host.idle()
     assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
     await r.host.close(grace=0)
