@@ -8,7 +8,9 @@ script, not a module: the bot comes from the first tree on PYTHONPATH, which may
 commit's (`benchmarks.compare`), while this file is the current checkout's. It prints `ready` on
 standard output once every channel is up, and stops on SIGTERM. `instant` answers with the
 in-process instant model; `server` calls the model through the anthropic SDK at the config's
-base URL.
+base URL. With BENCH_PROFILE=FILE in the environment the bot runs under cProfile (CPU time, every
+thread's) and writes its stats to FILE when it stops (read them with `python -m pstats FILE`), e.g.
+`BENCH_PROFILE=/tmp/tg.prof python -m benchmarks.host_telegram --bot-tree TREE ...`.
 """
 
 from __future__ import annotations
@@ -38,4 +40,12 @@ async def serve(config_path: str, model: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(sys.argv[1], sys.argv[2]))
+    if profile := os.environ.get("BENCH_PROFILE"):  # cProfile the bot; stats written at stop
+        import cProfile
+        import time
+
+        with cProfile.Profile(time.process_time) as profiler:  # CPU, not time spent waiting
+            asyncio.run(serve(sys.argv[1], sys.argv[2]))
+        profiler.dump_stats(profile)
+    else:
+        asyncio.run(serve(sys.argv[1], sys.argv[2]))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import pstats
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import structlog
@@ -69,3 +71,18 @@ def test_benchmark_runs_at_a_tiny_size(name: str, capsys: pytest.CaptureFixture[
     main(arguments)
     printed = capsys.readouterr().out
     assert proof in printed, printed
+
+
+def test_the_bot_process_can_be_profiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BENCH_PROFILE: the benchmarked bot runs under cProfile and leaves stats pstats reads, with
+    the host's per-turn work in them."""
+    profile = tmp_path / "bot.prof"
+    monkeypatch.setenv("BENCH_PROFILE", str(profile))
+    from benchmarks import host_telegram
+
+    host_telegram.main(list(TINY_TELEGRAM))
+    assert "1 chat" in capsys.readouterr().out
+    functions = {name for _, _, name in pstats.Stats(str(profile)).stats}
+    assert "conclude" in functions
