@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 from bot.config import HostSettings
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking
-from bot.ports.outbox import InboxState
+from bot.memory.recall import RecallCache
 from bot.ports.intake import Admission, Resumer
+from bot.ports.outbox import InboxState
 from bot.ports.records import TurnRecord
 from bot.ports.tools import Tool
 from bot.prompt import TokenCounter
-from bot.memory.recall import RecallCache
 from bot.testing.delivery import RecordingDeliverer
 from bot.testing.model import ScriptedModel
 from bot.testing.store import MemoryStore, open_memory_store

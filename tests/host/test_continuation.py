@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bot import replies
-from bot.ports.outbox import InboxState
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel, answer
 from bot.testing.resumer import RecordingResumer

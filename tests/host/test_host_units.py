@@ -12,8 +12,8 @@ import pytest
 
 from bot import replies
 from bot.errors import PartDelayed, TurnFailed, TurnSpend
-from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel, answer
 from bot.turns import Outcome

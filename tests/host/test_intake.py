@@ -9,8 +9,8 @@ import pytest
 
 from bot import replies
 from bot.errors import IntakeUnavailable
-from bot.ports.outbox import InboxState
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel
 from bot.turns import Outcome

@@ -7,15 +7,15 @@ import asyncio
 from dataclasses import replace
 
 from bot import replies
-from bot.host.delivery import Delivery
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
+from bot.host.delivery import Delivery
 from bot.host.job import Job
 from bot.host.pipeline import Handler, Pipeline, Stops, Turn
 from bot.host.publisher import Publisher
+from bot.policy.surfaces import NO_POLICY
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
-from bot.policy.surfaces import NO_POLICY
 from bot.testing.delivery import RecordingDeliverer
 from bot.testing.store import MemoryStore, open_memory_store
 from bot.turns import Outcome

@@ -8,9 +8,9 @@ import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from bot.host.delivery import Delivery
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
+from bot.host.delivery import Delivery
 from bot.host.job import Job
 from bot.host.publisher import Publisher
 from bot.ports.outbox import InboxState

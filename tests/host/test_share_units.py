@@ -10,8 +10,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
 
-from bot.ports.outbox import InboxState
 from bot.ports.intake import Admission
+from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel, answer
 from bot.testing.store import open_memory_store
