@@ -47,6 +47,8 @@ from channels.telegram.webhook import WebhookRoute, webhook_secret
 
 log = structlog.get_logger(__name__)
 
+# Connections to the Bot API for sending (getUpdates has its own one).
+BOT_API_CONNECTIONS = 16
 
 _REFUSED_TOKEN = (
     "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token again "
@@ -114,11 +116,14 @@ class TelegramChannel:
             .base_url(settings.api_url)
             .base_file_url(settings.files_base)
         )
-        if tls is not None:  # PTB's two clients (getUpdates has its own), with its pool sizes
-            verify = {"verify": tls}
-            builder = builder.request(HTTPXRequest(httpx_kwargs=verify)).get_updates_request(
-                HTTPXRequest(connection_pool_size=1, httpx_kwargs=verify)
-            )
+        # PTB's two clients (getUpdates has its own connection). The pool is kept small: httpx
+        # looks at every pooled connection on each request, and more than BOT_API_CONNECTIONS
+        # requests in flight gain nothing under Telegram's flood limits; a request waits for a
+        # free connection rather than failing.
+        verify = {} if tls is None else {"verify": tls}
+        builder = builder.request(
+            HTTPXRequest(BOT_API_CONNECTIONS, pool_timeout=None, httpx_kwargs=verify)
+        ).get_updates_request(HTTPXRequest(1, httpx_kwargs=verify))
         self._app = builder.updater(None).build()
         self.deliverer = TelegramDeliverer(
             self._app.bot,
