@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,19 @@ from bot.cli.settings import Config
 from tests.channels.slack.conftest import MakeConfig, make_config, slack  # noqa: F401
 from tests.cli.conftest import bot  # noqa: F401
 from tests.waiting import GUARD
+from tests.warmbot import NOTES_COMMAND
 
-# Run as a script (by path), so it starts from any working folder.
-NOTES = [sys.executable, str(Path(__file__).parents[1] / "mcp_servers" / "notes.py")]
+# The notes server as its own process, a fork of the warm server (tests/warmbot), from any working
+# folder: the same server module as `python tests/mcp_servers/notes.py` (which the mcp_tools
+# benchmark's smoke run starts as a script), without its half second of importing the SDK.
+NOTES = NOTES_COMMAND
+
+
+@pytest.fixture(autouse=True)
+def _warm_server(bot_command: list[str]) -> None:
+    """NOTES needs this session's warm server running."""
+
+
 SECRET = "notes-token-SECRET-0042-abcdef"
 
 

@@ -1,7 +1,9 @@
-"""The `bot` command as tests start it: `python -I -S launch.py SOCKET ARGS...` asks the warm
-server (tests/warmbot/server.py) to run `bot ARGS...` with this process's streams, environment
-and working folder, passes on the signals it gets, and ends the way the command ended (its exit
-status, or death by the same signal). Only the standard library, so it starts in milliseconds.
+"""A command as tests start it: `python -I -S launch.py PROGRAM SOCKET ARGS...` asks the warm
+server (tests/warmbot/server.py) listening on SOCKET (a leading "@" names an abstract socket) to
+run PROGRAM (`bot`, or the MCP test server `notes`) with ARGS and this process's streams,
+environment and working folder, passes on the signals it gets, and ends the way the command ended
+(its exit status, or death by the same signal). Only the standard library, so it starts in
+milliseconds.
 
 With `WARMBOT_PID_FD=N` in its environment (an inherited pipe), it writes the command's pid there
 (`N\n`) once the command started, so a test can signal the command itself, SIGKILL included; the
@@ -18,7 +20,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 
 
 def main() -> None:
-    path, argv = sys.argv[1], sys.argv[2:]
+    program, path, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
     pending: list[int] = []
     command: list[int] = []
 
@@ -31,9 +33,9 @@ def main() -> None:
     for number in FORWARDED:
         signal.signal(number, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    conn.connect(path)
+    conn.connect("\0" + path[1:] if path.startswith("@") else path)
     pid_fd = os.environ.pop("WARMBOT_PID_FD", None)
-    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
+    request = {"program": program, "argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     lines = conn.makefile("r")
     command.append(int(lines.readline().split()[1]))
@@ -45,7 +47,8 @@ def main() -> None:
     kind, _, value = lines.readline().partition(" ")
     if kind == "signal":
         number = int(value)
-        signal.signal(number, signal.SIG_DFL)
+        if number != signal.SIGKILL:  # the one that has no disposition to reset
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
     os._exit(int(value) if kind == "exit" else 1)
 

@@ -1,12 +1,15 @@
 """The warm `bot`: a process that has imported the whole package once and forks a `bot` command
-for each launcher that connects (`python -m tests.warmbot.server SOCKET`).
+for each launcher that connects (`python -m tests.warmbot.server SOCKET`; a leading "@" in SOCKET
+names an abstract socket).
 
 Starting an interpreter and importing the model SDK costs seconds of CPU per `bot` subprocess;
 forking a process that has done it already costs milliseconds. Each command runs in a fresh
 fork with the launcher's arguments, environment, working folder and standard streams (received
 as file descriptors), so it is the real `bot.cli.main` in a process of its own, exactly as the
 `bot` console script runs it. Forking is safe here because this process never starts an event
-loop or a thread.
+loop or a thread. The MCP notes server of the tests (tests/mcp_servers/notes.py, the official
+SDK's server over stdio or HTTP) is served the same way (program `notes`): an MCP client starts
+it as its own process, on its own pipes, without the half second of importing the SDK.
 
 Per connection the server forks a monitor, which forks the command, tells the launcher its pid,
 and reports how it ended (`exit N` or `signal N`). When the launcher goes away (killed), the
@@ -51,6 +54,8 @@ def _warm_up() -> None:
 
     TokenCounter()
 
+    import tests.mcp_servers.notes  # noqa: F401
+
 
 def _reopen_stdio() -> None:
     """Standard streams on the received descriptors, buffered the way the interpreter would
@@ -84,11 +89,8 @@ def _command(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     time.tzset()
     os.chdir(request["cwd"])
-    sys.argv = ["bot", *request["argv"]]
-    from bot.cli import main
-
     try:
-        code = main(request["argv"])
+        code = PROGRAMS[request["program"]](request["argv"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -105,6 +107,24 @@ def _command(request: dict[str, Any], fds: list[int]) -> None:
         sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
         code = 1
     _finish(code)
+
+
+def _bot(argv: list[str]) -> int:
+    sys.argv = ["bot", *argv]
+    from bot.cli import main
+
+    return main(argv)
+
+
+def _notes(argv: list[str]) -> int:
+    from tests.mcp_servers import notes
+
+    sys.argv = [notes.__file__, *argv]
+    notes.main(argv)
+    return 0
+
+
+PROGRAMS = {"bot": _bot, "notes": _notes}
 
 
 def _monitor(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
@@ -150,7 +170,7 @@ def serve(path: str) -> None:
     _warm_up()
     assert threading.active_count() == 1, "a thread before fork: the forks would be unsafe"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
+    listener.bind("\0" + path[1:] if path.startswith("@") else path)
     listener.listen(64)
     print("ready", flush=True)
     while True:
