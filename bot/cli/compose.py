@@ -11,6 +11,8 @@ MCP servers, the store and the model client.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -226,6 +228,20 @@ def _telegram(parts: Parts) -> Channel:
     )
 
 
+def client_tls() -> ssl.SSLContext:
+    """The process's TLS client context: the system's CAs, SSL_CERT_FILE / SSL_CERT_DIR honoured
+    as they are now. Building one reads the whole CA bundle (tens of milliseconds of CPU), so one
+    is built per process and CA setting and shared, by an App's HTTPS clients and by every App of
+    the process (replicas in one process, a test session's many)."""
+    return _client_tls(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _client_tls(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    """Keyed by the variables `ssl.create_default_context` reads (through OpenSSL)."""
+    return ssl.create_default_context()
+
+
 class App:
     """Everything one command runs: the store, the host, `channels` and what `runs` asks for,
     started and stopped in the right order."""
@@ -299,9 +315,8 @@ class App:
         # One counter: the runtime refines its calibration from the API's usage, and the
         # assembler's budget estimates follow.
         counter = TokenCounter(calibration=settings.model.token_calibration)
-        # One TLS client context (the system's CAs; SSL_CERT_FILE / SSL_CERT_DIR honoured) for
-        # the model API, Slack and Telegram: building one reads the whole CA bundle.
-        tls = ssl.create_default_context()
+        # One TLS client context for the model API, Slack and Telegram (see client_tls).
+        tls = client_tls()
         model = self._model_override or build_model(
             settings.model, require_api_key(self.config), counter, tls
         )

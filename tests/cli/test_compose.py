@@ -1,4 +1,5 @@
-"""The composition root's shared parts: one TLS client context for every HTTPS client."""
+"""The composition root's shared parts: one TLS client context for every HTTPS client, built once
+per process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.cli.compose import App
+from bot.cli.compose import App, _client_tls, client_tls
 from bot.cli.settings import load_config
 from tests.conftest import write_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -20,7 +21,9 @@ async def test_the_model_slack_and_telegram_clients_read_the_ca_bundle_once(
     agent_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Building a TLS client context reads the whole CA bundle (a noticeable part of start-up);
-    the Anthropic, Slack and Telegram clients (PTB has two) share one."""
+    the Anthropic, Slack and Telegram clients (PTB has two) share one, and so does the next App
+    of the same process."""
+    _client_tls.cache_clear()  # as in a fresh process
     loads: list[str] = []
 
     def counted(name: str) -> Any:
@@ -60,4 +63,18 @@ async def test_the_model_slack_and_telegram_clients_read_the_ca_bundle_once(
         }
         async with App(load_config(agent_dir / "bot.toml", env=env)) as app:
             assert {channel.name for channel in app.channels} == {"slack", "telegram"}
+        assert len(loads) == 1, loads
+        async with App(load_config(agent_dir / "bot.toml", env=env)):
+            pass
     assert len(loads) == 1, loads
+
+
+def test_another_ca_setting_gets_a_context_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context is built with the CAs that SSL_CERT_FILE / SSL_CERT_DIR name at the time: a
+    process that changes them gets a new one."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    default = client_tls()
+    assert client_tls() is default
+    monkeypatch.setenv("SSL_CERT_FILE", ssl.get_default_verify_paths().openssl_cafile)
+    assert client_tls() is not default

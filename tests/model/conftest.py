@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bot.cli.compose import client_tls
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
 from bot.ports.model import AssembledRequest, TurnPlan, TurnPrompt
@@ -174,6 +175,7 @@ def make_runtime(fake: FakeAnthropic, fake_time: FakeTime) -> Callable[..., Anth
             sleep=fake_time.sleep,
             clock=fake_time.clock,
             rng=random.Random(7),
+            tls=client_tls(),  # as the App passes it (the process's one context)
         )
 
     return build

@@ -36,8 +36,9 @@ MAX_REQUEST = 1 << 20  # arguments and environment of one command, as JSON
 
 
 def _warm_up() -> None:
-    """Import every module a `bot` command might, and build the token encoding (cached per
-    process, built by every command that assembles a prompt), so each fork starts with them."""
+    """Import every module a `bot` command might, and build the token encoding and the TLS client
+    context (each cached per process, built by every command that assembles a prompt or starts
+    an App), so each fork starts with them."""
     import anthropic  # noqa: F401
     import slack_bolt.async_app  # noqa: F401
     import telegram.ext  # noqa: F401
@@ -53,6 +54,10 @@ def _warm_up() -> None:
     from bot.prompt.tokens import TokenCounter
 
     TokenCounter()
+
+    from bot.cli.compose import client_tls
+
+    client_tls()
 
     import tests.mcp_servers.notes  # noqa: F401
 
