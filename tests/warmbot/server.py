@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -58,6 +59,11 @@ def _warm_up() -> None:
     from bot.cli.compose import client_tls
 
     client_tls()
+
+    # Out of the garbage collector's view: each command's full collections would scan all of it
+    # (and, by touching every object, copy the pages the fork shares with this process).
+    gc.collect()
+    gc.freeze()
 
     import tests.mcp_servers.notes  # noqa: F401
 
