@@ -40,9 +40,11 @@ from benchmarks.overhead import (
     BotProcess,
     Figures,
     add_bot_tree,
+    add_store,
     answer_for,
     measure,
     patiently,
+    store_url,
     write_config,
 )
 from tests.fakes.anthropic import FakeAnthropic
@@ -148,14 +150,19 @@ async def scenario(
 async def run(args: argparse.Namespace, folder: Path) -> None:
     """Both scenarios against one bot process: one conversation, then many at once."""
     dm, server = args.surface == "dm", args.model == "server"
-    async with FakeSlack() as slack, FakeAnthropic(min_cacheable_tokens=0) as claude:
+    async with (
+        FakeSlack() as slack,
+        FakeAnthropic(min_cacheable_tokens=0) as claude,
+        store_url(args) as store,
+    ):
         claude.respond_with(answer_for)
         env = {
             "SLACK_BOT_TOKEN": slack.bot_token,
             "SLACK_APP_TOKEN": slack.app_token,
             "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
         }
-        path = write_config(folder, "slack", slack.api_url, claude.base_url if server else None)
+        model_url = claude.base_url if server else None
+        path = write_config(folder, "slack", slack.api_url, model_url, store)
         conversations = world(slack, 1 + args.conversations, dm)
         async with BotProcess(path, env, tree=args.bot_tree, instant=not server) as bot:
             first = conversations[:1]
@@ -178,10 +185,14 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
     parser.add_argument("--conversations", type=int, default=100, help="in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    add_store(parser)
     add_bot_tree(parser)
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    print(f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}")
+    print(
+        f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}, "
+        f"store: {args.store}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         await run(args, Path(folder))
 

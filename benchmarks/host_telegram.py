@@ -35,9 +35,11 @@ from benchmarks.overhead import (
     BotProcess,
     Figures,
     add_bot_tree,
+    add_store,
     answer_for,
     measure,
     patiently,
+    store_url,
     write_config,
 )
 from tests.fakes.anthropic import FakeAnthropic
@@ -94,10 +96,15 @@ async def scenario(
 async def run(args: argparse.Namespace, folder: Path) -> None:
     """Both scenarios against one bot process: one chat, then many at once."""
     server = args.model == "server"
-    async with FakeTelegram() as tg, FakeAnthropic(min_cacheable_tokens=0) as claude:
+    async with (
+        FakeTelegram() as tg,
+        FakeAnthropic(min_cacheable_tokens=0) as claude,
+        store_url(args) as store,
+    ):
         claude.respond_with(answer_for)
         env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
-        path = write_config(folder, "telegram", tg.base_url, claude.base_url if server else None)
+        model_url = claude.base_url if server else None
+        path = write_config(folder, "telegram", tg.base_url, model_url, store)
         people = [
             tg.user(f"Person{i}", "Bench", f"person{i}", user_id=10_000 + i)
             for i in range(1 + args.chats)
@@ -121,10 +128,11 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--model", choices=["instant", "server"], default="instant")
     parser.add_argument("--chats", type=int, default=100, help="chats in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
+    add_store(parser)
     add_bot_tree(parser)
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    print(f"Telegram host overhead, model: {args.model}")
+    print(f"Telegram host overhead, model: {args.model}, store: {args.store}")
     with tempfile.TemporaryDirectory() as folder:
         await run(args, Path(folder))
 

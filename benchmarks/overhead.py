@@ -11,16 +11,20 @@ import asyncio
 import contextlib
 import os
 import re
+import secrets
 import signal
 import statistics
 import sys
 import textwrap
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
 
 from bot.ports.model import AssembledRequest, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
@@ -103,11 +107,15 @@ class Figures:
         )
 
 
-def write_config(folder: Path, channel: str, api_url: str, model_url: str | None) -> Path:
+def write_config(
+    folder: Path, channel: str, api_url: str, model_url: str | None, store_url: str | None = None
+) -> Path:
     """A config with one channel on its fake, no rate limits and deep queues (the benchmark
-    sends bursts), and the model either in process (no base_url) or on the fake server."""
+    sends bursts), the model either in process (no base_url) or on the fake server, and the
+    store in SQLite or (`store_url`) PostgreSQL."""
     (folder / "IDENTITY.md").write_text("# Identity\n\nYou are Benchbot.\n", encoding="utf-8")
     model = f'base_url = "{model_url}"\nmax_retries = 0\n' if model_url else ""
+    store = f'url = "{store_url}"' if store_url else 'path = "data/bot.sqlite3"'
     path = folder / "bot.toml"
     path.write_text(
         textwrap.dedent(
@@ -118,7 +126,7 @@ def write_config(folder: Path, channel: str, api_url: str, model_url: str | None
             [model]
             {model}
             [store]
-            path = "data/bot.sqlite3"
+            {store}
 
             [host]
             turns_per_person_per_minute = 0
@@ -267,6 +275,51 @@ class BotProcess:
                 return now
             before = now
         return before
+
+
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="the bot's store: a SQLite file, or a throwaway database on the --postgres server",
+    )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("TEST_POSTGRES_URL") or DEFAULT_POSTGRES,
+        help="an admin URL of the PostgreSQL server (default: $TEST_POSTGRES_URL, else local)",
+    )
+
+
+@contextlib.asynccontextmanager
+async def store_url(args: argparse.Namespace) -> AsyncIterator[str | None]:
+    """None for SQLite; for PostgreSQL, a throwaway database's URL, dropped afterwards."""
+    if args.store == "sqlite":
+        yield None
+        return
+    async with throwaway_database(args.postgres) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def throwaway_database(admin: str) -> AsyncIterator[str]:
+    name = f"bench_{secrets.token_hex(4)}"
+    conn = await asyncpg.connect(admin, timeout=5)
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    try:
+        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}", query=""))
+    finally:
+        # Dropped by a detached process, as the tests drop theirs: PostgreSQL 15 checkpoints on
+        # DROP DATABASE, seconds (tens of seconds on a busy server) the figures need not wait for.
+        from tests import postgres
+
+        postgres.stop(postgres.PgServer(admin, name))
 
 
 def add_bot_tree(parser: argparse.ArgumentParser) -> None:

@@ -27,11 +27,10 @@ import argparse
 import asyncio
 import contextlib
 import os
-import secrets
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,13 +40,17 @@ import structlog
 from aiohttp import web
 
 from benchmarks.host_telegram import in_order, run_round
-from benchmarks.overhead import Figures, InstantModel, measure
+from benchmarks.overhead import (
+    DEFAULT_POSTGRES,
+    Figures,
+    InstantModel,
+    measure,
+    throwaway_database,
+)
 from bot.cli.compose import App
 from bot.cli.settings import load_config
-from tests import postgres
 from tests.fakes.telegram import FakeTelegram
 
-DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 SECRET = "bench-webhook-secret"
 
 
@@ -156,22 +159,6 @@ async def scenario(
             return measured.figures(name, args.chats * args.rounds, in_order(tg))
     finally:
         await balancer.stop()
-
-
-@contextlib.asynccontextmanager
-async def throwaway_database(admin: str) -> AsyncIterator[str]:
-    name = f"bench_replicas_{secrets.token_hex(4)}"
-    conn = await asyncpg.connect(admin, timeout=5)
-    try:
-        await conn.execute(f"CREATE DATABASE {name}")
-    finally:
-        await conn.close()
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}", query=""))
-    finally:
-        # Dropped by a detached process, as the tests drop theirs: PostgreSQL 15 checkpoints on
-        # DROP DATABASE, seconds (tens of seconds on a busy server) the figures need not wait for.
-        postgres.stop(postgres.PgServer(admin, name))
 
 
 async def new_schema(url: str, name: str) -> str:

@@ -17,7 +17,7 @@ BotError
 │   ├── TargetNotEmptyError  `bot store migrate` found data in the target already
 │   ├── ClaimLost            a replica's inbox item was adopted by another (it was taken for gone)
 │   ├── UnreadableRecord     a stored entry, request or route this program cannot read
-│   ├── DuplicateKey         the in-memory store (bot.testing) was asked to store a key twice
+│   ├── DuplicateKey         a row refused for its unique key (stored already)
 │   └── StoreFault           a write to a table of the in-memory store a test told to fail
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
@@ -126,8 +126,8 @@ class UnreadableRecord(StoreError, ValueError):
 
 
 class DuplicateKey(StoreError):
-    """The in-memory store (`bot.testing`) was asked to store a second row under one unique key
-    (what a UNIQUE constraint refuses in SQL); nothing of the operation was written."""
+    """A row was refused because one with its unique key is stored already (a UNIQUE constraint
+    in SQL, the same check in the in-memory store); nothing of the operation was written."""
 
 
 class StoreFault(StoreError):

@@ -25,7 +25,7 @@ import pytest
 
 from bot.cli.stored import open_configured
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
-from bot.errors import DuplicateKey, StoreFault
+from bot.errors import StoreFault
 from bot.ports.stores import OpenStore
 from bot.testing.store import MemoryStore, open_memory_store
 from bot.testing.tables import Tables
@@ -34,10 +34,8 @@ from tests import postgres
 SQL_ENGINES = ("sqlite", "postgresql")
 ENGINES = (*SQL_ENGINES, "memory")
 REPLICA_ENGINES = ("postgresql", "memory-replicas")
-# What a write to a table a test made fail raises (`Engine.failing`), and what a second row
-# under one unique key raises, on each engine.
+# What a write to a table a test made fail raises (`Engine.failing`), on each engine.
 WRITE_FAILED = (sqlite3.OperationalError, asyncpg.UndefinedTableError, StoreFault)
-DUPLICATE_KEY = (sqlite3.IntegrityError, asyncpg.UniqueViolationError, DuplicateKey)
 
 
 class Clock:

@@ -136,15 +136,18 @@ class Intake:
         consumes: int | None,
         trace: tracing.TurnTrace,
     ) -> Admission:
-        try:
-            item = await self._inbox.accept(request, source=source, marks=marks, consumes=consumes)
-        except Exception as exc:  # not stored: the channel must not acknowledge
-            log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
-            return Admission.UNAVAILABLE
-        if item is None:
-            log.info("event_duplicate", conversation_key=request.conversation_key)
-            return Admission.DUPLICATE
-        return await self._source.accepted(item, trace)
+        async with self._source.accepting():  # stored and handed over as one, for `resume()`
+            try:
+                item = await self._inbox.accept(
+                    request, source=source, marks=marks, consumes=consumes
+                )
+            except Exception as exc:  # not stored: the channel must not acknowledge
+                log.warning("inbox_unavailable", error=type(exc).__name__, detail=str(exc))
+                return Admission.UNAVAILABLE
+            if item is None:
+                log.info("event_duplicate", conversation_key=request.conversation_key)
+                return Admission.DUPLICATE
+            return await self._source.accepted(item, trace)
 
     async def note(
         self, *, source: str, marks: Sequence[str], chatter: Chatter | None = None

@@ -201,9 +201,10 @@ class ModelTurn:
         remember. A turn whose tool calls wait on something (an approval) is answered all the
         same and suspends: it continues later as a continuation turn."""
         request = turn.request
-        entries = [user_entry, *without_recalled_words(outcome.entries)]
+        priced = self._thinking.assembler.priced
+        entries = [user_entry, *map(priced, without_recalled_words(outcome.entries))]
         if outcome.history is not None:
-            entries = [*outcome.history, *entries]
+            entries = [*map(priced, outcome.history), *entries]
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
         ended = Outcome.SILENT if silent else Outcome.OK
         details = budget_details(outcome.budget) | tool_details(outcome.tool_calls)

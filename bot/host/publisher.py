@@ -15,7 +15,7 @@ from datetime import datetime
 
 import structlog
 
-from bot.errors import ClaimLost
+from bot.errors import ClaimLost, DuplicateKey
 from bot.host.answering import Answering
 from bot.host.conclusions import STOPPED, Conclusion, continuity_account, policy_of, record
 from bot.host.job import Job
@@ -197,7 +197,8 @@ class Publisher:
     async def _publish(self, publication: Publication) -> str | None:
         """Publish, trying again with backoff while the host runs (a full disk may get space
         back; the conversation's later turns wait behind this one, so order holds). None once
-        published; the error's name when the host began closing first."""
+        published; the error's name when the host began closing first, or when trying again
+        cannot help (another replica runs the item; the turn was published before)."""
         wait = PUBLISH_RETRY_FIRST
         while True:
             try:
@@ -206,6 +207,9 @@ class Publisher:
             except ClaimLost:  # another replica took this one for gone and runs the item
                 log.warning("turn_claim_lost", item=publication.item_id)
                 return ClaimLost.__name__
+            except DuplicateKey as exc:  # published before (a turn run twice): never will be
+                log.error("turn_published_twice", item=publication.item_id, detail=str(exc))
+                return DuplicateKey.__name__
             except Exception as exc:
                 error = type(exc).__name__
                 if self._closing.is_set():

@@ -3,7 +3,9 @@ store (`Replicas`, on a `WorkShare`, SPEC §13).
 
 One process queues what it accepts at once, and on start (`resume`) what an earlier process left:
 undelivered parts first, then every pending item in accepted order; until then, accepted items
-are held so that they run after it.
+are held so that they run after it. An item stored just before `resume` reads the inbox but not
+yet handed over by its intake is waited for, so it is queued once, as this process's new turn
+(queued twice, it would be answered twice, and its second publication refused).
 
 Replicas do not run what they accept at once: they adopt the conversation, which succeeds only
 when no other live replica owns work in it, and then run all of its pending items on their lane
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import structlog
 
@@ -56,6 +58,19 @@ class SingleProcess:
         # that they run after it, in the order they were accepted.
         self._resumed = False
         self._held: list[InboxItem] = []
+        self._accepting: set[asyncio.Future[None]] = set()  # intakes storing an item now
+
+    @contextlib.asynccontextmanager
+    async def accepting(self) -> AsyncIterator[None]:
+        """Around one intake's storing of an item and its handing over (`accepted`): `resume()`
+        waits for those under way when it reads the inbox."""
+        done = asyncio.get_running_loop().create_future()
+        self._accepting.add(done)
+        try:
+            yield
+        finally:
+            self._accepting.discard(done)
+            done.set_result(None)
 
     async def accepted(self, item: InboxItem, trace: tracing.TurnTrace) -> Admission:
         """Queue an item the inbox just stored."""
@@ -73,6 +88,12 @@ class SingleProcess:
         for part in await self._outbox.undelivered():
             leftovers.setdefault(part.conversation_key, []).append(part)
         found = await self._inbox.pending()
+        # An intake may have stored its item before that read and not handed it over yet: it is
+        # this process's, new (held, run as such), not one an earlier process left, so it must
+        # not be queued here and again when it comes. Each intake under way hands its item over
+        # first (items stored after the read come to `_held` meanwhile, or are admitted later).
+        if self._accepting:
+            await asyncio.wait(list(self._accepting))
         # From here to the end nothing awaits, so no accepted item can slip between the two.
         for key, parts in leftovers.items():
             self._lanes.put(key, Job(None, leftovers=tuple(parts)), bounded=False)
@@ -116,6 +137,12 @@ class Replicas:
         self._resumed = False
         self._sweeper: asyncio.Task[None] | None = None
         self._adopting: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def accepting(self) -> AsyncIterator[None]:
+        """Around one intake's storing and handing over of an item: nothing to wait for (an
+        item is run by whoever adopts its conversation, once)."""
+        yield
 
     async def accepted(self, item: InboxItem, trace: tracing.TurnTrace) -> Admission:
         """Adopt the conversation of an item the inbox just stored (and so run it here), unless

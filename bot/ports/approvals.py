@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from bot.turns import ReplyRoute
+from bot.turns import ReplyRoute, TurnRequest
 
 PENDING = "pending"
 APPROVED = "approved"
@@ -19,7 +19,7 @@ class Approval:
 
     `arguments` is the canonical JSON that was shown and that runs; `digest` its sha256, checked
     again before the call. `requester` and `approvers` are `platform:person` ids. `request` is
-    the encoded turn request the continuation answers; `card` where the channel posted the card.
+    the turn request the continuation answers; `card` where the channel posted the card.
     `running_at` is set (once, conditionally) just before an approved call runs, and `result` is
     the outcome the continuation told the model ("" for a call that did not run): None until then.
     """
@@ -32,7 +32,7 @@ class Approval:
     digest: str
     requester: str
     approvers: tuple[str, ...]
-    request: str
+    request: TurnRequest
     created_at: float
     expires_at: float
     card: dict[str, Any] = field(default_factory=dict)

@@ -235,6 +235,13 @@ class Assembler:
             at=request.received_at,
         )
 
+    def priced(self, entry: HistoryEntry) -> HistoryEntry:
+        """`entry` with its token estimate, so it is stored with it and never counted again
+        when later turns trim the history (the model's entries come without one)."""
+        if entry.tokens > 0:
+            return entry
+        return replace(entry, tokens=hist.entry_tokens(entry, self._counter.count))
+
     def assemble(
         self,
         request: TurnRequest,

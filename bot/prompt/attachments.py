@@ -218,7 +218,10 @@ def strip_media(value: Any) -> Any:
     """A copy of a request body with every image/document payload replaced by a short
     placeholder (its size and digest), so records name attachments and never embed them."""
     if isinstance(value, Mapping):
-        if value.get("type") == "base64" and isinstance(value.get("data"), str):
+        kind = value.get("type")
+        if kind == "text" and isinstance(value.get("text"), str):
+            return value  # most of a body, and never a payload: not walked or copied
+        if kind == "base64" and isinstance(value.get("data"), str):
             data = value["data"]
             digest = hashlib.sha256(data.encode("ascii", errors="replace")).hexdigest()[:16]
             return {**value, "data": f"[base64, {len(data)} characters, sha256 {digest}]"}

@@ -60,11 +60,15 @@ def neutralize(text: str) -> str:
         return text
     if "<" not in fold(text) and "&" not in text:
         return text
-    edits = {
-        index: _escape_opener(ch)
-        for index, (ch, piece) in enumerate(zip(text, fold_pieces(text), strict=True))
-        if "<" in piece
-    }
+    # Each distinct character is folded once; the openers are then found at C speed.
+    distinct = "".join(set(text))
+    openers = [
+        ch for ch, piece in zip(distinct, fold_pieces(distinct), strict=True) if "<" in piece
+    ]
+    edits: dict[int, str] = {}
+    if openers:
+        found = re.finditer("[" + "".join(map(re.escape, openers)) + "]", text)
+        edits = {match.start(): _escape_opener(match.group()) for match in found}
     for match in _ESCAPED.finditer(text):
         edits[match.start()] = "&amp;"  # the `&` of what looks escaped gains one `amp;`
     return _apply(text, edits) if edits else text

@@ -47,7 +47,6 @@ from bot.ports.approvals import (
 )
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
-from bot.store.sql.request_codec import decode_request, encode_request
 from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -216,7 +215,7 @@ class ApprovalDesk:
             digest=digest(text),
             requester=requester,
             approvers=approvers,
-            request=encode_request(request),
+            request=request,
             created_at=now,
             expires_at=now + self._settings.expire_minutes * 60,
         )
@@ -335,7 +334,7 @@ class ApprovalDesk:
         at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
         by = approval.decided_by if approval.state != EXPIRED else None
         try:
-            cards = self._cards.get(decode_request(approval.request).channel)
+            cards = self._cards.get(approval.request.channel)
             if cards is not None and approval.card:
                 await cards.close_card(
                     approval.card, replies.approval_closed(approval.tool, approval.state, by, at)
@@ -349,7 +348,7 @@ class ApprovalDesk:
         admission = Admission.UNAVAILABLE
         try:
             follow = replace(
-                decode_request(approval.request),
+                approval.request,
                 text="",
                 turn_id=uuid.uuid4().hex,
                 received_at=datetime.fromtimestamp(self._clock(), UTC),

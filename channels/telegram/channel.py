@@ -47,8 +47,10 @@ from channels.telegram.webhook import WebhookRoute, webhook_secret
 
 log = structlog.get_logger(__name__)
 
-# Connections to the Bot API for sending (getUpdates has its own one).
-BOT_API_CONNECTIONS = 16
+# Connections to the Bot API for sending (getUpdates has its own one). Eight carry more than
+# Telegram lets a bot send (about 30 messages a second in all) at its usual 50-150 ms a request,
+# and each one more costs CPU on every request: httpx looks at every pooled connection each time.
+BOT_API_CONNECTIONS = 8
 
 _REFUSED_TOKEN = (
     "Telegram refused TELEGRAM_BOT_TOKEN (getMe said unauthorized). Fix: copy the token again "
@@ -116,10 +118,8 @@ class TelegramChannel:
             .base_url(settings.api_url)
             .base_file_url(settings.files_base)
         )
-        # PTB's two clients (getUpdates has its own connection). The pool is kept small: httpx
-        # looks at every pooled connection on each request, and more than BOT_API_CONNECTIONS
-        # requests in flight gain nothing under Telegram's flood limits; a request waits for a
-        # free connection rather than failing.
+        # PTB's two clients, each with a small pool (see BOT_API_CONNECTIONS); a request waits
+        # for a free connection rather than failing.
         verify = {} if tls is None else {"verify": tls}
         builder = builder.request(
             HTTPXRequest(BOT_API_CONNECTIONS, pool_timeout=None, httpx_kwargs=verify)

@@ -63,6 +63,17 @@ async def test_two_requests_of_one_conversation_run_in_order(started: Rig) -> No
     assert started.posted() == ["scripted answer", "scripted answer"]
 
 
+async def test_every_entry_is_stored_with_its_token_estimate(started: Rig) -> None:
+    """The model's entries come without an estimate: the turn counts them once, before they are
+    stored, so later turns trim the history without counting it again."""
+    assert await submit(started.host, 1, text="first") is Admission.ACCEPTED
+    await started.host.idle()
+
+    stored = await started.store.history.load(KEY)
+    assert [entry.role for entry in stored] == ["user", "assistant"]
+    assert all(entry.tokens > 0 for entry in stored)
+
+
 async def test_at_capacity_the_person_is_told_the_host_is_busy(counter: TokenCounter) -> None:
     r = rig(counter, ScriptedModel(gated=True), queue_per_conversation=1)
     await r.host.resume()

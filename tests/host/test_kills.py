@@ -190,7 +190,7 @@ async def test_many_sigkills_lose_nothing_acknowledged_and_answer_once(
                 if rng.random() < 0.5:  # a life that gets somewhere before it is killed
                     await _progress(world, answered)
                 await _traffic(world, rng, rng.uniform(0.05, 0.5))
-                await bot.stop(signal.SIGKILL)
+                assert await bot.stop(signal.SIGKILL) == -signal.SIGKILL  # not ended by itself
             # A last, calm life: Slack retries what was never acknowledged, everything drains.
             bot = await bots.start(*run)
             for body in world.slack_bodies:
@@ -269,7 +269,7 @@ async def test_a_long_answer_killed_mid_stream_arrives_whole_and_once_after_the_
             await tg.push(tg.message(group, person, "tell me everything", mention=True))
             await slack.wait_for(lambda: "chat.appendStream" in slack.held, 30)
             await tg.wait_for(lambda: "editMessageText" in tg.held)
-            await bot.stop(signal.SIGKILL)
+            assert await bot.stop(signal.SIGKILL) == -signal.SIGKILL  # not ended by itself
             slack.release("chat.appendStream")
             tg.release("editMessageText")
             bot = await bots.start(*run)

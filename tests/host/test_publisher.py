@@ -95,6 +95,21 @@ async def test_a_refused_publication_is_tried_again_until_the_store_takes_it() -
     assert await store.inbox.state(1) is InboxState.REFUSED
 
 
+async def test_a_turn_published_before_is_not_tried_again_and_holds_nothing_up() -> None:
+    """A publication refused for a unique key (its parts are stored: the turn ran twice) can
+    never be taken: the turn ends there, unsaid, instead of holding its conversation's lane."""
+    store = open_memory_store()
+    built, deliverer = publisher(store, asyncio.Event())  # not closing: others are retried
+    job = await accepted(store, request(1))
+    await built.conclude(job, notice(job))
+
+    again = await asyncio.wait_for(built.conclude(job, notice(job)), 60)  # fails, not hangs
+
+    assert (again.outcome, again.error) == (Outcome.FAILED, "publish: DuplicateKey")
+    assert len(store.outbox.publications) == 1
+    assert deliverer.texts == ["I am busy."]  # said once
+
+
 async def test_at_shutdown_an_unpublished_turn_stays_pending_and_says_nothing() -> None:
     store = open_memory_store()
     closing = asyncio.Event()

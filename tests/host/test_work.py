@@ -4,12 +4,49 @@ replica adopting conversations on a shared store, through the in-memory store of
 
 from __future__ import annotations
 
-from bot.ports.intake import Admission
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bot.ports.intake import Admission, InboxItem
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
+from bot.testing.inbox import MemoryInbox
 from bot.testing.model import ScriptedModel
-from bot.testing.store import open_memory_store
+from bot.testing.store import MemoryStore, open_memory_store
+from bot.turns import TurnRequest
 from tests.host.rig import KEY, request, rig, submit
+from tests.waiting import until
+
+
+class _LateHandover(MemoryInbox):
+    """An inbox whose `accept` stores the item (`stored` is set), then waits for `go` before
+    it returns, as if the intake that stored it were still on its way to the host; `read` is
+    set when `pending` has read the pending items."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store.opened, store.buffer)
+        self.stored = asyncio.Event()
+        self.go = asyncio.Event()
+        self.read = asyncio.Event()
+
+    async def accept(
+        self,
+        request: TurnRequest,
+        *,
+        source: str,
+        marks: Sequence[str],
+        consumes: int | None = None,
+    ) -> InboxItem | None:
+        item = await super().accept(request, source=source, marks=marks, consumes=consumes)
+        self.stored.set()
+        await self.go.wait()
+        return item
+
+    async def pending(self) -> list[InboxItem]:
+        found = await super().pending()
+        self.read.set()
+        return found
 
 
 async def test_on_resume_what_an_earlier_process_left_runs_before_what_came_since(
@@ -28,6 +65,34 @@ async def test_on_resume_what_an_earlier_process_left_runs_before_what_came_sinc
     await r.host.idle()
     assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
     assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
+    await r.host.close(grace=0)
+
+
+async def test_an_event_stored_while_the_host_resumes_is_run_once_and_as_new(
+    counter: TokenCounter,
+) -> None:
+    """An event stored just before `resume()` reads the inbox, whose intake hands it over only
+    after: it is queued once, as this process's new turn, not also as one an earlier process
+    left. Queued twice it would be answered twice, and its second publication, refused by the
+    store, would be tried again and again while the conversation's later turns wait behind it."""
+    store = open_memory_store()
+    inbox = _LateHandover(store)
+    r = rig(counter, ScriptedModel(), store=replace(store, inbox=inbox))
+    first = asyncio.create_task(submit(r.host, 1))
+    await inbox.stored.wait()
+    resuming = asyncio.create_task(r.host.resume())
+    await inbox.read.wait()  # item 1 is pending, its intake still on the way
+    inbox.go.set()
+    await resuming
+    assert await first is Admission.ACCEPTED
+    assert await submit(r.host, 2) is Admission.ACCEPTED
+
+    await until(lambda: len(r.model.plans) >= 2, state=lambda: r.model.plans)
+    assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2"]
+    await r.host.idle()
+    assert r.posted() == ["scripted answer", "scripted answer"]
+    assert r.states() == {1: InboxState.ANSWERED, 2: InboxState.ANSWERED}
+    assert store.tables.items[1].attempts == 0  # new: not counted as a run again after a stop
     await r.host.close(grace=0)
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.errors import DuplicateKey
 from bot.ports.history import Chatter
 from bot.ports.memory import MemoryCapture
 from bot.ports.outbox import InboxState, OutboxPart, Publication
@@ -32,7 +33,7 @@ from bot.turns import (
     TurnRequest,
     Viewing,
 )
-from tests.engines import DUPLICATE_KEY, WRITE_FAILED, Clock, Engine
+from tests.engines import WRITE_FAILED, Clock, Engine
 from tests.store.sqlite.full_disk import fill, make_room
 from tests.store.sqlite.helpers import assistant, user
 
@@ -262,7 +263,7 @@ async def test_a_failed_publication_writes_nothing(store: OpenStore) -> None:
         record=record(1),
     )
     broken = replace(broken, usage=charged(1), capture=captured(1))
-    with pytest.raises(DUPLICATE_KEY):
+    with pytest.raises(DuplicateKey):  # on every engine: the port's error, not the driver's
         await store.outbox.publish(broken)
     assert await store.usage.rows() == []
     assert await store.memory.search("marigold") == []

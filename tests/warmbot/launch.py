@@ -47,7 +47,7 @@ def main() -> None:
     kind, _, value = lines.readline().partition(" ")
     if kind == "signal":
         number = int(value)
-        if number != signal.SIGKILL:  # the one that has no disposition to reset
+        if number != signal.SIGKILL:  # its handler cannot be set (nor caught): it kills as is
             signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
     os._exit(int(value) if kind == "exit" else 1)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
-from bot.errors import StoreOpenError
+from bot.errors import DuplicateKey, StoreOpenError
 from bot.ports.sql import Sql
 from bot.store.postgres.schema import migrate
 from bot.store.postgres.sql import PgSql
@@ -103,8 +103,16 @@ class PgDatabase:
         raise AssertionError("unreachable")
 
     async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
-        """`write`, with the connection as the shared store logic's `Sql`."""
-        return await self.write(lambda conn: op(PgSql(conn)))
+        """`write`, with the connection as the shared store logic's `Sql`; a row refused for
+        its unique key raises `DuplicateKey`."""
+
+        async def run(conn: Any) -> T:
+            try:
+                return await op(PgSql(conn))
+            except asyncpg.UniqueViolationError as exc:
+                raise DuplicateKey(str(exc)) from None
+
+        return await self.write(run)
 
     def reads(self) -> Sql:
         """The pool as the shared store logic's `Sql` (each read on any pooled connection)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.ports.approvals import Approval
 from bot.ports.sql import Row, SqlDatabase
+from bot.store.sql.request_codec import decode_request, encode_request
 
 _COLUMNS = (
     "id, turn_id, conversation_key, tool, arguments, digest, requester, approvers, request, "
@@ -30,7 +31,7 @@ def _approval(row: Row) -> Approval:
         digest=row[5],
         requester=row[6],
         approvers=tuple(json.loads(row[7])),
-        request=row[8],
+        request=decode_request(row[8]),
         card=json.loads(row[9]),
         created_at=float(row[10]),
         expires_at=float(row[11]),
@@ -62,7 +63,7 @@ class SqlApprovals:
                 a.digest,
                 a.requester,
                 json.dumps(list(a.approvers)),
-                a.request,
+                encode_request(a.request),
                 json.dumps(dict(a.card)),
                 a.created_at,
                 a.expires_at,

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 import aiosqlite
 import structlog
 
-from bot.errors import StoreOpenError
+from bot.errors import DuplicateKey, StoreOpenError
 from bot.ports.sql import Sql
 from bot.store.sql.writes import ShieldedWrites
 from bot.store.sqlite.schema import migrate
@@ -40,6 +40,8 @@ Write = Callable[[aiosqlite.Connection], Awaitable[T]]
 BUSY_TIMEOUT_MS = 10_000
 SYNCHRONOUS = frozenset({"normal", "full"})
 _PRIVATE_FILE = 0o600
+# The errors SQLite gives a row refused for a unique key (the primary key is one).
+_UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
 _PRIVATE_FOLDER = 0o700
 
 
@@ -122,8 +124,18 @@ class SqliteDatabase:
                 queued.done.set_exception(error)
 
     async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
-        """`write`, with the connection as the shared store logic's `Sql`."""
-        return await self.write(lambda conn: op(SqliteSql(conn)))
+        """`write`, with the connection as the shared store logic's `Sql`; a row refused for
+        its unique key raises `DuplicateKey`."""
+
+        async def run(conn: aiosqlite.Connection) -> T:
+            try:
+                return await op(SqliteSql(conn))
+            except sqlite3.IntegrityError as exc:
+                if getattr(exc, "sqlite_errorname", "") in _UNIQUE:
+                    raise DuplicateKey(str(exc)) from None
+                raise
+
+        return await self.write(run)
 
     def reads(self) -> Sql:
         """The query-only connection as the shared store logic's `Sql`."""
