@@ -3,6 +3,7 @@ buffer. What the host does with a turn is the scenario tests' business; here it 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from bot.config import MemorySettings, Secrets, StoreSettings
 from bot.errors import ConfigError
 from bot.ports.intake import Admission
 from bot.store.sqlite import SqliteStore, open_store
-from channels.telegram.channel import TelegramChannel, check_token
+from channels.telegram.channel import BOT_API_CONNECTIONS, TelegramChannel, check_token
 from channels.telegram.settings import TelegramSettings
 from tests.fakes.telegram import FakeTelegram
 from tests.sinks import RecordingSink as Sink
@@ -124,6 +125,31 @@ async def test_commands_are_registered_and_a_refusal_does_not_stop_start_up(
         "all_group_chats": ["help", "memory", "forget"],
         "default": ["help", "memory", "forget"],
     }
+
+
+async def test_sends_beyond_the_pool_wait_for_a_free_connection_and_none_fails(
+    tg: FakeTelegram, store: SqliteStore
+) -> None:
+    """More sends at once than the Bot API pool has connections: the others wait for one,
+    however long the first ones take (none fails on PTB's one-second pool timeout)."""
+    channel = TelegramChannel(settings(tg), secrets(tg), buffer=store.buffer)
+    await channel.start(Sink(Admission.ACCEPTED, store.inbox))
+    try:
+        tg.hold("sendMessage")
+        route = channel.deliverer.route_to(str(tg.group(-4242, "Crew")["id"]))
+        texts = [f"notice {n}" for n in range(BOT_API_CONNECTIONS + 4)]
+        sends = [
+            asyncio.create_task(channel.deliverer.post_text(route, text, notice_id=text))
+            for text in texts
+        ]
+        await until(lambda: tg.held.count("sendMessage") == BOT_API_CONNECTIONS)
+        await asyncio.sleep(1.5)  # the waiting sends outlast PTB's default pool timeout
+        tg.release("sendMessage")
+        reports = await asyncio.gather(*sends)
+    finally:
+        await channel.stop()
+    assert [report.error for report in reports] == [None] * len(texts)
+    assert sorted(sent.text for sent in tg.sent) == sorted(texts)
 
 
 def test_a_missing_token_is_a_clear_error(tg: FakeTelegram, store: SqliteStore) -> None:
