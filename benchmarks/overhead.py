@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from bot.ports.model import AssembledRequest, TurnOutcome, TurnPlan
 from bot.ports.records import Usage
 from bot.turns import HistoryEntry, TextBlock
+from tests import postgres
 
 ANSWER = textwrap.dedent(
     """\
@@ -277,9 +277,6 @@ class BotProcess:
         return before
 
 
-DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
 def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
@@ -289,7 +286,7 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--postgres",
-        default=os.environ.get("TEST_POSTGRES_URL") or DEFAULT_POSTGRES,
+        default=postgres.admin_url(),
         help="an admin URL of the PostgreSQL server (default: $TEST_POSTGRES_URL, else local)",
     )
 
@@ -313,12 +310,10 @@ async def throwaway_database(admin: str) -> AsyncIterator[str]:
     finally:
         await conn.close()
     try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}", query=""))
+        yield postgres.with_database(admin, name)
     finally:
         # Dropped by a detached process, as the tests drop theirs: PostgreSQL 15 checkpoints on
         # DROP DATABASE, seconds (tens of seconds on a busy server) the figures need not wait for.
-        from tests import postgres
-
         postgres.stop(postgres.PgServer(admin, name))
 
 

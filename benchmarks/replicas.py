@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import tempfile
 import textwrap
 import time
@@ -41,7 +40,6 @@ from aiohttp import web
 
 from benchmarks.host_telegram import in_order, run_round
 from benchmarks.overhead import (
-    DEFAULT_POSTGRES,
     Figures,
     InstantModel,
     measure,
@@ -49,6 +47,7 @@ from benchmarks.overhead import (
 )
 from bot.cli.compose import App
 from bot.cli.settings import load_config
+from tests import postgres
 from tests.fakes.telegram import FakeTelegram
 
 SECRET = "bench-webhook-secret"
@@ -180,9 +179,7 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--chats", type=int, default=100, help="chats, one message each a round")
     parser.add_argument("--rounds", type=int, default=10, help="measured rounds")
     parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds first")
-    parser.add_argument(
-        "--postgres", default=os.environ.get("TEST_POSTGRES_URL") or DEFAULT_POSTGRES
-    )
+    parser.add_argument("--postgres", default=postgres.admin_url())
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     print(f"Replicas: {args.chats} Telegram chats (webhook), instant model, one process")
