@@ -63,7 +63,10 @@ class SingleProcess:
     @contextlib.asynccontextmanager
     async def accepting(self) -> AsyncIterator[None]:
         """Around one intake's storing of an item and its handing over (`accepted`): `resume()`
-        waits for those under way when it reads the inbox."""
+        waits for those under way when it reads the inbox (once it is done, nothing does)."""
+        if self._resumed:
+            yield
+            return
         done = asyncio.get_running_loop().create_future()
         self._accepting.add(done)
         try:
