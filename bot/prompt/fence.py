@@ -47,7 +47,6 @@ _INVISIBLE = regex.compile(r"\p{Default_Ignorable_Code_Point}*+")
 _NAME_END = regex.compile(_INVISIBLE.pattern + r"(?![\p{L}\p{N}_-])")
 
 
-
 def _tag_after_pattern() -> str:
     """After an opener, in folded text: blanks, an optional slash, blanks, then a fence name in
     any look-alikes (its `_` also as `-`, blanks or nothing). That it is not followed by another

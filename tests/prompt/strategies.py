@@ -144,7 +144,11 @@ def _openers() -> str:
 
 
 def _letter_class(ch: str) -> str:
-    chars = {*_variants().get(ch, [ch]), *_variants().get(ch.upper(), []), *CROSS_SCRIPT.get(ch, "")}
+    chars = {
+        *_variants().get(ch, [ch]),
+        *_variants().get(ch.upper(), []),
+        *CROSS_SCRIPT.get(ch, ""),
+    }
     return "[" + "".join(regex.escape(c) for c in sorted(chars)) + "]"
 
 
@@ -241,8 +245,10 @@ def near_miss_tag(draw: st.DrawFn) -> str:
 @functools.cache
 def ordinary_text(max_pieces: int = 8) -> st.SearchStrategy[str]:
     """Text in many scripts, code and HTML, quotation marks, arrows, math and emoji."""
-    scripts = [st.text(st.characters(min_codepoint=a, max_codepoint=b), min_size=1, max_size=12)
-               for a, b in _SCRIPTS.values()]
+    scripts = [
+        st.text(st.characters(min_codepoint=a, max_codepoint=b), min_size=1, max_size=12)
+        for a, b in _SCRIPTS.values()
+    ]
     piece = st.one_of(
         *scripts,
         st.text(st.sampled_from(QUOTES), min_size=1, max_size=3),

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from bot.prompt import speaker_label
 from bot.prompt.fence import (
-    FENCE_TAGS,
     fence_forms,
     neutralize,
     one_line,
