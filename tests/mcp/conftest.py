@@ -73,14 +73,18 @@ def server_toml(
 
 
 def hostile_toml(
-    name: str, *mode: str, env: tuple[str, ...] = ("HOSTILE_LOG",), extra: str = ""
+    name: str,
+    *mode: str,
+    env: tuple[str, ...] = ("HOSTILE_LOG",),
+    timeout: float = 10,
+    extra: str = "",
 ) -> str:
     """A `[[mcp.servers]]` entry running a hostile server (tests/mcp_servers/hostile.py) in
     `mode` (its mode and arguments); `extra` is more TOML for the entry."""
     command = json.dumps([*HOSTILE_COMMAND, *mode])
     return (
         f'\n[[mcp.servers]]\nname = "{name}"\ncommand = {command}\nenv = {json.dumps(list(env))}\n'
-        f"timeout_seconds = 10\n{extra}"
+        f"timeout_seconds = {timeout}\n{extra}"
     )
 
 

@@ -69,6 +69,7 @@ def readonly() -> None:
 
 def leaky() -> None:
     from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.shared.exceptions import MCPError
 
     token = os.environ.get(TOKEN, "")
@@ -90,8 +91,8 @@ def leaky() -> None:
 
     @server.tool()
     def fail() -> str:
-        """Fails, telling its token."""
-        raise ValueError(f"login refused for token={token}")
+        """Fails deliberately (an error result, its message passed on), telling its token."""
+        raise ToolError(f"login refused for token={token}")
 
     @server.tool()
     def refuse() -> str:

@@ -66,7 +66,7 @@ def _warm_up() -> None:
     gc.collect()
     gc.freeze()
 
-    import tests.mcp_servers.hostile  # noqa: F401
+    import tests.mcp_servers.hostile
     import tests.mcp_servers.notes  # noqa: F401
 
 
