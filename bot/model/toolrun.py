@@ -4,7 +4,7 @@ failure turned into an error result the model reads, and a line for the turn rec
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +36,20 @@ async def run_tools(
     offered: Sequence[Tool],
     records: list[dict[str, Any]],
     turn_id: str,
+    on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None,
 ) -> ToolRound:
     """Run `calls` one after another; each call's line for the turn record is appended to
-    `records` as soon as it ends."""
+    `records` as soon as it ends, and `on_tool` hears each call as it starts and its result as
+    it ends."""
     tools = {tool.spec.name: tool for tool in offered}
     done = ToolRound()
     for call in calls:
-        done.results.append(await _run_tool(call, tools, done, records, turn_id))
+        if on_tool is not None:
+            on_tool(call)
+        result = await _run_tool(call, tools, done, records, turn_id)
+        if on_tool is not None:
+            on_tool(result)
+        done.results.append(result)
     return done
 
 
