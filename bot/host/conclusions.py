@@ -23,6 +23,9 @@ from bot.turns import Continuation, HistoryEntry, Outcome, TextBlock, TurnReques
 
 CONTINUITY_MAX_BYTES = 48 * 1024
 STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
+# Why a person stopped a turn, as its continuity account says it.
+BY_PERSON = "the person stopped it"  # the stop button, a second Ctrl-C
+BY_NEWER_MESSAGE = "a newer message interrupted it"  # `busy = "interrupt"` (SPEC §19)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +106,23 @@ def noted(notice: Sequence[str], text: str) -> str:
     return "\n".join(notice) + "\n\n" + text if notice else text
 
 
-def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:
-    """The request plus one host-written entry saying plainly the turn did not complete."""
+def continuity_account(
+    user_entry: HistoryEntry,
+    partial: str,
+    reason: str,
+    added: Sequence[HistoryEntry] = (),
+) -> list[HistoryEntry]:
+    """The request (and the messages `added` to it while it ran, SPEC §19) plus one host-written
+    entry saying plainly the turn did not complete."""
     note = f"[The host: this turn did not complete ({reason}). The person got no full answer.]"
+    if added:
+        note += f"\n[{len(added)} later message(s) were added to this turn while it ran.]"
     if partial.strip():
         room = CONTINUITY_MAX_BYTES - len(note.encode()) - 64
         cut = partial.encode()[: max(room, 0)].decode(errors="ignore")
         note += f"\n[Partial answer before it stopped:]\n{cut}"
-    user = _bounded_entry(user_entry)
-    return [user, HistoryEntry("assistant", (TextBlock(note),), at=user_entry.at)]
+    said = [_bounded_entry(entry) for entry in (user_entry, *added)]
+    return [*said, HistoryEntry("assistant", (TextBlock(note),), at=user_entry.at)]
 
 
 def _bounded_entry(entry: HistoryEntry) -> HistoryEntry:

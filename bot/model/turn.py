@@ -61,6 +61,7 @@ class Turn:
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
         self.suspended: list[Continuation] = []  # what the calls suspend the turn for
+        self.opening: list[Mapping[str, Any]] = []  # blocks steered into the first call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -91,6 +92,7 @@ class Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            await self._steer()
             self._check_tokens()
             message = await self._turn_call(last)
             text = wire.text_of(message.content)
@@ -112,6 +114,22 @@ class Turn:
                 wire.assistant_message(message.content),
                 wire.results_message(done.results, done.images),
             ]
+
+    async def _steer(self) -> None:
+        """Take in what people said since the last round (SPEC §19): their words join the user
+        message this round sends (the tool results, or the first call's own message)."""
+        if self.plan.steering is None:
+            return
+        steered = await self.plan.steering(len(self.rounds) // 2)
+        blocks = [block for one in steered for block in one.blocks]
+        if not blocks:
+            return
+        self.entries += [one.entry for one in steered]
+        if self.rounds:
+            last = self.rounds[-1]
+            self.rounds[-1] = {**last, "content": [*last["content"], *blocks]}
+        else:
+            self.opening += blocks
 
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
@@ -140,6 +158,10 @@ class Turn:
     def _body(self, last: bool) -> dict[str, Any]:
         assert self.request is not None  # assembled before the first call
         body = {k: v for k, v in self.request.body.items() if k != "stream"}
+        if self.opening:
+            messages = list(body["messages"])
+            messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], *self.opening]}
+            body["messages"] = messages
         rounds = list(self.rounds)
         if last and rounds:
             if body.get("tools"):

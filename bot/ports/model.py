@@ -112,6 +112,20 @@ NO_BREAKERS = Breakers()
 
 
 @dataclass(frozen=True, slots=True)
+class Steered:
+    """A person's message taken into the running turn (SPEC §19): stored as `entry` (a user entry
+    with its speaker) after what the turn had said so far, and read by the model as `blocks`
+    (request content blocks) at the start of its next round."""
+
+    entry: HistoryEntry
+    blocks: tuple[Mapping[str, Any], ...]
+
+
+# Asked before each model round (its number, 0 first): the messages to add to it (none: nothing).
+Steering = Callable[[int], Awaitable[Sequence[Steered]]]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -127,6 +141,7 @@ class TurnPlan:
     # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.
     on_charge: Callable[[Usage], None] | None = None
     breakers: Breakers = NO_BREAKERS
+    steering: Steering | None = None  # where messages sent while the turn runs come from
 
 
 @dataclass(frozen=True, slots=True)

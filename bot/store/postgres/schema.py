@@ -274,6 +274,9 @@ _V_APPROVALS = (
 # An approved call's running mark, as in the SQLite store's version 10.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at DOUBLE PRECISION",)
 
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -283,6 +286,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_CONSUMED_BY,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

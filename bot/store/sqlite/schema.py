@@ -270,6 +270,9 @@ _V_APPROVALS = (
 # continuation turn: a process that stops mid-call leaves the mark, and the call never runs again.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at REAL",)
 
+# Version 11: an item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -281,6 +284,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_CONSUMED_BY,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
