@@ -17,14 +17,8 @@ import structlog
 
 from bot.errors import ClaimLost, DuplicateKey
 from bot.host.answering import Answering
-from bot.host.conclusions import (
-    BY_NEWER_MESSAGE,
-    STOPPED,
-    Conclusion,
-    continuity_account,
-    policy_of,
-    record,
-)
+from bot.host.conclusions import BY_NEWER_MESSAGE, STOPPED, Conclusion, policy_of, record
+from bot.host.continuity import CANCELLED, ToolsRan, continuity_account
 from bot.host.job import Job
 from bot.policy.budget import Budgets
 from bot.policy.surfaces import Policies
@@ -131,19 +125,20 @@ class Publisher:
         opened: Mapping[int, str],
         *,
         stopped: str | None,
+        ran: ToolsRan | None = None,
     ) -> None:
         """A turn cut short. At shutdown past its grace, an inbox item stays pending and runs
         again after the next start, exactly as after a kill: nothing is published now, so the
         person gets one answer and history holds the turn once, with no continuity account
         beside it. A turn that will not run again (a person stopped it; console, cron) records
-        that it did not complete, with what it had written, so the next turn is not left
-        guessing; a stopped turn's item ends there and its answer's place says it was stopped
-        (`stopped`: why; None when no person did). Either way what its calls cost (`usage`) is
-        charged: the API bills a call cut short."""
+        that it did not complete, with what it had written and the tool calls that ran (`ran`),
+        so the next turn is not left guessing; a stopped turn's item ends there and its
+        answer's place says it was stopped (`stopped`: why; None when no person did).
+        Either way what its calls cost (`usage`) is charged: the API bills a call cut short."""
         added = job.absorbed.entries
         if stopped is not None:
             ended = self.record(request, started, Outcome.CANCELLED, error=STOPPED, usage=usage)
-            account = continuity_account(user_entry, partial, stopped, added)
+            account = continuity_account(user_entry, partial, stopped, ran, added)
             note = INTERRUPTED_NOTE if stopped == BY_NEWER_MESSAGE else STOPPED_NOTE
             say = stopped_note(partial, note)
             stop = Conclusion(ended, InboxState.STOPPED, say, entries=account, opened=opened)
@@ -155,7 +150,7 @@ class Publisher:
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
-        account = continuity_account(user_entry, partial, "the turn was cancelled", added)
+        account = continuity_account(user_entry, partial, CANCELLED, ran, added)
         try:
             await self._outbox.publish(Publication(request.conversation_key, account, record=ended))
         except Exception:

@@ -270,7 +270,15 @@ _V_APPROVALS = (
 # continuation turn: a process that stops mid-call leaves the mark, and the call never runs again.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at REAL",)
 
-# Version 11: an item taken into another turn (steered or collected, SPEC §19) names that turn.
+# A chat schedule's tools (SPEC §17): those its place offered when it was set up, so its runs get
+# no more. A schedule set up before this was kept gets the built-in tools only
+# (`bot.policy.surfaces.BUILTIN_TOOLS`), never the `cron` rule's.
+_V_SCHEDULE_TOOLS = (
+    "ALTER TABLE chat_schedules ADD COLUMN tools TEXT NOT NULL "
+    """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
+)
+
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
 _V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -284,6 +292,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_SCHEDULE_TOOLS,
     _V_CONSUMED_BY,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
