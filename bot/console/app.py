@@ -20,7 +20,8 @@ PAGES = (overview, conversations)
 
 def build_console(parts: ConsoleParts) -> web.Application:
     """The console's application; mount it with `mount(host_app, console)`."""
-    renderer = Renderer(parts.settings.path_prefix + MOUNT, parts.secrets.values())
+    nav = [page.NAV for page in PAGES]
+    renderer = Renderer(parts.settings.path_prefix + MOUNT, parts.secrets.values(), nav)
     gate = Gate(parts, renderer)
     app = web.Application(middlewares=[gate.guard])
     app.router.add_get("/login", gate.login_page, name="login")

@@ -113,7 +113,7 @@ class Gate:
             notice = "Your session expired. Sign in again."
         elif "signed_out" in request.query:
             notice = "You are signed out."
-        return self._login(request, notice=notice)
+        return self._login(request, notice=notice, next_path=request.query.get("next", ""))
 
     def _login(
         self,
@@ -123,6 +123,7 @@ class Gate:
         error: str | None = None,
         notice: str | None = None,
         name: str = "",
+        next_path: str = "",
     ) -> web.Response:
         form_token = secrets.token_urlsafe(24)
         response = self._render.page(
@@ -133,7 +134,7 @@ class Gate:
             notice=notice,
             name=name,
             form_token=form_token,
-            next=_safe_next(request.query.get("next", ""), self._base),
+            next=_safe_next(next_path, self._base),
         )
         response.set_cookie(
             LOGIN_COOKIE,
@@ -150,6 +151,9 @@ class Gate:
         form = await request.post()
         name = _text(form.get("name"))[:MAX_NAME].strip()
         password = _text(form.get("password"))[:1024]
+        again = functools.partial(
+            self._login, request, name=name, next_path=_text(form.get("next"))
+        )
         expected = request.cookies.get(LOGIN_COOKIE, "")
         if not expected or not hmac.compare_digest(_text(form.get("form_token")), expected):
             return self._login(
@@ -172,9 +176,7 @@ class Gate:
         operator = next((op for op in settings.operators if op.name == name), None)
         if not await asyncio.to_thread(self._matches, operator, password):
             await book.login_failed(name, now)
-            return self._login(
-                request, status=401, name=name, error="Wrong name or password. Try again."
-            )
+            return again(status=401, error="Wrong name or password. Try again.")
         assert operator is not None
         return await self._signed_in(request, operator, now)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -30,24 +30,15 @@ POLICY = (
     "base-uri 'none'"
 )
 
-NAV = (
-    ("", "Overview"),
-    ("conversations", "Conversations"),
-    ("usage", "Usage"),
-    ("approvals", "Approvals"),
-    ("schedules", "Schedules"),
-    ("tools", "Tools"),
-    ("memory", "Memory"),
-    ("config", "Config"),
-    ("audit", "Audit"),
-)
-
 
 class Renderer:
     """Renders the package's templates; `secrets` are masked in everything a page shows."""
 
-    def __init__(self, base: str, secrets: Iterable[str]) -> None:
+    def __init__(
+        self, base: str, secrets: Iterable[str], nav: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self.base = base  # the console's public path, e.g. "/ops/console"
+        self._nav = tuple(nav)  # (path under base, label) of each page in the menu
         self._secrets = tuple(secrets)
         self._env = jinja2.Environment(
             loader=jinja2.PackageLoader("bot.console", "templates"),
@@ -67,7 +58,7 @@ class Renderer:
         session = request.get(SESSION) if request is not None else None
         return self._env.get_template(template).render(
             base=self.base,
-            nav=NAV,
+            nav=self._nav,
             css=CSS,
             operator=session.operator if session is not None else None,
             csrf=session.csrf if session is not None else "",

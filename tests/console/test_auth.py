@@ -55,7 +55,7 @@ async def test_an_expired_session_sends_the_page_to_sign_in_saying_so() -> None:
         assert headers["Location"] == "/console/login?expired=1"
         status, page, _ = await rig.client.get("/login?expired=1")
         assert "Your session expired" in page
-        status, text, _ = await rig.client.get("/", headers={"X-Console-Live": "1"})
+        status, _, _ = await rig.client.get("/", headers={"X-Console-Live": "1"})
         assert status == 401
 
 

@@ -30,6 +30,9 @@ class Place:
     people: set[str] = field(default_factory=set)
 
 
+NAV = ("conversations", "Conversations")  # (path, label) in the menu
+
+
 def install(app: web.Application, console: Console) -> None:
     app.router.add_get("/conversations", _listing(console), name="conversations")
     app.router.add_get("/conversations/view", _view(console), name="conversation")

@@ -18,6 +18,8 @@ ERRORS = frozenset({"failed", "crashed", "stopped"})
 RECENT = 500  # the newest turn records read for the last hour's figures
 MINUTES = 60
 
+NAV = ("", "Overview")  # (path, label) in the menu
+
 
 def install(app: web.Application, console: Console) -> None:
     async def overview(request: web.Request) -> web.Response:
