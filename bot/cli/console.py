@@ -10,9 +10,6 @@ import getpass
 import re
 import sys
 
-from bot.console.passwords import hash_password
-from bot.console.settings import OPERATOR_NAME
-
 HELP = "hash an operator's password for the browser console ([console] operators)"
 MIN_LENGTH = 10
 
@@ -24,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: object) -> int:
+    from bot.console.passwords import hash_password
+    from bot.console.settings import OPERATOR_NAME
+
     if not re.fullmatch(OPERATOR_NAME, args.name):
         print(
             f"bot console passwd: {args.name!r} is not an operator name. Fix: use 1-32 lowercase "

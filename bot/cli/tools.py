@@ -13,19 +13,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from bot.agentfiles import load_agent
-from bot.cli.compose import build_hub, build_toolbox
-from bot.cli.settings import Config
-from bot.console.parts import ToolOffer
 from bot.errors import ConfigError
-from bot.logs import redact_text
-from bot.policy.files import load_policy
-from bot.policy.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, Policies, SurfacePolicy
-from bot.tools.toolbox import Toolbox
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the MCP SDK and the rest are imported where they run: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.console.parts import ToolOffer
     from bot.mcp.hub import McpHub
+    from bot.policy.surfaces import Policies, SurfacePolicy
+    from bot.tools.toolbox import Toolbox
 
 HELP = "list the tools each surface is offered (MCP servers' and the host's own)"
 
@@ -43,6 +39,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(config: Config, surface: str | None) -> int:
+    from bot.agentfiles import load_agent
+    from bot.cli.compose import build_hub, build_toolbox
+    from bot.logs import redact_text
+    from bot.policy.files import load_policy
+
     agent = load_agent(config.settings.agent)
     policies = load_policy(config.settings, agent).policies
     hub = build_hub(config)
@@ -82,6 +83,9 @@ def offers(
     """What each surface rule (and a surface no rule matches) is offered, or only `chosen`:
     the names the model sees, each with its server's hints. `bot tools` prints these and the
     console shows them."""
+    from bot.console.parts import ToolOffer
+    from bot.policy.surfaces import NO_POLICY
+
     hints = _hints(hub) if hub is not None else {}
     listed = chosen if chosen is not None else [*policies.all, NO_POLICY]
     return [
@@ -102,6 +106,8 @@ def _show(offer: ToolOffer) -> None:
 
 
 def _request(surface: str) -> TurnRequest:
+    from bot.policy.surfaces import ANY_PLATFORM, PLATFORMS
+
     platform, _, rest = surface.partition(":")
     kind_text, _, surface_id = rest.partition(":")
     if platform not in PLATFORMS or platform == ANY_PLATFORM:

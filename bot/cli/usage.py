@@ -9,12 +9,15 @@ import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.ports.stores import OpenStore
 from bot.usage import GROUPINGS, Line, group, key_of
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.stores import OpenStore
 
 HELP = "report tokens, cache share and money by person, surface, day, agent or model"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(_json(lines) if args.json else table(lines, args.by))
         return 0
 
-    return on_store("usage", config, report)
+    return on_store("usage", config, report, read_only=True)
 
 
 def parse_since(text: str, zone: ZoneInfo, now: datetime) -> datetime:

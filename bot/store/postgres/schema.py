@@ -274,6 +274,14 @@ _V_APPROVALS = (
 # An approved call's running mark, as in the SQLite store's version 10.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at DOUBLE PRECISION",)
 
+# A chat schedule's tools (SPEC §17): those its place offered when it was set up, so its runs get
+# no more. A schedule set up before this was kept gets the built-in tools only
+# (`bot.policy.surfaces.BUILTIN_TOOLS`), never the `cron` rule's.
+_V_SCHEDULE_TOOLS = (
+    "ALTER TABLE chat_schedules ADD COLUMN tools TEXT NOT NULL "
+    """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
+)
+
 # The operator console (SPEC §18): sessions by a digest of their cookie token (any replica serves
 # them), refused logins by operator name (the rate limit) and the audit of every change.
 _V_CONSOLE = (
@@ -305,6 +313,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_SCHEDULE_TOOLS,
     _V_CONSOLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
