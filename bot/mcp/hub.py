@@ -1,10 +1,11 @@
 """`McpHub`: every configured MCP server, and their tools as the host's `Tool`s.
 
 Tools reach the model as `<server>__<tool>`, sorted by name, each definition canonical JSON, so
-the same allowed set is the same bytes on every surface and every turn. A call goes to its own
-server only; its result comes back fenced and bounded (`bot.mcp.results`), and anything that goes
-wrong (not started, hung, crashed, refused, garbage) becomes an error result with a short reason:
-the turn goes on.
+the same allowed set is the same bytes on every surface and every turn. Two servers' tools that
+would share one such name are both left out (`clashes` says why): a name means one tool. A call
+goes to its own server only; its result comes back fenced and bounded (`bot.mcp.results`), and
+anything that goes wrong (not started, hung, crashed, refused, garbage) becomes an error result
+with a short reason: the turn goes on.
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ async def test_a_server_that_grows_past_its_bound_at_run_time_is_refused(
     async with App(config) as app:
         await send(slack, app, slack.mention(GENERAL, ALICE, "grow"))
         [link] = app.mcp.links if app.mcp else []
-        await until(lambda: link.refused, state=lambda: len(link.tools))
+        # Refused (its problem says so), or, unbounded, listed whole.
+        await until(lambda: link.problem or len(link.tools) > 2, state=lambda: len(link.tools))
         await send(slack, app, slack.mention(GENERAL, ALICE, "and now?"))
     assert "grower__grow" in tool_names(claude.requests[0])
     assert not [name for name in tool_names(claude.requests[2]) if name.startswith("grower__")]
@@ -122,11 +123,11 @@ async def test_two_servers_tools_under_one_name_are_both_left_out_saying_why() -
     await hub.start()
     try:
         names = [tool.spec.name for tool in hub.tools()]
-        clashes = dict(hub.clashes)
     finally:
         await hub.aclose()
-    assert names == ["dup___y", "dup__z"]
     assert len(names) == len(set(names))
+    assert names == ["dup___y", "dup__z"]
+    clashes = hub.clashes
     assert list(clashes) == ["dup___x"]
     assert "'dup_''s 'x'" in clashes["dup___x"]
     assert "'dup''s '_x'" in clashes["dup___x"]
