@@ -44,6 +44,7 @@ from bot.prompt.message import (
 )
 from bot.prompt.session import session_block
 from bot.prompt.skills import (
+    LOAD_SKILL_TOOL,
     AgentTexts,
     Skill,
     find_skill,
@@ -131,6 +132,8 @@ class Assembler:
         self._memory_enabled = memory_enabled
         self._skill_max_bytes = skill_max_bytes
         self._agent_blocks = self._agent_wide_texts()
+        # For a surface whose tools leave out `load_skill`: the index does not offer it.
+        self._agent_blocks_unloadable = self._agent_wide_texts(loadable=False)
         self._tools = [_tool(spec) for spec in tools]
         fixed = [*self._agent_blocks, json.dumps(self._tools, ensure_ascii=False) if tools else ""]
         self._fixed_tokens = sum(counter.count(text) for text in fixed)
@@ -138,7 +141,7 @@ class Assembler:
 
     # --- the agent-wide part --------------------------------------------------------------------
 
-    def _agent_wide_texts(self) -> list[str]:
+    def _agent_wide_texts(self, *, loadable: bool = True) -> list[str]:
         selected = [
             s for name in self._agent.selected if (s := find_skill(self._agent.skills, name))
         ]
@@ -147,7 +150,7 @@ class Assembler:
         texts = [
             self._agent.guardrails.strip(),
             self._agent.identity.strip(),
-            render_index(indexed),
+            render_index(indexed, loadable=loadable),
             render_selected(selected, self._skill_max_bytes),
         ]
         return [text for text in texts if text]
@@ -273,7 +276,8 @@ class Assembler:
         start = hist.trim(history, costs, budget - floors)
         kept = history[start:]
         messages = hist.render(kept, files.contents)
-        body = self._body(session, messages, current, _cache_control(cache_ttl))
+        agent_blocks = self._agent_part(surface)
+        body = self._body(agent_blocks, session, messages, current, _cache_control(cache_ttl))
         if surface.tools is not None:
             body.pop("tools", None)
             if surface.tools:
@@ -363,14 +367,22 @@ class Assembler:
             self._session_tokens.move_to_end(session)
         return tokens
 
+    def _agent_part(self, surface: SurfacePrompt) -> list[str]:
+        """The agent-wide texts for the tools this surface is offered: the same computation as
+        `bot tools --surface` (the host sets `surface.tools` from it; None: every tool)."""
+        if surface.tools is None or any(spec.name == LOAD_SKILL_TOOL for spec in surface.tools):
+            return self._agent_blocks
+        return self._agent_blocks_unloadable
+
     def _body(
         self,
+        agent_blocks: Sequence[str],
         session: str,
         messages: list[hist.Message],
         current: list[dict[str, Any]],
         cache: dict[str, str],
     ) -> dict[str, Any]:
-        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._agent_blocks]
+        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in agent_blocks]
         if system:
             system[-1]["cache_control"] = dict(cache)
         system.append({"type": "text", "text": session, "cache_control": dict(cache)})
