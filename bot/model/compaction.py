@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
+from bot.ports.request import Message, ModelRequest, Section, Text
 from bot.prompt.attachments import marker
 from bot.prompt.fence import neutralize, one_line, scrub, split_lines
 from bot.prompt.message import CONTINUATION_INDENT
@@ -62,10 +62,10 @@ def summary_entry(text: str) -> HistoryEntry:
     return HistoryEntry("user", (TextBlock(text.strip()),), summary=True)
 
 
-def summary_body(
+def summary_request(
     model: str, max_tokens: int, older: Sequence[HistoryEntry], window: int
-) -> dict[str, Any]:
-    """The Messages API request that asks the model for the summary of `older`."""
+) -> ModelRequest:
+    """The request that asks the model for the summary of `older`."""
     max_chars = int(window * _TRANSCRIPT_SHARE * _CHARS_PER_TOKEN)
     text = (
         "Here is the part of the conversation to summarize, oldest first. Each entry begins at "
@@ -74,12 +74,12 @@ def summary_body(
         f"<transcript>\n{transcript(older, max_chars)}\n</transcript>\n\n"
         "Write the summary now."
     )
-    return {
-        "model": model,
-        "max_tokens": min(max_tokens, SUMMARY_MAX_TOKENS),
-        "system": SUMMARY_SYSTEM,
-        "messages": [{"role": "user", "content": text}],
-    }
+    return ModelRequest(
+        model=model,
+        max_tokens=min(max_tokens, SUMMARY_MAX_TOKENS),
+        sections=(Section(SUMMARY_SYSTEM),),
+        messages=(Message("user", (Text(text),)),),
+    )
 
 
 def transcript(entries: Sequence[HistoryEntry], max_chars: int) -> str:

@@ -51,7 +51,8 @@ async def summarize(
         log.info("compaction_skipped", reason=reason, messages=len(history))
         return None
     older, tail = history[:cut], history[cut:]
-    body = compaction.summary_body(model, settings.max_tokens, older, settings.window)
+    request = compaction.summary_request(model, settings.max_tokens, older, settings.window)
+    body = wire.encode(request)
     try:
         call = await calls.call(
             body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
@@ -59,7 +60,7 @@ async def summarize(
     except _CallError as exc:
         raise _CompactionFailed(f"the summary call failed: {exc}") from exc
     meter.usage += call.usage
-    text = wire.text_of(call.message.content).strip()
+    text = call.answer.text.strip()
     if not text:
         raise _CompactionFailed("the summary call returned no text")
     compacted = [meter.counted(compaction.summary_entry(text)), *tail]

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
-from anthropic.types import Message
 
 from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import BreakerTripped, TurnFailed, TurnSpend
-from bot.model import compaction, wire
+from bot.model import compaction, rounds, wire
+from bot.model.answer import Answer
 from bot.model.breakers import RepeatGuard, over_token_cap
 from bot.model.calls import Calls, _CallError
 from bot.model.failures import failure_message, failure_reply
@@ -26,14 +26,11 @@ from bot.model.retry import Verdict
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
+from bot.ports.request import Message
 from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)
 
-ROUND_LIMIT_NOTE = (
-    "(The limit of {limit} tool rounds for one answer is reached. Answer now with what you "
-    "have; no more tool calls.)"
-)
 EMPTY_ENTRY_TEXT = "(no reply)"
 
 
@@ -52,7 +49,7 @@ class Turn:
         self.request: AssembledRequest | None = None  # the last assembled (after a compaction)
         self.history: list[HistoryEntry] = list(plan.history)
         self.new_history: list[HistoryEntry] | None = None
-        self.rounds: list[dict[str, Any]] = []  # this turn's assistant/tool-result messages
+        self.rounds: list[Message] = []  # this turn's assistant/tool-result messages
         self.entries: list[HistoryEntry] = []
         self.attempts = 0
         self.streamed: list[str] = []
@@ -73,7 +70,7 @@ class Turn:
     def _assemble(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
         with tracing.span("assembly") as span:
             assembled = self.plan.builder.build(self.plan.prompt, history)
-            span.set(**wire.cache_figures(assembled))
+            span.set(**rounds.cache_figures(assembled))
         was_unmet = self.budget is not None and self.budget.floor_unmet
         if assembled.floor_unmet and not was_unmet:
             log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -92,9 +89,8 @@ class Turn:
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
             self._check_tokens()
-            message = await self._turn_call(last)
-            text = wire.text_of(message.content)
-            calls = wire.tool_calls(message.content)
+            answer = await self._turn_call(last)
+            text, calls = answer.text, list(answer.calls)
             if not calls:
                 return self._finish(text)
             if last:  # the model asked for tools anyway: end honestly, without the calls
@@ -105,13 +101,10 @@ class Turn:
             done = await run_tools(calls, self.plan.tools, self.tool_calls, self.plan.turn_id)
             self.suspended += done.suspended
             self.entries += [
-                self.meter.counted(wire.assistant_entry(text, calls)),
-                self.meter.counted(wire.results_entry(done.results)),
+                self.meter.counted(rounds.assistant_entry(text, calls)),
+                self.meter.counted(rounds.results_entry(done.results)),
             ]
-            self.rounds += [
-                wire.assistant_message(message.content),
-                wire.results_message(done.results, done.images),
-            ]
+            self.rounds += [answer.message, rounds.results_message(done.results, done.images)]
 
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
@@ -123,7 +116,7 @@ class Turn:
             raise self._tripped("tokens", why)
 
     def _finish(self, text: str) -> TurnOutcome:
-        self.entries.append(self.meter.counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
+        self.entries.append(self.meter.counted(rounds.assistant_entry(text or EMPTY_ENTRY_TEXT)))
         return TurnOutcome(
             text=text,
             entries=tuple(self.entries),
@@ -139,16 +132,11 @@ class Turn:
 
     def _body(self, last: bool) -> dict[str, Any]:
         assert self.request is not None  # assembled before the first call
-        body = {k: v for k, v in self.request.body.items() if k != "stream"}
-        rounds = list(self.rounds)
-        if last and rounds:
-            if body.get("tools"):
-                body["tool_choice"] = {"type": "none"}
-            note = {"type": "text", "text": ROUND_LIMIT_NOTE.format(limit=self.settings.max_turns)}
-            rounds[-1] = {**rounds[-1], "content": [*rounds[-1]["content"], note]}
-        return self.omissions.fit(wire.extend_messages(body, rounds))
+        limit = self.settings.max_turns if last else None
+        request = rounds.with_rounds(self.request.request, self.rounds, last=limit)
+        return self.omissions.fit(wire.encode(request))
 
-    async def _turn_call(self, last: bool) -> Message:
+    async def _turn_call(self, last: bool) -> Answer:
         while True:
             try:
                 return await self._send(self._body(last))
@@ -162,7 +150,7 @@ class Turn:
                 self.overflow_handled = True
                 await self._compact_after_overflow(error)
 
-    async def _send(self, body: dict[str, Any]) -> Message:
+    async def _send(self, body: dict[str, Any]) -> Answer:
         self.last_body = body
         first_of_request = not self.rounds
         call = await self.calls.call(
@@ -176,12 +164,12 @@ class Turn:
         )
         self.meter.usage += call.usage
         self.attempts = call.attempts
-        self.resent = wire.total_input(call.usage) + call.usage.output_tokens
+        self.resent = rounds.total_input(call.usage) + call.usage.output_tokens
         counter = self.meter.counter
         if first_of_request and counter is not None and self.request is not None:
             # The estimate covers the assembled request only, so only its first call teaches.
-            counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
-        return call.message
+            counter.observe(self.request.estimated_tokens, rounds.total_input(call.usage))
+        return call.answer
 
     async def _on_text(self, delta: str) -> None:
         self.streamed.append(delta)
@@ -228,7 +216,7 @@ class Turn:
     async def _summarize(self, reason: str) -> Summary | None:
         # The turn's own model (a surface rule may choose one), so its price and window apply.
         name = self.settings.name
-        model = str(self.request.body.get("model") or name) if self.request else name
+        model = self.request.request.model or name if self.request else name
         summary = await summarize(
             self.calls, self.settings, self.history, self.meter, model=model, reason=reason
         )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
+from bot.ports.request import CacheTtl, ModelRequest
 from bot.ports.tools import Tool, ToolSpec
 from bot.turns import Attached, Continuation, HistoryEntry, TurnRequest
-
-CacheTtl = Literal["5m", "1h"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +31,10 @@ class BudgetFacts:
 
 @dataclass(frozen=True, slots=True)
 class AssembledRequest:
-    """A Messages API request body, ready to send, plus what the budget decided."""
+    """A turn's provider-neutral request, ready to encode for a wire, plus what the budget
+    decided."""
 
-    body: Mapping[str, Any]
+    request: ModelRequest
     estimated_tokens: int
     history_used: int
     floor_unmet: bool = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ from structlog.testing import capture_logs
 
 from bot.errors import TurnFailed
 from bot.model import AnthropicRuntime
-from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_body, transcript
+from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_request, transcript
+from bot.ports.request import Text
 from bot.prompt.fence import fence_forms
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import OVERFLOW, FakeAnthropic
@@ -23,7 +25,7 @@ SUMMARY = "Alice asked for the deploy at /srv/app (ticket OPS-42); still open."
 
 
 def is_summary(body: dict[str, Any]) -> bool:
-    return body.get("system") == SUMMARY_SYSTEM
+    return body.get("system") == [{"type": "text", "text": SUMMARY_SYSTEM}]
 
 
 def summarizing(body: dict[str, Any]) -> str | None:
@@ -83,7 +85,7 @@ async def test_summary_request_carries_the_older_history(
     outcome = await runtime.run(plan("next", history))
     await runtime.aclose()
     summary_body = next(body for body in fake.requests if is_summary(body))
-    sent = summary_body["messages"][0]["content"]
+    sent = summary_body["messages"][0]["content"][0]["text"]
     assert "question 0" in sent
     assert "User (Alice (@alice)): question 0" in sent
     assert "question 4" not in sent  # the kept tail is not summarized
@@ -249,8 +251,10 @@ def _entries(draw: st.DrawFn) -> list[HistoryEntry]:
 def test_no_message_can_forge_a_transcript_entry_or_close_the_fence(
     entries: list[HistoryEntry],
 ) -> None:
-    body = summary_body("m", 1000, entries, 200_000)
-    request = body["messages"][0]["content"]
+    [message] = summary_request("m", 1000, entries, 200_000).messages
+    [part] = message.parts
+    assert isinstance(part, Text)
+    request = part.text
     assert [form.replace(" ", "") for form in fence_forms(request)] == [
         "<transcript",
         "</transcript",
@@ -278,8 +282,8 @@ async def test_the_summary_uses_the_turns_own_model(
 
     def assemble(history: Any) -> AssembledRequest:
         built = inner(history)
-        body = {**built.body, "model": "claude-opus-4-1"}
-        return AssembledRequest(body, built.estimated_tokens, built.history_used)
+        request = replace(built.request, model="claude-opus-4-1")
+        return AssembledRequest(request, built.estimated_tokens, built.history_used)
 
     await runtime.run(
         TurnPlan("t", "console:x", tuple(conversation(12, 40)), PROMPT, Builder(assemble))
