@@ -176,12 +176,14 @@ class TurnFailed(ModelError):
         partial_text: str = "",
         entries: Sequence[HistoryEntry] = (),
         reply: str | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.spend = spend
         self.partial_text = partial_text
         self.entries = entries
         self.reply = reply  # what the person should be told, when not the default
+        self.timed_out = timed_out  # the last call got no answer in time
 
 
 class BreakerTripped(TurnFailed):

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.ports.approvals import Approval
-from bot.ports.stores import OpenStore
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.approvals import Approval
+    from bot.ports.stores import OpenStore
 
 HELP = "list tool calls waiting for (or decided by) an approver"
 
@@ -20,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    return on_store("approvals", config, lambda store: _run(args, store))
+    return on_store("approvals", config, lambda store: _run(args, store), read_only=True)
 
 
 async def _run(args: argparse.Namespace, store: OpenStore) -> int:

@@ -8,11 +8,12 @@ import atexit
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot import replies
-from bot.cli.settings import Config
-from bot.config import LoggingSettings
-from bot.logs import configure_logging
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
 
 HELP = "talk to the agent in this terminal"
 
@@ -95,6 +96,9 @@ async def _chat(name: str | None, config: Config) -> int:
 def _quiet_logging(config: Config) -> Path:
     """The terminal is the conversation: only warnings and errors are logged, to a file beside
     the database."""
+    from bot.config import LoggingSettings
+    from bot.logs import configure_logging
+
     level = config.settings.logging.level
     quiet = LoggingSettings(
         level=level if level in {"warning", "error"} else "warning", format="json"

@@ -7,12 +7,14 @@ import argparse
 import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config
-from bot.config import LoggingSettings
 from bot.errors import ConfigError
-from bot.logs import configure_logging
 from bot.ports.cron import ChatSchedule, CronRun, CronRunStatus, CronTrigger
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+
 
 HELP = "list scheduled jobs or run one now"
 WEBHOOK_PREFIX = "webhook:"
@@ -93,7 +95,7 @@ async def _chat_schedules(config: Config) -> list[ChatSchedule]:
     settings = config.settings
     if not settings.store.url and not settings.store.path.expanduser().is_file():
         return []
-    store = await open_configured(settings.store, settings.memory)
+    store = await open_configured(settings.store, settings.memory, read_only=True)
     try:
         runs = await store.cron_runs(read_only=True)
         try:
@@ -114,7 +116,7 @@ async def _latest_runs(
     settings = config.settings
     if not settings.store.url and not settings.store.path.expanduser().is_file():
         return {}, {}
-    store = await open_configured(settings.store, settings.memory)
+    store = await open_configured(settings.store, settings.memory, read_only=True)
     try:
         runs = await store.cron_runs(read_only=True)
         try:
@@ -205,6 +207,9 @@ async def _run_now(config: Config, name: str) -> int:
 
 def _quiet_logs(config: Config) -> None:
     """The outcome is this command's output: only warnings and errors go to stderr."""
+    from bot.config import LoggingSettings
+    from bot.logs import configure_logging
+
     level = config.settings.logging.level
     quiet = LoggingSettings(level=level if level in {"warning", "error"} else "warning")
     configure_logging(quiet, secrets=config.secrets)

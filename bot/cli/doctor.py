@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config, load_config
-from bot.config import StoreSettings
 from bot.errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.config import StoreSettings
     from bot.mcp.hub import McpTool
 
 HELP = "check config, files, tokens and services"
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace, config: object) -> int:
 
 
 async def diagnose(path: Path | None, *, offline: bool = False) -> list[Check]:
+    from bot.cli.settings import load_config
+
     try:
         config = load_config(path, verify_files=False)
     except ConfigError as exc:

@@ -6,14 +6,15 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.ports.history import ConversationInfo
-from bot.ports.stores import OpenStore
-from bot.prompt.attachments import marker as attachment_marker
-from bot.store.sql.codec import encode_entry
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolUseBlock
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.history import ConversationInfo
+    from bot.ports.stores import OpenStore
 
 HELP = "show or reset one conversation's stored history"
 
@@ -32,7 +33,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     if args.action == "show" and not args.list and not args.key:
         print("bot history show: give a conversation KEY, or --list", file=sys.stderr)
         return 2
-    return on_store("history", config, lambda store: _run(args, store))
+    read_only = args.action == "show"
+    return on_store("history", config, lambda store: _run(args, store), read_only=read_only)
 
 
 async def _run(args: argparse.Namespace, store: OpenStore) -> int:
@@ -67,6 +69,8 @@ async def _show(store: OpenStore, key: str, *, as_json: bool) -> int:
         print(f"bot history show: no stored conversation {key!r}", file=sys.stderr)
         return 1
     if as_json:
+        from bot.store.sql.codec import encode_entry
+
         stored = [json.loads(encode_entry(entry)) for entry in entries]
         print(json.dumps(stored, indent=2, ensure_ascii=False))
         return 0
@@ -95,6 +99,8 @@ def _block_text(block: Block) -> str:
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, AttachmentBlock):
+        from bot.prompt.attachments import marker as attachment_marker
+
         return attachment_marker(block)
     if isinstance(block, ToolUseBlock):
         arguments = json.dumps(dict(block.input), ensure_ascii=False)

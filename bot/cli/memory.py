@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.ports.memory import StoredMemory
-from bot.ports.stores import OpenStore
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.memory import StoredMemory
+    from bot.ports.stores import OpenStore
 
 HELP = "search or forget long-term memory entries"
 LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is
@@ -26,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    return on_store("memory", config, lambda store: _run(args, store))
+    read_only = args.action == "search"
+    return on_store("memory", config, lambda store: _run(args, store), read_only=read_only)
 
 
 async def _run(args: argparse.Namespace, store: OpenStore) -> int:

@@ -17,9 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.cli.settings import Config
 from bot.errors import BadInput, UnknownSkill
 from bot.turns import (
     ConversationKind,
@@ -31,6 +30,9 @@ from bot.turns import (
     SurfaceKind,
     TurnRequest,
 )
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
 
 HELP = "print the exact model request for an event file"
 # The channels a turn comes from (each one's `channel` in its TurnRequest).

@@ -6,13 +6,12 @@ import argparse
 import asyncio
 import os
 import signal
+from typing import TYPE_CHECKING
 
-import structlog
-
-from bot.cli.settings import Config
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
 
 HELP = "run the host: every enabled channel, cron and the HTTP port"
-log = structlog.get_logger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +23,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(config: Config) -> int:
+    import structlog
+
     from bot.cli.compose import RUN, App
 
+    log = structlog.get_logger(__name__)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 

@@ -13,9 +13,10 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.cli.settings import Config
-from bot.config import check_store_url
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
 
 HELP = "copy the SQLite store into PostgreSQL (bot store migrate --to URL)"
 
@@ -42,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from bot.config import check_store_url
+
     source = (args.source or config.settings.store.path).expanduser()
     try:
         url = check_store_url(args.to)

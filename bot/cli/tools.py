@@ -10,18 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from bot.agentfiles import load_agent
-from bot.cli.compose import build_hub, build_toolbox
-from bot.cli.settings import Config
 from bot.errors import ConfigError
-from bot.logs import redact_text
-from bot.mcp.hub import McpHub
-from bot.policy.files import load_policy
-from bot.policy.surfaces import ANY_PLATFORM, NO_POLICY, PLATFORMS, SurfacePolicy
-from bot.ports.tools import ToolSpec
-from bot.tools.toolbox import Toolbox
 from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
+
+if TYPE_CHECKING:  # the MCP SDK and the rest are imported where they run: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.mcp.hub import McpHub
+    from bot.policy.surfaces import SurfacePolicy
+    from bot.ports.tools import ToolSpec
+    from bot.tools.toolbox import Toolbox
 
 HELP = "list the tools each surface is offered (MCP servers' and the host's own)"
 
@@ -39,6 +38,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(config: Config, surface: str | None) -> int:
+    from bot.agentfiles import load_agent
+    from bot.cli.compose import build_hub, build_toolbox
+    from bot.logs import redact_text
+    from bot.policy.files import load_policy
+    from bot.policy.surfaces import NO_POLICY
+
     agent = load_agent(config.settings.agent)
     policies = load_policy(config.settings, agent).policies
     hub = build_hub(config)
@@ -82,6 +87,8 @@ def _show(toolbox: Toolbox, policy: SurfacePolicy, hints: dict[str, str]) -> Non
 
 
 def _request(surface: str) -> TurnRequest:
+    from bot.policy.surfaces import ANY_PLATFORM, PLATFORMS
+
     platform, _, rest = surface.partition(":")
     kind_text, _, surface_id = rest.partition(":")
     if platform not in PLATFORMS or platform == ANY_PLATFORM:

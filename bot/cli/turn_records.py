@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
-from bot.logs import redact_value
-from bot.ports.records import RecordSummary
-from bot.ports.stores import OpenStore
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.records import RecordSummary
+    from bot.ports.stores import OpenStore
 
 HELP = "show turn records (the exact requests sent, usage, outcome)"
 LIMIT_MAX = 1_000_000_000  # --limit above this lists everything there is
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    return on_store("turns", config, lambda store: _run(args, store))
+    return on_store("turns", config, lambda store: _run(args, store), read_only=True)
 
 
 async def _run(args: argparse.Namespace, store: OpenStore) -> int:
@@ -39,6 +40,8 @@ async def _run(args: argparse.Namespace, store: OpenStore) -> int:
         if stored is None:
             print(f"bot turns show: no record of turn {args.turn_id!r}", file=sys.stderr)
             return 1
+        from bot.logs import redact_value
+
         # Redacted again with today's configured secrets: a record written before a secret was
         # configured (or by an older version) still never shows it.
         record = redact_value(stored, ())

@@ -10,12 +10,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from bot.cli.settings import Config
 from bot.cli.stored import on_store
 from bot.ports.records import Usage, UsageEntry
-from bot.ports.stores import OpenStore
+
+if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
+    from bot.cli.settings import Config
+    from bot.ports.stores import OpenStore
 
 HELP = "report tokens, cache share and money by person, surface or day"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(_json(lines) if args.json else table(lines, args.by))
         return 0
 
-    return on_store("usage", config, report)
+    return on_store("usage", config, report, read_only=True)
 
 
 def parse_since(text: str, zone: ZoneInfo, now: datetime) -> datetime:

@@ -1,14 +1,15 @@
-"""How a turn ends: the `Conclusion` a handler returns, the turn record, continuity accounts.
+"""How a turn ends: the `Conclusion` a handler returns and the turn record.
 
 A turn concludes (answered, or answered by the host), fails (the person is told, history keeps a
-continuity account), or suspends (answered, and waiting on something outside it: it continues
-later as a continuation turn). The publisher stores a conclusion in one publication.
+continuity account: `bot.host.continuity`), or suspends (answered, and waiting on something
+outside it: it continues later as a continuation turn). The publisher stores a conclusion in one
+publication.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +20,8 @@ from bot.ports.memory import MemoryCapture
 from bot.ports.model import BudgetFacts
 from bot.ports.outbox import InboxState
 from bot.ports.records import TurnRecord, Usage
-from bot.turns import Continuation, HistoryEntry, Outcome, TextBlock, TurnRequest
+from bot.turns import Continuation, HistoryEntry, Outcome, TurnRequest
 
-CONTINUITY_MAX_BYTES = 48 * 1024
 STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
 
 
@@ -101,22 +101,3 @@ def suspended_details(suspended: Sequence[Continuation]) -> dict[str, object]:
 def noted(notice: Sequence[str], text: str) -> str:
     """What is said: the host's lines about files it could not read, then the answer."""
     return "\n".join(notice) + "\n\n" + text if notice else text
-
-
-def continuity_account(user_entry: HistoryEntry, partial: str, reason: str) -> list[HistoryEntry]:
-    """The request plus one host-written entry saying plainly the turn did not complete."""
-    note = f"[The host: this turn did not complete ({reason}). The person got no full answer.]"
-    if partial.strip():
-        room = CONTINUITY_MAX_BYTES - len(note.encode()) - 64
-        cut = partial.encode()[: max(room, 0)].decode(errors="ignore")
-        note += f"\n[Partial answer before it stopped:]\n{cut}"
-    user = _bounded_entry(user_entry)
-    return [user, HistoryEntry("assistant", (TextBlock(note),), at=user_entry.at)]
-
-
-def _bounded_entry(entry: HistoryEntry) -> HistoryEntry:
-    text = entry.text
-    if len(text.encode()) <= CONTINUITY_MAX_BYTES:
-        return entry
-    cut = text.encode()[:CONTINUITY_MAX_BYTES].decode(errors="ignore")
-    return replace(entry, blocks=(TextBlock(cut),), tokens=0)

@@ -17,11 +17,11 @@ from bot.host.answering import Answering
 from bot.host.conclusions import (
     Conclusion,
     budget_details,
-    continuity_account,
     noted,
     suspended_details,
     tool_details,
 )
+from bot.host.continuity import MODEL_FAILED, TIMED_OUT, continuity_account
 from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
@@ -82,7 +82,7 @@ class ModelTurn:
         # stream opened (the deliverer takes the sign down then).
         await turn.keep.enter_async_context(self._answering.working(request.route))
         charged: list[Usage] = []  # what calls that ended without an answer may have cost
-        plan = replace(plan, on_charge=charged.append)
+        plan = replace(plan, on_charge=charged.append, on_tool=turn.ran.note)
         opened: Mapping[int, str] = {}  # the messages the stream opened: delivery finishes them
         try:
             with self._stops.stoppable(request):  # also while it waits for a model call slot
@@ -106,7 +106,10 @@ class ModelTurn:
                 details=budget_details(stopped.spend.budget)
                 | tool_details(stopped.spend.tool_calls),
             )
-            account = continuity_account(prepared.user_entry, stopped.partial_text, str(stopped))
+            reason = f"a cost breaker stopped it ({stopped.code})"
+            account = continuity_account(
+                prepared.user_entry, stopped.partial_text, reason, turn.ran
+            )
             say = noted(prepared.notice, stopped.reply or replies.TURN_FAILED)
             return Conclusion(record, InboxState.FAILED, say, entries=account, opened=opened)
         except TurnFailed as failure:
@@ -120,7 +123,8 @@ class ModelTurn:
                 | tool_details(failure.spend.tool_calls),
             )
             user_entry, notice = await self._left_out(prepared, failure.spend.left_out)
-            account = continuity_account(user_entry, failure.partial_text, str(failure))
+            reason = TIMED_OUT if failure.timed_out else MODEL_FAILED
+            account = continuity_account(user_entry, failure.partial_text, reason, turn.ran)
             say = noted(notice, failure.reply or replies.TURN_FAILED)
             return Conclusion(record, InboxState.FAILED, say, entries=account, opened=opened)
         except asyncio.CancelledError:
@@ -133,6 +137,7 @@ class ModelTurn:
                 sum(charged, Usage()),
                 opened,
                 stopped_by_person=self._stops.stopped(request.turn_id),
+                ran=turn.ran,
             )
             await asyncio.shield(cut)
             raise

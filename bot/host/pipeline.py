@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ import structlog
 
 from bot import replies, tracing
 from bot.host.completion import completed
-from bot.host.conclusions import STOPPED, Conclusion, continuity_account, record
+from bot.host.conclusions import STOPPED, Conclusion, record
+from bot.host.continuity import HOST_FAILED, ToolsRan, continuity_account
 from bot.host.delivery import Delivery
 from bot.host.job import Job, open_trace
 from bot.host.publisher import Publisher
@@ -39,13 +40,15 @@ MAX_ATTEMPTS = 10  # restarted runs of one inbox item before it is given up as c
 class Turn:
     """One turn on its way through the handlers. A handler may change `request` for the ones
     after it (a continuation's note becomes its text); `keep` holds what stays open until the
-    turn's conclusion is delivered (the progress sign)."""
+    turn's conclusion is delivered (the progress sign); `ran`, the tool calls that ran so far
+    (a turn that crashes still accounts for them)."""
 
     job: Job
     request: TurnRequest
     started: datetime
     policy: SurfacePolicy
     keep: contextlib.AsyncExitStack
+    ran: ToolsRan = field(default_factory=ToolsRan)
 
     def record(
         self,
@@ -172,9 +175,10 @@ class Pipeline:
 
     async def _turn(self, job: Job, request: TurnRequest) -> TurnResult:
         started = datetime.now(UTC)
+        ran = ToolsRan()
         try:
             async with contextlib.AsyncExitStack() as keep:
-                turn = Turn(job, request, started, self._policy(request), keep)
+                turn = Turn(job, request, started, self._policy(request), keep, ran)
                 for handler in self._handlers:
                     conclusion = await handler(turn)
                     if conclusion is not None:
@@ -189,7 +193,7 @@ class Pipeline:
             return TurnResult(request.turn_id, Outcome.CANCELLED, error=STOPPED)
         except Exception as exc:  # the host keeps running whatever one turn does
             log.exception("turn_crashed", error=type(exc).__name__)
-            return await self._crashed(job, request, started, type(exc).__name__)
+            return await self._crashed(job, request, started, type(exc).__name__, ran)
         finally:
             self._stops.forget(request.turn_id)
 
@@ -206,13 +210,18 @@ class Pipeline:
         return True
 
     async def _crashed(
-        self, job: Job, request: TurnRequest, started: datetime, error: str
+        self,
+        job: Job,
+        request: TurnRequest,
+        started: datetime,
+        error: str,
+        ran: ToolsRan | None = None,
     ) -> TurnResult:
         try:
             user_entry = self._assembler.user_entry(request)
         except Exception:  # the assembler itself may be what failed
             user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
         ended = self._publisher.record(request, started, Outcome.CRASHED, error=error)
-        account = continuity_account(user_entry, "", "the host failed")
+        account = continuity_account(user_entry, "", HOST_FAILED, ran)
         conclusion = Conclusion(ended, InboxState.CRASHED, replies.TURN_FAILED, entries=account)
         return await self._publisher.conclude(job, conclusion)

@@ -17,7 +17,8 @@ import structlog
 
 from bot.errors import ClaimLost, DuplicateKey
 from bot.host.answering import Answering
-from bot.host.conclusions import STOPPED, Conclusion, continuity_account, policy_of, record
+from bot.host.conclusions import STOPPED, Conclusion, policy_of, record
+from bot.host.continuity import CANCELLED, STOPPED_BY_PERSON, ToolsRan, continuity_account
 from bot.host.job import Job
 from bot.policy.budget import Budgets
 from bot.policy.surfaces import Policies
@@ -122,17 +123,19 @@ class Publisher:
         opened: Mapping[int, str],
         *,
         stopped_by_person: bool,
+        ran: ToolsRan | None = None,
     ) -> None:
         """A turn cut short. At shutdown past its grace, an inbox item stays pending and runs
         again after the next start, exactly as after a kill: nothing is published now, so the
         person gets one answer and history holds the turn once, with no continuity account
         beside it. A turn that will not run again (a person stopped it; console, cron) records
-        that it did not complete, with what it had written, so the next turn is not left
-        guessing; a stopped turn's item ends there and its answer's place says it was stopped.
+        that it did not complete, with what it had written and the tool calls that ran (`ran`),
+        so the next turn is not left guessing; a stopped turn's item ends there and its
+        answer's place says it was stopped.
         Either way what its calls cost (`usage`) is charged: the API bills a call cut short."""
         if stopped_by_person:
             ended = self.record(request, started, Outcome.CANCELLED, error=STOPPED, usage=usage)
-            account = continuity_account(user_entry, partial, "the person stopped it")
+            account = continuity_account(user_entry, partial, STOPPED_BY_PERSON, ran)
             say = stopped(partial)
             stop = Conclusion(ended, InboxState.STOPPED, say, entries=account, opened=opened)
             await self.conclude(job, stop)
@@ -143,7 +146,7 @@ class Publisher:
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
-        account = continuity_account(user_entry, partial, "the turn was cancelled")
+        account = continuity_account(user_entry, partial, CANCELLED, ran)
         try:
             await self._outbox.publish(Publication(request.conversation_key, account, record=ended))
         except Exception:

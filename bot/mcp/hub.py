@@ -20,6 +20,7 @@ from mcp.types import ImageContent
 
 from bot.attachments.images import prepare_image
 from bot.errors import FileUnreadable, ToolCallFailed, ToolError
+from bot.logs import redact_text
 from bot.mcp.link import ServerLink, ToolInfo
 from bot.mcp.results import fenced, images, result_text
 from bot.mcp.settings import McpSettings
@@ -44,12 +45,16 @@ class McpTool:
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         info, limit = self.info, self._link.settings.max_output_bytes
+        # What a server says may hold a secret the host gave it (its env, its headers) or any
+        # other the host knows: redacted by value before it is bounded, so no cut hides one.
+        secrets = self._link.secret_values
         try:
             result = await self._link.call(info.tool, arguments)
         except ToolCallFailed as exc:
             log.warning("mcp_call_failed", server=info.server, tool=info.name, reason=str(exc))
-            raise ToolError(fenced(info.name, str(exc), limit, error=True)) from None
-        text = result_text(result)
+            reason = redact_text(str(exc), secrets)
+            raise ToolError(fenced(info.name, reason, limit, error=True)) from None
+        text = redact_text(result_text(result), secrets)
         if result.is_error:
             raise ToolError(fenced(info.name, text or "no reason given", limit, error=True))
         shown, notes = await _ready(images(result))

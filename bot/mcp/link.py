@@ -116,6 +116,11 @@ class ServerLink:
         self._task: asyncio.Task[None] | None = None
         self._errlog: TextIO | None = None
 
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        """The values this server is handed (its env, its headers): never to be repeated."""
+        return tuple(self._secrets[n] for n in self.settings.secret_names() if n in self._secrets)
+
     # --- lifecycle ------------------------------------------------------------------------------
 
     @property

@@ -4,7 +4,7 @@ failure turned into an error result the model reads, and a line for the turn rec
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ import structlog
 
 from bot import tracing
 from bot.errors import ToolError
+from bot.logs import redact_text
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.turns import Continuation, ToolResultBlock, ToolUseBlock
@@ -35,13 +36,20 @@ async def run_tools(
     offered: Sequence[Tool],
     records: list[dict[str, Any]],
     turn_id: str,
+    on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None,
 ) -> ToolRound:
     """Run `calls` one after another; each call's line for the turn record is appended to
-    `records` as soon as it ends."""
+    `records` as soon as it ends, and `on_tool` hears each call as it starts and its result as
+    it ends."""
     tools = {tool.spec.name: tool for tool in offered}
     done = ToolRound()
     for call in calls:
-        done.results.append(await _run_tool(call, tools, done, records, turn_id))
+        if on_tool is not None:
+            on_tool(call)
+        result = await _run_tool(call, tools, done, records, turn_id)
+        if on_tool is not None:
+            on_tool(result)
+        done.results.append(result)
     return done
 
 
@@ -78,7 +86,9 @@ async def _run_tool(
                 output, failed = str(exc) or type(exc).__name__, True
             except Exception as exc:  # any tool bug becomes an error result, not a lost turn
                 output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
-        content = bound_tool_output(output)
+        # Any tool's output (a server's, or an error's text) may carry a secret the host knows:
+        # it goes to the model and into history, so it is redacted like a log line.
+        content = bound_tool_output(redact_text(output))
         size = len(content.encode("utf-8", errors="replace"))
         span.set(bot__ok=not failed, bot__result_bytes=size)
         if failed:

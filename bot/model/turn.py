@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
+from anthropic import APITimeoutError
 
 from bot import replies, tracing
 from bot.config import ModelSettings
@@ -98,7 +99,9 @@ class Turn:
                 return self._finish(f"{text}\n\n{note}" if text else note)
             if (why := self.repeats.check(calls)) is not None:
                 raise self._tripped("repeat", why)
-            done = await run_tools(calls, self.plan.tools, self.tool_calls, self.plan.turn_id)
+            done = await run_tools(
+                calls, self.plan.tools, self.tool_calls, self.plan.turn_id, self.plan.on_tool
+            )
             self.suspended += done.suspended
             self.entries += [
                 self.meter.counted(rounds.assistant_entry(text, calls)),
@@ -195,6 +198,7 @@ class Turn:
             partial_text="".join(self.streamed),
             entries=tuple(self.entries),
             reply=failure_reply(error),
+            timed_out=isinstance(error.cause, APITimeoutError | TimeoutError),
         )
 
     def _tripped(self, breaker: str, why: str) -> BreakerTripped:

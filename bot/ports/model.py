@@ -10,7 +10,14 @@ from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
 from bot.ports.request import CacheTtl, ModelRequest
 from bot.ports.tools import Tool, ToolSpec
-from bot.turns import Attached, Continuation, HistoryEntry, TurnRequest
+from bot.turns import (
+    Attached,
+    Continuation,
+    HistoryEntry,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnRequest,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,9 @@ class TurnPlan:
     # Each estimate charged for a call that may have been billed without an answer (timed out,
     # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.
     on_charge: Callable[[Usage], None] | None = None
+    # Each tool call as it starts and each result as it ends: a turn that does not complete
+    # still knows every call that ran (its continuity account lists them).
+    on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None
     breakers: Breakers = NO_BREAKERS
 
 

@@ -82,18 +82,19 @@ class ApprovalSettings(Section):
 
 
 def needs_approval(info: Hinted, approve: Sequence[str], allow_without: Sequence[str]) -> bool:
-    """Whether a call waits: matched by its server's `approve` globs (its own name or the name
-    the model sees), or destructive and not read-only, unless the operator allowed it. A
-    read-only tool never waits."""
-    if info.read_only:
-        return False
+    """Whether a call waits: unless the operator allowed it (`allow_without_approval`), when
+    its server's `approve` globs match (its own name or the name the model sees), or when its
+    server marks it destructive and not read-only. A server's hints can add an approval but
+    never lift one the operator asked for: `readOnlyHint` does not exempt a tool the globs name
+    (the server is not the operator, and it may be lying)."""
     if any(fnmatch.fnmatchcase(info.name, glob) for glob in allow_without):
         return False
-    matched = any(
+    if any(
         fnmatch.fnmatchcase(info.tool, glob) or fnmatch.fnmatchcase(info.name, glob)
         for glob in approve
-    )
-    return matched or bool(info.destructive)
+    ):
+        return True
+    return bool(info.destructive) and not info.read_only
 
 
 def canonical(arguments: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -153,3 +154,30 @@ def test_turns_show_redacts_configured_secrets_of_any_shape(
         assert "the secret is" in shown
         assert signing not in shown
         assert webhook not in shown
+
+
+def test_read_only_commands_answer_while_a_writer_holds_the_lock(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A running host mid-write holds SQLite's write lock; the inspection commands never take
+    it. The lock is held for good here: a command that waited for it would fail, not pass."""
+    writer = sqlite3.connect(seeded.parent / "data" / "bot.sqlite3", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("DELETE FROM turn_records")  # uncommitted: readers still see the record
+        assert bot(seeded, "turns", "show", "turn-1") == 0
+        assert "turn-1" in capsys.readouterr().out
+        for command in (
+            ("turns", "list"),
+            ("history", "show", KEY),
+            ("history", "show", "--list"),
+            ("memory", "search", "badge"),
+            ("usage",),
+            ("approvals",),
+            ("cron", "list"),
+        ):
+            assert bot(seeded, *command) == 0, command
+        assert "badge 7731" in capsys.readouterr().out
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

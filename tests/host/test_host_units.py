@@ -13,10 +13,11 @@ import pytest
 from bot import replies
 from bot.errors import PartDelayed, TurnFailed, TurnSpend
 from bot.ports.intake import Admission
+from bot.ports.model import TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState, OutboxPart, Publication
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel, answer
-from bot.turns import Outcome
+from bot.turns import Outcome, ToolResultBlock, ToolUseBlock
 from tests.host.rig import KEY, ROUTE, Rig, rig, submit
 
 
@@ -208,4 +209,35 @@ async def test_parts_a_crashed_process_left_are_looked_for_before_they_are_poste
     assert [p.part_id for p in r.deliverer.finished] == ["turn-9.0"]
     stored = await r.store.outbox.parts("turn-9")
     assert [p.platform_id for p in stored] == ["test-earlier", "test-1"]
+    await r.host.close(grace=0)
+
+
+class _CrashesAfterACall(ScriptedModel):
+    """Reports one tool call that ran, then fails in a way the host does not expect."""
+
+    async def run(self, plan: TurnPlan) -> TurnOutcome:
+        self.plans.append(plan)
+        assert plan.on_tool is not None
+        plan.on_tool(ToolUseBlock("toolu_1", "tickets__create", {"title": "printer"}))
+        plan.on_tool(ToolResultBlock("toolu_1", "created TICKET-7"))
+        plan.on_tool(ToolUseBlock("toolu_2", "tickets__assign", {"to": "bob"}))  # cut short
+        raise RuntimeError("a bug in the host")
+
+
+async def test_a_turn_that_crashes_after_a_call_keeps_the_call_in_its_account(
+    counter: TokenCounter,
+) -> None:
+    r = rig(counter, _CrashesAfterACall())
+    await r.host.resume()
+    await submit(r.host, 1, text="open a ticket")
+    await r.host.idle()
+
+    (publication,) = r.store.outbox.publications
+    assert publication.state is InboxState.CRASHED
+    note = publication.entries[1].text
+    assert "did not complete (the host failed)" in note
+    assert '1. tickets__create {"title": "printer"} -> ok: created TICKET-7' in note
+    assert "2. tickets__assign" in note
+    assert "whether it took effect is not known" in note
+    assert "a bug in the host" not in note
     await r.host.close(grace=0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.store.postgres.claims import PgWorkShare
 from bot.store.postgres.cron_runs import PgCronRuns
-from bot.store.postgres.db import PgDatabase, shown_url
+from bot.store.postgres.db import POOL_SIZE, PgDatabase, shown_url
 from bot.store.postgres.fts import TSVECTOR
 from bot.store.postgres.leader import PgLeadership
 from bot.store.postgres.owners import Replica, duty, hold, new_owner
@@ -75,13 +75,16 @@ async def open_pg_store(
     *,
     attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
+    read_only: bool = False,
 ) -> PgStore:
-    """Connect to `url` (creating and migrating the schema as needed)."""
-    db = await PgDatabase.open(url)
+    """Connect to `url` (creating and migrating the schema as needed). `read_only` for the
+    inspection commands: read-only transactions, no migration, no replica heartbeat."""
+    db = await PgDatabase.open(url, pool_size=2 if read_only else POOL_SIZE, read_only=read_only)
     owner = new_owner()
     leadership = PgLeadership(url)
     try:
-        await hold(leadership, owner)
+        if not read_only:
+            await hold(leadership, owner)
     except BaseException:
         await db.aclose()
         raise

@@ -4,7 +4,8 @@ Every write runs in one transaction on one pooled connection (`PgDatabase.write`
 from cancellation like the SQLite store's, so a cancelled turn never leaves half a transaction
 behind. A write that loses a deadlock or a serialization conflict with another replica is run
 again from the start (it is one transaction, so nothing of the lost attempt remains). Reads take
-any pooled connection and see committed data only.
+any pooled connection and see committed data only. A read-only handle (the inspection commands)
+runs every transaction read-only and never migrates.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import structlog
 
 from bot.errors import DuplicateKey, StoreOpenError
 from bot.ports.sql import Sql
-from bot.store.postgres.schema import migrate
+from bot.store.postgres.schema import SCHEMA_VERSION, migrate, schema_version
 from bot.store.postgres.sql import PgSql
 from bot.store.sql.writes import ShieldedWrites
 
@@ -55,11 +56,20 @@ class PgDatabase:
         self._writes = ShieldedWrites(where)
 
     @classmethod
-    async def open(cls, url: str, *, pool_size: int = POOL_SIZE) -> PgDatabase:
+    async def open(
+        cls, url: str, *, pool_size: int = POOL_SIZE, read_only: bool = False
+    ) -> PgDatabase:
+        """Connect (and migrate). `read_only`: every transaction is read-only and nothing is
+        migrated, unless the schema is older than this version's (then it is opened as usual)."""
         where = shown_url(url)
+        settings = {"default_transaction_read_only": "on"} if read_only else None
         try:
             pool = await asyncpg.create_pool(
-                url, min_size=1, max_size=pool_size, timeout=CONNECT_TIMEOUT
+                url,
+                min_size=1,
+                max_size=pool_size,
+                timeout=CONNECT_TIMEOUT,
+                server_settings=settings,
             )
         except CONNECT_ERRORS as exc:
             raise StoreOpenError(
@@ -69,7 +79,9 @@ class PgDatabase:
             ) from None
         try:
             async with pool.acquire() as conn:
-                await migrate(conn, where)
+                current = read_only and await schema_version(conn) == SCHEMA_VERSION
+                if not read_only:
+                    await migrate(conn, where)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.InvalidSchemaNameError):
@@ -84,6 +96,9 @@ class PgDatabase:
                     "that the user in store.url may create tables in its schema."
                 ) from None
             raise
+        if read_only and not current:
+            await pool.close()
+            return await cls.open(url, pool_size=pool_size)
         return cls(pool, where)
 
     async def write(self, op: Write[T]) -> T:

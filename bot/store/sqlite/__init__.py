@@ -26,7 +26,8 @@ from bot.store.sql.usage import SqlUsageLedger
 from bot.store.sqlite.cron_runs import SqliteCronRuns, open_cron_runs
 from bot.store.sqlite.db import SqliteDatabase
 from bot.store.sqlite.fts import FTS5
-from bot.store.sqlite.usage import ensure_usage_tables
+from bot.store.sqlite.schema import SCHEMA_VERSION
+from bot.store.sqlite.usage import USAGE_TABLES, ensure_usage_tables
 
 __all__ = ["SqliteStore", "existing_database", "open_store"]
 
@@ -78,17 +79,22 @@ async def open_store(
     *,
     attachments: AttachmentSettings | None = None,
     clock: Callable[[], float] = time.time,
+    read_only: bool = False,
 ) -> SqliteStore:
     """Open (creating and migrating as needed) the database at `settings.path`.
 
-    `clock` gives unix seconds; tests pass their own to age conversations and events.
+    `read_only` opens an existing, up-to-date file without ever taking the write lock (a store
+    an older version wrote is opened as usual, to migrate it). `clock` gives unix seconds; tests
+    pass their own to age conversations and events.
     """
-    db = await SqliteDatabase.open(settings.path, synchronous=settings.synchronous)
-    try:
-        await ensure_usage_tables(db)
-    except BaseException:
-        await db.aclose()
-        raise
+    db = await _read_only(settings.path) if read_only else None
+    if db is None:
+        db = await SqliteDatabase.open(settings.path, synchronous=settings.synchronous)
+        try:
+            await ensure_usage_tables(db)
+        except BaseException:
+            await db.aclose()
+            raise
     history = SqlHistory(db, settings, clock)
     records = SqlTurnRecords(db, settings.turn_records_keep, settings.turn_records_max_bytes)
     buffer = SqlChatBuffer(db, clock)
@@ -106,6 +112,23 @@ async def open_store(
         approvals=SqlApprovals(db),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
     )
+
+
+async def _read_only(path: Path) -> SqliteDatabase | None:
+    """The file opened read-only, or None when its schema is not this version's yet."""
+    db = await SqliteDatabase.open_read_only(path)
+    try:
+        version = await db.fetch_one("PRAGMA user_version")
+        tables = await db.fetch_all(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", USAGE_TABLES
+        )
+    except BaseException:
+        await db.aclose()
+        raise
+    if version is not None and int(version[0]) == SCHEMA_VERSION and len(tables) == 2:
+        return db
+    await db.aclose()
+    return None
 
 
 def existing_database(settings: StoreSettings) -> Path:

@@ -7,6 +7,10 @@ in a savepoint of its own so that one that fails undoes only its own changes, an
 answered only after the commit. Reads go through a second, query-only connection, which in WAL
 mode sees only committed transactions and never waits for the writer.
 
+`SqliteDatabase.open_read_only` is the inspection commands' handle (`bot turns`, `bot history
+show`...): one `mode=ro` connection that neither migrates nor takes the write lock, so it answers
+while a running host holds it; its writes fail.
+
 A write once started is shielded from cancellation (`bot.store.sql.writes`): it commits or rolls
 back as a whole, so a cancelled turn can never leave a half-written transaction or a held lock
 behind.
@@ -79,6 +83,22 @@ class SqliteDatabase:
             raise
         await asyncio.to_thread(_restrict_companions, path)
         return cls(path, writer, reader)
+
+    @classmethod
+    async def open_read_only(cls, path: Path) -> SqliteDatabase:
+        """Open an existing file to read it: never created, migrated or locked for writing."""
+        path, uri = await asyncio.to_thread(_read_only_uri, path)
+        try:
+            conn = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreOpenError(
+                f"{path}: cannot open the database to read it ({exc}). Fix: check that "
+                "store.path names the bot's store file and that this user may read it."
+            ) from exc
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA query_only = ON")
+        return cls(path, conn, conn)
 
     async def write(self, op: Write[T]) -> T:
         """Run `op` in one write transaction; commit when it returns, roll back when it raises."""
@@ -165,7 +185,8 @@ class SqliteDatabase:
         """Let started writes finish, then close both connections. Safe to call twice."""
         if await self._writes.close():
             await self._reader.close()
-            await self._writer.close()
+            if self._writer is not self._reader:
+                await self._writer.close()
 
 
 async def _in_savepoint(
@@ -205,6 +226,11 @@ async def _connect(
     if query_only:
         await conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def _read_only_uri(path: Path) -> tuple[Path, str]:
+    path = path.expanduser()
+    return path, f"{path.resolve().as_uri()}?mode=ro"
 
 
 def _prepare_files(path: Path) -> Path:

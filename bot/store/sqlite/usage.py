@@ -35,11 +35,13 @@ _SCHEMA = (
 )
 
 
+USAGE_TABLES = ("usage", "budget_notices")
+
+
 async def ensure_usage_tables(db: SqliteDatabase) -> None:
     """Create the tables when missing (a read first: opening the store stays write-free)."""
     present = await db.fetch_all(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)",
-        ("usage", "budget_notices"),
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", USAGE_TABLES
     )
     if len(present) == 2:
         return
