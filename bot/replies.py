@@ -448,6 +448,14 @@ def approval_too_long(tool: str, limit: int) -> str:
     )
 
 
+def approval_too_many(tool: str, limit: int, where: str) -> str:
+    return (
+        f"{tool} needs a person's approval, and {where} already has {limit} approval requests "
+        "(the most it may have at once); it did not run and no card was posted. Tell the person, "
+        "and ask again once the waiting requests are decided."
+    )
+
+
 def approval_tool_gone(tool: str) -> str:
     return f"{tool} was approved but is no longer available, so it did not run."
 

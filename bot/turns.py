@@ -200,6 +200,10 @@ class TurnRequest:
     lookups: Lookups | None = None
     # The suspended turn this one carries on (an approval decided), set by the host only.
     continues: Continuation | None = None
+    # Set by the host only: the tools (names the model sees) this turn may be offered, in place of
+    # what its surface rule offers. A job set up with the `schedule` tool runs with the tools its
+    # creator's place offered when it was made, never those of the `cron` rule.
+    tools: tuple[str, ...] | None = None
 
     def named(self, names: Names) -> TurnRequest:
         """The request with the names its lookups found, nothing left to look up."""

@@ -47,6 +47,7 @@ from bot.ports.approvals import (
 )
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
+from bot.prompt.fence import person_label
 from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -67,6 +68,10 @@ class ApprovalSettings(Section):
     allow_without_approval: list[Annotated[str, Field(pattern=TOOL_GLOB)]] = Field(
         default_factory=list
     )
+    # One model answer may ask for many calls at once: a few cards a turn, a few more waiting in
+    # a conversation, and every further call gets an error result saying why.
+    max_pending_per_turn: Annotated[int, Field(ge=1, le=100)] = 3
+    max_pending_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 10
 
     @field_validator("approvers")
     @classmethod
@@ -206,6 +211,7 @@ class ApprovalDesk:
         shown_before = await self._book.shown(request.turn_id, spec.name, digest(text))
         if shown_before is not None:  # the turn runs again after a crash: one card, one call
             return self._waiting(spec.name, shown_before.id)
+        await self._bounded(spec.name, request)
         now = self._clock()
         approval = Approval(
             id=secrets.token_urlsafe(18),
@@ -250,6 +256,19 @@ class ApprovalDesk:
             conversation_key=request.conversation_key,
         )
         return self._waiting(spec.name, approval.id)
+
+    async def _bounded(self, tool: str, request: TurnRequest) -> None:
+        """Refuse one more card past `max_pending_per_turn` cards asked for by this turn, or
+        `max_pending_per_conversation` still waiting in its conversation."""
+        of_turn, waiting = await self._book.counts(request.turn_id, request.conversation_key)
+        per_turn = self._settings.max_pending_per_turn
+        per_conversation = self._settings.max_pending_per_conversation
+        if of_turn >= per_turn:
+            log.warning("approval_refused_bound", tool=tool, bound="max_pending_per_turn")
+            raise ToolError(replies.approval_too_many(tool, per_turn, "this turn"))
+        if waiting >= per_conversation:
+            log.warning("approval_refused_bound", tool=tool, bound="max_pending_per_conversation")
+            raise ToolError(replies.approval_too_many(tool, per_conversation, "this conversation"))
 
     def _waiting(self, tool: str, approval_id: str) -> ToolOutput:
         """The call's result in the asking turn: it has not run, and the turn suspends."""
@@ -437,10 +456,12 @@ async def _call(tools: Sequence[Any], approval: Approval) -> str:
 
 
 def _who(request: TurnRequest) -> str:
+    """The requester on one line, bounded (a display name's line breaks could forge a line of
+    the card, such as a decision); the channel escapes it for its platform."""
     speaker = request.speaker
     if speaker is None:
         return "someone"
-    return f"{speaker.name} (@{speaker.handle})" if speaker.handle else speaker.name
+    return person_label(speaker.name, speaker.handle) or "someone"
 
 
 def _valid_id(value: str) -> bool:

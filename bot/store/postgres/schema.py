@@ -274,6 +274,14 @@ _V_APPROVALS = (
 # An approved call's running mark, as in the SQLite store's version 10.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at DOUBLE PRECISION",)
 
+# A chat schedule's tools (SPEC §17): those its place offered when it was set up, so its runs get
+# no more. A schedule set up before this was kept gets the built-in tools only
+# (`bot.policy.surfaces.BUILTIN_TOOLS`), never the `cron` rule's.
+_V_SCHEDULE_TOOLS = (
+    "ALTER TABLE chat_schedules ADD COLUMN tools TEXT NOT NULL "
+    """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -283,6 +291,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_SCHEDULE_TOOLS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

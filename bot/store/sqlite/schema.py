@@ -270,6 +270,14 @@ _V_APPROVALS = (
 # continuation turn: a process that stops mid-call leaves the mark, and the call never runs again.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at REAL",)
 
+# A chat schedule's tools (SPEC §17): those its place offered when it was set up, so its runs get
+# no more. A schedule set up before this was kept gets the built-in tools only
+# (`bot.policy.surfaces.BUILTIN_TOOLS`), never the `cron` rule's.
+_V_SCHEDULE_TOOLS = (
+    "ALTER TABLE chat_schedules ADD COLUMN tools TEXT NOT NULL "
+    """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -281,6 +289,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_SCHEDULE_TOOLS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
