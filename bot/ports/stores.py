@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from bot.ports.approvals import ApprovalRecords
 from bot.ports.attachments import AttachmentStore
+from bot.ports.console import ConsoleBook
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.history import ChatBuffer, ConversationInfo, HistoryStore
 from bot.ports.intake import Inbox, WorkShare
@@ -102,6 +103,10 @@ class OpenStore(Protocol):
 
     @property
     def outbox(self) -> Outbox: ...
+
+    @property
+    def console(self) -> ConsoleBook:
+        """The operator console's sessions, refused logins and audit."""
 
     @property
     def leadership(self) -> Leadership | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.ports.leadership import Leadership
 from bot.ports.stores import OpenStore
+from bot.testing.console import MemoryConsoleBook
 from bot.testing.cron import MemoryCronRuns
 from bot.testing.history import MemoryChatBuffer, MemoryHistory
 from bot.testing.inbox import MemoryInbox, MemoryOutbox, MemoryWorkShare
@@ -72,6 +73,7 @@ class MemoryStore:
     usage: MemoryUsage
     approvals: MemoryApprovals
     attachments: MemoryAttachments
+    console: MemoryConsoleBook
     leadership: MemoryLeadership | None
     share: MemoryWorkShare | None
 
@@ -132,6 +134,7 @@ def open_memory_store(
         usage=usage,
         approvals=MemoryApprovals(opened),
         attachments=MemoryAttachments(opened, attachments or AttachmentSettings()),
+        console=MemoryConsoleBook(opened),
         leadership=MemoryLeadership(opened) if shared else None,
         share=MemoryWorkShare(opened) if shared else None,
     )

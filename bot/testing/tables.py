@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from bot.errors import StoreClosedError, StoreFault
 from bot.ports.approvals import Approval
+from bot.ports.console import AuditEntry, ConsoleSession
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.outbox import InboxState, OutboxPart
 from bot.ports.records import UsageEntry
@@ -123,6 +124,9 @@ class Tables:
     cron_slots: dict[tuple[str, float], float] = field(default_factory=dict)
     cron_pauses: dict[str, JobPause] = field(default_factory=dict)
     chat_schedules: dict[str, ChatSchedule] = field(default_factory=dict)
+    console_sessions: dict[str, ConsoleSession] = field(default_factory=dict)
+    console_logins: list[tuple[str, float]] = field(default_factory=list)
+    console_audit: list[AuditEntry] = field(default_factory=list)
     live: set[str] = field(default_factory=set)
     duties: dict[str, str] = field(default_factory=dict)  # leadership: duty -> holder
     duty_waiters: list[asyncio.Future[None]] = field(default_factory=list)

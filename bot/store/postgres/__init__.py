@@ -25,6 +25,7 @@ from bot.store.postgres.schema import SCHEMA_VERSION, schema_version
 from bot.store.sql.approvals import SqlApprovals
 from bot.store.sql.attachments import SqlAttachments
 from bot.store.sql.buffer import SqlChatBuffer
+from bot.store.sql.console import SqlConsoleBook
 from bot.store.sql.history import SqlHistory
 from bot.store.sql.inbox import SqlInbox, SqlOutbox
 from bot.store.sql.memory import SqlMemory
@@ -50,6 +51,7 @@ class PgStore:
     usage: SqlUsageLedger
     approvals: SqlApprovals
     attachments: SqlAttachments
+    console: SqlConsoleBook
     owner: str  # this replica, in the inbox and outbox (see bot.store.postgres.owners)
 
     @property
@@ -107,5 +109,6 @@ async def open_pg_store(
         usage=usage,
         approvals=SqlApprovals(db),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
+        console=SqlConsoleBook(db),
         owner=owner,
     )

@@ -282,6 +282,28 @@ _V_SCHEDULE_TOOLS = (
     """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
 )
 
+# The operator console (SPEC §18): sessions by a digest of their cookie token (any replica serves
+# them), refused logins by operator name (the rate limit) and the audit of every change.
+_V_CONSOLE = (
+    """CREATE TABLE console_sessions (
+        id TEXT PRIMARY KEY,
+        operator TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    )""",
+    """CREATE TABLE console_logins (name TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX console_logins_by_name ON console_logins (name, at)",
+    """CREATE TABLE console_audit (
+        at DOUBLE PRECISION NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        outcome TEXT NOT NULL
+    )""",
+    "CREATE INDEX console_audit_by_time ON console_audit (at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -292,6 +314,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
+    _V_CONSOLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

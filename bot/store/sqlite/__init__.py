@@ -18,6 +18,7 @@ from bot.errors import StoreOpenError
 from bot.store.sql.approvals import SqlApprovals
 from bot.store.sql.attachments import SqlAttachments
 from bot.store.sql.buffer import SqlChatBuffer
+from bot.store.sql.console import SqlConsoleBook
 from bot.store.sql.history import SqlHistory
 from bot.store.sql.inbox import SqlInbox, SqlOutbox
 from bot.store.sql.memory import SqlMemory
@@ -46,6 +47,7 @@ class SqliteStore:
     usage: SqlUsageLedger
     approvals: SqlApprovals
     attachments: SqlAttachments
+    console: SqlConsoleBook
 
     @property
     def leadership(self) -> None:
@@ -111,6 +113,7 @@ async def open_store(
         usage=usage,
         approvals=SqlApprovals(db),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
+        console=SqlConsoleBook(db),
     )
 
 

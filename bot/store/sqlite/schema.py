@@ -278,6 +278,28 @@ _V_SCHEDULE_TOOLS = (
     """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
 )
 
+# The operator console (SPEC §18): sessions by a digest of their cookie token (any replica serves
+# them), refused logins by operator name (the rate limit) and the audit of every change.
+_V_CONSOLE = (
+    """CREATE TABLE IF NOT EXISTS console_sessions (
+        id TEXT PRIMARY KEY,
+        operator TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS console_logins (name TEXT NOT NULL, at REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS console_logins_by_name ON console_logins (name, at)",
+    """CREATE TABLE IF NOT EXISTS console_audit (
+        at REAL NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        outcome TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS console_audit_by_time ON console_audit (at)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -290,6 +312,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
+    _V_CONSOLE,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
