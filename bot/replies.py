@@ -151,6 +151,16 @@ def nothing_older_to_compact(kept: int) -> str:
     return f"Nothing to compact yet: the conversation has {kept} messages, all kept as is."
 
 
+def compact_left_files(count: int) -> str:
+    """What `/compact` says of files sent with it (compaction reads none)."""
+    if count == 1:
+        return "(The file sent with /compact was not read or kept: send it again with a message.)"
+    return (
+        f"(The {count} files sent with /compact were not read or kept: send them again with a "
+        "message.)"
+    )
+
+
 def compacted(summarized: int, kept: int) -> str:
     return (
         f"Compacted: {summarized} earlier messages are now one summary; the last {kept} are "

@@ -8,13 +8,14 @@ previous one (a wire with a limit on breakpoints enforces it when it encodes).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from bot.ports.model import AssembledRequest
 from bot.ports.records import Usage
-from bot.ports.request import Image, Message, ModelRequest, Text
+from bot.ports.request import Image, Message, ModelRequest, Part, Text, ToolResult
 from bot.ports.tools import ToolImage
 from bot.prompt.history import tool_result
 from bot.turns import Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
@@ -43,6 +44,35 @@ def with_rounds(
         messages=(*request.messages, *tail),
         tool_choice="none" if last is not None else request.tool_choice,
     )
+
+
+ROUND_RESULT_LEFT_OUT = (
+    "[The result of this call ({size} bytes) was read in an earlier round of this turn and is "
+    "left out here to fit the context window.]"
+)
+_LEFT_OUT_OPENING = ROUND_RESULT_LEFT_OUT.split("{", 1)[0]
+
+
+def shrunk_rounds(messages: Sequence[Message], keep: int = 2) -> list[Message]:
+    """The rounds with every tool result but those of the newest `keep` messages replayed as
+    a short note: what a long tool loop sends instead of overflowing the window."""
+    older = [_results_left_out(message) for message in messages[:-keep]]
+    return [*older, *messages[-keep:]]
+
+
+def _results_left_out(message: Message) -> Message:
+    if message.role != "user":
+        return message
+    return replace(message, parts=tuple(map(_result_left_out, message.parts)))
+
+
+def _result_left_out(part: Part) -> Part:
+    if not isinstance(part, ToolResult) or part.content.startswith(_LEFT_OUT_OPENING):
+        return part  # not a result, or left out already
+    size = len(json.dumps(part.content, ensure_ascii=False).encode())
+    size += sum(len(image.data) for image in part.images)
+    note = ROUND_RESULT_LEFT_OUT.format(size=size)
+    return ToolResult(part.call_id, note, part.is_error)
 
 
 def results_message(

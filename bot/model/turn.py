@@ -28,6 +28,7 @@ from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
 from bot.ports.request import Message
+from bot.prompt.history import entry_tokens
 from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)
@@ -56,6 +57,7 @@ class Turn:
         self.streamed: list[str] = []
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
+        self.compacted_between = False  # the history was compacted between rounds (once)
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
         self.suspended: list[Continuation] = []  # what the calls suspend the turn for
@@ -108,6 +110,15 @@ class Turn:
                 self.meter.counted(rounds.results_entry(done.results)),
             ]
             self.rounds += [answer.message, rounds.results_message(done.results, done.images)]
+            if self._coming() >= compaction.THRESHOLD * self.settings.window:
+                await self._compact_between_rounds()  # a long tool loop compacts, not overflows
+
+    def _coming(self) -> int:
+        """About what the next call of the loop sends: the assembled request and this turn's
+        rounds so far."""
+        assert self.request is not None  # assembled before the first call
+        rounds = sum(entry_tokens(entry, self.meter.count) for entry in self.entries)
+        return self.request.estimated_tokens + rounds
 
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
@@ -222,12 +233,27 @@ class Turn:
         name = self.settings.name
         model = self.request.request.model or name if self.request else name
         summary = await summarize(
-            self.calls, self.settings, self.history, self.meter, model=model, reason=reason
+            self.calls,
+            self.settings,
+            self.history,
+            self.meter,
+            model=model,
+            reason=reason,
+            focus=self.plan.compact_focus,
         )
         if summary is not None:
             self.history = summary.history
             self.new_history = self.history
         return summary
+
+    async def _compact_between_rounds(self) -> None:
+        """The history is compacted (once a turn); when the rounds alone still fill the window,
+        the older rounds' results are replayed as short notes (the model read them already)."""
+        if self.new_history is None and not self.compacted_between:
+            self.compacted_between = True
+            await self._compact_before_call()
+        if self._coming() >= compaction.THRESHOLD * self.settings.window:
+            self.rounds = rounds.shrunk_rounds(self.rounds)
 
     async def _compact_before_call(self) -> None:
         try:

@@ -129,6 +129,7 @@ class TurnPlan:
     builder: PromptBuilder  # builds the request from `prompt` over the (compacted) history
     tools: Sequence[Tool] = ()
     compact_only: bool = False  # `/compact`: summarize history, call nothing else
+    compact_focus: str = ""  # what `/compact` was told to keep in view (`/compact focus on X`)
     on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas
     # Each estimate charged for a call that may have been billed without an answer (timed out,
     # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.

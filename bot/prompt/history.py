@@ -22,6 +22,7 @@ _SUMMARY_PREAMBLE = (
     "The earlier part of this conversation, summarized by the host to save space. It stands in "
     "for the messages it replaced."
 )
+_SUMMARY_FILES = "Files shared in the part of the conversation this summary replaces:"
 LEADING_GAP_TEXT = "[The start of this conversation is not shown here.]"
 EMPTY_TEXT = "[empty message]"
 
@@ -31,7 +32,8 @@ def entry_tokens(entry: HistoryEntry, count: Callable[[str], int]) -> int:
     if entry.tokens > 0:
         return entry.tokens
     files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
-    return count(_countable_text(entry)) + sum(map(attachment_tokens, files))
+    replayed = [] if entry.summary else files  # a summary names its files, never replays them
+    return count(_countable_text(entry)) + sum(map(attachment_tokens, replayed))
 
 
 def _countable_text(entry: HistoryEntry) -> str:
@@ -92,6 +94,9 @@ def render(
 def _render_entry(entry: HistoryEntry, contents: Mapping[str, bytes]) -> tuple[Role, list[Part]]:
     if entry.summary:
         text = f"<conversation_summary>\n{_SUMMARY_PREAMBLE}\n\n{untrusted(entry.text)}\n"
+        files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
+        if files:
+            text += f"\n{_SUMMARY_FILES}\n{markers(files)}\n"
         return "user", [_text(text + "</conversation_summary>")]
     if entry.role == "assistant":
         return "assistant", [b for b in map(_assistant_part, entry.blocks) if b is not None]
