@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.prompt.attachments import attachment_tokens, content_blocks, markers
+from bot.prompt.fence import scrub
 from bot.prompt.message import speaker_tag, untrusted
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -139,6 +140,7 @@ def _user_blocks(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[Con
 def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     labelled = entry.speaker is None
+    shown = scrub if entry.host_note else untrusted  # a host note was made safe when written
     for block in entry.blocks:
         if isinstance(block, AttachmentBlock):
             continue
@@ -147,10 +149,10 @@ def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
         elif isinstance(block, ToolUseBlock):
             blocks.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
         elif not labelled:
-            blocks.append(_text(f"{speaker_tag(entry.speaker or '')}\n{untrusted(block.text)}"))
+            blocks.append(_text(f"{speaker_tag(entry.speaker or '')}\n{shown(block.text)}"))
             labelled = True
         elif block.text.strip():
-            blocks.append(_text(untrusted(block.text)))
+            blocks.append(_text(shown(block.text)))
     if not labelled:
         blocks.append(_text(speaker_tag(entry.speaker or "")))
     return blocks
