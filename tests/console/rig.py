@@ -14,10 +14,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from argon2 import PasswordHasher
 
 from bot.console.app import build_console, mount
 from bot.console.parts import ConsoleParts
-from bot.console.passwords import hash_password
 from bot.console.settings import ConsoleSettings, Operator
 from bot.policy.budget import BudgetSettings
 from bot.testing.cron import MemoryCronRuns
@@ -30,7 +30,9 @@ SECRET = "sk-ant-api03-SECRET-VALUE-0123456789"
 
 @functools.cache
 def password_hash() -> str:
-    return hash_password(PASSWORD)
+    """An argon2id hash at the lowest cost (checking one reads its cost from the hash), so a
+    sign-in in a test takes milliseconds; `bot console passwd` uses the library's defaults."""
+    return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1).hash(PASSWORD)
 
 
 def settings(**changes: Any) -> ConsoleSettings:

@@ -161,9 +161,7 @@ def _reset(console: Console) -> Any:
         forgot = await console.parts.store.history.reset(key) if key else False
         outcome = "reset" if forgot else "nothing stored"
         await console.audit(request, "reset conversation", key, outcome)
-        return console.see_other(
-            "conversations?done=" + ("reset" if forgot else "nothing")
-        )
+        return console.see_other("conversations?done=" + ("reset" if forgot else "nothing"))
 
     return handler
 

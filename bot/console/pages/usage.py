@@ -34,7 +34,7 @@ def install(app: web.Application, console: Console) -> None:
         window = _window(console, request)
         rows = await _rows(console, window)
         tables = {by: group(rows, key_of(by, console.zone)) for by in GROUPINGS}
-        days = tables["day"][:-1]
+        days = _every_day(tables["day"][:-1], window, console)
         return console.render.page(
             "usage.html",
             request,
@@ -42,8 +42,8 @@ def install(app: web.Application, console: Console) -> None:
             tables=tables,
             window=window,
             total=tables["day"][-1],
-            cost_chart=bar_chart([(line.key[5:], line.cost_usd) for line in days], " USD", 4),
-            tokens_chart=bar_chart([(line.key[5:], float(line.usage.total)) for line in days]),
+            cost_chart=bar_chart([(key[5:], line.cost_usd) for key, line in days], " USD", 4),
+            tokens_chart=bar_chart([(key[5:], float(line.usage.total)) for key, line in days]),
             surface_chart=bar_chart(
                 [(line.key, line.cost_usd) for line in tables["surface"][:-1]], " USD", 4
             ),
@@ -74,6 +74,17 @@ def _window(console: Console, request: web.Request) -> dict[str, Any]:
         return {"day": day.isoformat(), "days": 1, "start": start, "end": start + timedelta(1)}
     days = query_int(request, "days", 30, 1, 366)
     return {"day": "", "days": days, "start": console.days_ago(days), "end": None}
+
+
+def _every_day(
+    lines: list[Line], window: dict[str, Any], console: Console
+) -> list[tuple[str, Line]]:
+    """A line for every day of the window, days without turns included (as zero)."""
+    by_day = {line.key: line for line in lines}
+    first = window["start"].date()
+    count = window["days"] if window["day"] else (console.today_start().date() - first).days + 1
+    keys = [(first + timedelta(days=n)).isoformat() for n in range(max(count, 1))]
+    return [(key, by_day.get(key, Line(key))) for key in keys]
 
 
 async def _rows(console: Console, window: dict[str, Any]) -> list[UsageEntry]:
