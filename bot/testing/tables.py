@@ -37,6 +37,7 @@ class ItemRow:
     state: InboxState = InboxState.PENDING
     finished_at: float | None = None
     owner: str = ""  # "" until a replica adopts its conversation
+    consumed_by: str | None = None  # the turn that took it in beside its own (SPEC §19)
 
     @property
     def conversation_key(self) -> str:

@@ -304,6 +304,9 @@ _V_CONSOLE = (
     "CREATE INDEX console_audit_by_time ON console_audit (at)",
 )
 
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -315,6 +318,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
     _V_CONSOLE,
+    _V_CONSUMED_BY,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
