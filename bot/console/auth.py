@@ -69,7 +69,8 @@ class Gate:
             return await handler(request)
         token = request.cookies.get(SESSION_COOKIE, "")
         session = await self._parts.store.console.session(digest(token)) if token else None
-        if session is None:
+        known = {op.name for op in self._parts.settings.operators}
+        if session is None or session.operator not in known:  # or no longer an operator
             return self._refuse(request, expired=False)
         if session.expires_at <= self._parts.clock():
             return self._refuse(request, expired=True)

@@ -8,6 +8,7 @@ through `Calls`, is fitted by `Omissions` and checked by the cost breakers first
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -27,7 +28,7 @@ from bot.model.retry import Verdict
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
-from bot.ports.request import Message
+from bot.ports.request import Message, Part
 from bot.prompt.history import entry_tokens
 from bot.turns import Continuation, HistoryEntry
 
@@ -61,6 +62,7 @@ class Turn:
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
         self.suspended: list[Continuation] = []  # what the calls suspend the turn for
+        self.opening: list[Part] = []  # parts steered into the first call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -91,6 +93,7 @@ class Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            await self._steer()
             self._check_tokens()
             answer = await self._turn_call(last)
             text, calls = answer.text, list(answer.calls)
@@ -120,6 +123,22 @@ class Turn:
         rounds = sum(entry_tokens(entry, self.meter.count) for entry in self.entries)
         return self.request.estimated_tokens + rounds
 
+    async def _steer(self) -> None:
+        """Take in what people said since the last round (SPEC §19): their words join the user
+        message this round sends (the tool results, or the first call's own message)."""
+        if self.plan.steering is None:
+            return
+        steered = await self.plan.steering(len(self.rounds) // 2)
+        blocks = [block for one in steered for block in one.blocks]
+        if not blocks:
+            return
+        self.entries += [one.entry for one in steered]
+        if self.rounds:
+            last = self.rounds[-1]
+            self.rounds[-1] = replace(last, parts=(*last.parts, *blocks))
+        else:
+            self.opening += blocks
+
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
         at least what the last one read and wrote (the first, what the budget estimated)."""
@@ -146,8 +165,13 @@ class Turn:
 
     def _body(self, last: bool) -> dict[str, Any]:
         assert self.request is not None  # assembled before the first call
+        request = self.request.request
+        if self.opening:
+            *before, current = request.messages
+            opened = replace(current, parts=(*current.parts, *self.opening))
+            request = replace(request, messages=(*before, opened))
         limit = self.settings.max_turns if last else None
-        request = rounds.with_rounds(self.request.request, self.rounds, last=limit)
+        request = rounds.with_rounds(request, self.rounds, last=limit)
         return self.omissions.fit(wire.encode(request))
 
     async def _turn_call(self, last: bool) -> Answer:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
-from bot.ports.request import CacheTtl, ModelRequest
+from bot.ports.request import CacheTtl, ModelRequest, Part
 from bot.ports.tools import Tool, ToolSpec
 from bot.turns import (
     Attached,
@@ -119,6 +119,20 @@ NO_BREAKERS = Breakers()
 
 
 @dataclass(frozen=True, slots=True)
+class Steered:
+    """A person's message taken into the running turn (SPEC §19): stored as `entry` (a user entry
+    with its speaker) after what the turn had said so far, and read by the model as `blocks`
+    (request parts) at the start of its next round."""
+
+    entry: HistoryEntry
+    blocks: tuple[Part, ...]
+
+
+# Asked before each model round (its number, 0 first): the messages to add to it (none: nothing).
+Steering = Callable[[int], Awaitable[Sequence[Steered]]]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -138,6 +152,7 @@ class TurnPlan:
     # still knows every call that ran (its continuity account lists them).
     on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None
     breakers: Breakers = NO_BREAKERS
+    steering: Steering | None = None  # where messages sent while the turn runs come from
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from bot.ports.request import Message, Part, Role, Text, ToolCall, ToolResult
 from bot.prompt.attachments import attachment_tokens, content_blocks, markers
+from bot.prompt.fence import scrub
 from bot.prompt.message import speaker_tag, untrusted
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -134,6 +135,7 @@ def _user_parts(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[Part
 def _user_text_parts(entry: HistoryEntry) -> list[Part]:
     parts: list[Part] = []
     labelled = entry.speaker is None
+    shown = scrub if entry.host_note else untrusted  # a host note was made safe when written
     for block in entry.blocks:
         if isinstance(block, AttachmentBlock):
             continue
@@ -142,10 +144,10 @@ def _user_text_parts(entry: HistoryEntry) -> list[Part]:
         elif isinstance(block, ToolUseBlock):
             parts.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
         elif not labelled:
-            parts.append(_text(f"{speaker_tag(entry.speaker or '')}\n{untrusted(block.text)}"))
+            parts.append(_text(f"{speaker_tag(entry.speaker or '')}\n{shown(block.text)}"))
             labelled = True
         elif block.text.strip():
-            parts.append(_text(untrusted(block.text)))
+            parts.append(_text(shown(block.text)))
     if not labelled:
         parts.append(_text(speaker_tag(entry.speaker or "")))
     return parts
