@@ -156,7 +156,9 @@ async def _previewed(
     surface = replace(surface_prompt(matched), tools=tuple(toolbox.offered(matched.rule)))
     prepared = assembler.prepare(request, history, hits, surface=surface)
     assembled = assembler.build(prepared.prompt, history)
-    return assembled.body, matched.label
+    from bot.model.wire import encode
+
+    return encode(assembled.request), matched.label
 
 
 @dataclass(frozen=True)
