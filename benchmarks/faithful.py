@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.model.wire import encode
 from bot.prompt import AgentTexts, Assembler, ModelLimits, TokenCounter
 from bot.prompt.fence import fence_forms, neutralize
 from bot.turns import (
@@ -69,7 +70,7 @@ def _request(text: str) -> TurnRequest:
 def shown(assembler: Assembler, text: str) -> str:
     """The current user message's text as the model reads it, with `text` as both the person's
     words and a preceding message."""
-    body = assembler.assemble(_request(text), []).body
+    body = encode(assembler.assemble(_request(text), []).request)  # as the API receives it
     content = body["messages"][-1]["content"]
     return "\n".join(block["text"] for block in content if block["type"] == "text")
 
