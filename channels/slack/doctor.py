@@ -9,7 +9,7 @@ from __future__ import annotations
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets
-from bot.errors import CheckFailed
+from bot.errors import ChannelUnavailable, CheckFailed, ConfigError
 from channels.slack.api import auth_test
 from channels.slack.settings import SlackSettings
 
@@ -70,8 +70,10 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
     if not token:
         raise CheckFailed("SLACK_BOT_TOKEN is not set. Fix: export it or add it to .env.")
     client = AsyncWebClient(token=token, base_url=settings.api_url)
-    # The same check and the same line as `bot run` prints at start-up.
-    answer = await auth_test(client, settings.api_url)
+    try:  # the same check, and the same line, as `bot run` at start-up
+        answer = await auth_test(client, settings.api_url)
+    except (ConfigError, ChannelUnavailable) as exc:
+        raise CheckFailed(str(exc)) from None
     granted = {s.strip() for s in answer.headers.get("x-oauth-scopes", "").split(",") if s}
     missing = sorted(REQUIRED_SCOPES - granted)
     if missing:

@@ -93,8 +93,9 @@ class Health:
         draining = self._draining()
         ok = all(channels.values()) and not draining
         body: dict[str, Any] = {"ok": ok, "channels": channels}
-        if down := dict(self._down()):
-            body["down"] = down  # which part, and why (one line each; tried again meanwhile)
+        # Which part, and why (one line each; tried again meanwhile), while it is not up.
+        if down := {name: why for name, why in self._down().items() if not channels.get(name)}:
+            body["down"] = down
         if draining:
             body["draining"] = True
         return web.json_response(body, status=200 if ok else 503)
