@@ -354,6 +354,8 @@ class App:
         if http is not None and self._runs.http:
             self._install_console(store, hub, toolbox, policy)
             self._runner = await start_http(self.web, settings.http, self._exits)
+        elif self._runs.http and settings.console.enabled:
+            log.warning("console_off", why="[http] enabled = false: the console needs the port")
         stop_approvals = connect_approvals(
             approvals,
             self._host,
