@@ -200,6 +200,10 @@ class TurnRequest:
     lookups: Lookups | None = None
     # The suspended turn this one carries on (an approval decided), set by the host only.
     continues: Continuation | None = None
+    # Set by the host only: the tools (names the model sees) this turn may be offered, in place of
+    # what its surface rule offers. A job set up with the `schedule` tool runs with the tools its
+    # creator's place offered when it was made, never those of the `cron` rule.
+    tools: tuple[str, ...] | None = None
 
     def named(self, names: Names) -> TurnRequest:
         """The request with the names its lookups found, nothing left to look up."""
@@ -278,7 +282,9 @@ class HistoryEntry:
 
     `speaker` is the label of the person who spoke a user entry (`Alice Chen (@alice)`), or None.
     `tokens` is the cached token estimate, so history is never re-tokenized on every turn.
-    `summary` marks the compaction summary that replaces older history.
+    `summary` marks the compaction summary that replaces older history. `host_note` marks a
+    user entry the host wrote (a continuation's note: an approved call's outcome), placed as it
+    was written because every untrusted part of it was neutralized when it was made.
     """
 
     role: Role
@@ -287,6 +293,7 @@ class HistoryEntry:
     tokens: int = 0
     summary: bool = False
     at: datetime | None = None
+    host_note: bool = False
 
     @property
     def text(self) -> str:

@@ -1,10 +1,11 @@
 """`McpHub`: every configured MCP server, and their tools as the host's `Tool`s.
 
 Tools reach the model as `<server>__<tool>`, sorted by name, each definition canonical JSON, so
-the same allowed set is the same bytes on every surface and every turn. A call goes to its own
-server only; its result comes back fenced and bounded (`bot.mcp.results`), and anything that goes
-wrong (not started, hung, crashed, refused, garbage) becomes an error result with a short reason:
-the turn goes on.
+the same allowed set is the same bytes on every surface and every turn. Two servers' tools that
+would share one such name are both left out (`clashes` says why): a name means one tool. A call
+goes to its own server only; its result comes back fenced and bounded (`bot.mcp.results`), and
+anything that goes wrong (not started, hung, crashed, refused, garbage) becomes an error result
+with a short reason: the turn goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mcp.types import ImageContent
 
 from bot.attachments.images import prepare_image
 from bot.errors import FileUnreadable, ToolCallFailed, ToolError
+from bot.logs import redact_text
 from bot.mcp.link import ServerLink, ToolInfo
 from bot.mcp.results import fenced, images, result_text
 from bot.mcp.settings import McpSettings
@@ -44,18 +46,30 @@ class McpTool:
 
     async def __call__(self, arguments: Mapping[str, Any]) -> str | ToolOutput:
         info, limit = self.info, self._link.settings.max_output_bytes
+        # What a server says may hold a secret the host gave it (its env, its headers) or any
+        # other the host knows: redacted by value before it is bounded, so no cut hides one.
+        secrets = self._link.secret_values
         try:
             result = await self._link.call(info.tool, arguments)
         except ToolCallFailed as exc:
             log.warning("mcp_call_failed", server=info.server, tool=info.name, reason=str(exc))
-            raise ToolError(fenced(info.name, str(exc), limit, error=True)) from None
-        text = result_text(result)
+            reason = redact_text(str(exc), secrets)
+            raise ToolError(fenced(info.name, reason, limit, error=True)) from None
+        text = redact_text(result_text(result), secrets)
         if result.is_error:
             raise ToolError(fenced(info.name, text or "no reason given", limit, error=True))
         shown, notes = await _ready(images(result))
         text = "\n".join([text, *notes]) if notes else text
         body = fenced(info.name, text, limit)
         return ToolOutput(body, shown) if shown else body
+
+
+def _clash(name: str, tools: Sequence[McpTool]) -> str:
+    both = " and ".join(f"{tool.info.server!r}'s {tool.info.tool!r}" for tool in tools)
+    return (
+        f"{name} would name {both}, so neither is offered. Fix: rename one of these servers "
+        "(a server name ending in '_' meets a tool name starting with '_')"
+    )
 
 
 async def _ready(found: Sequence[ImageContent]) -> tuple[tuple[ToolImage, ...], list[str]]:
@@ -92,6 +106,9 @@ class McpHub:
             ServerLink(server, secrets, on_tools=self._changed) for server in settings.servers
         ]
         self._tools: tuple[McpTool, ...] = ()
+        # Names the model would see for tools of two servers (`dup_` + `x` and `dup` + `_x` are
+        # both `dup___x`): each such tool is left out, and why is said here and in the log.
+        self.clashes: dict[str, str] = {}
 
     @property
     def servers(self) -> frozenset[str]:
@@ -102,15 +119,22 @@ class McpHub:
         fails keeps being retried in the background; its tools appear once it lists them."""
         await asyncio.gather(*(link.start() for link in self.links))
         for link in self.links:
-            if link.problem is not None:
+            if link.problem is not None and not link.refused:  # a refusal said so already
                 log.warning("mcp_server_unavailable", server=link.name, error=link.problem)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(link.aclose() for link in self.links))
 
     def _changed(self) -> None:
-        tools = [McpTool(info, link) for link in self.links for info in link.tools]
-        self._tools = tuple(sorted(tools, key=lambda tool: tool.spec.name))
+        named: dict[str, list[McpTool]] = {}
+        for link in self.links:
+            for info in link.tools:
+                named.setdefault(info.name, []).append(McpTool(info, link))
+        clashes = {name: _clash(name, found) for name, found in named.items() if len(found) > 1}
+        for name in clashes.keys() - self.clashes.keys():
+            log.warning("mcp_tool_name_clash", tool=name, error=clashes[name])
+        self.clashes = clashes
+        self._tools = tuple(found[0] for _, found in sorted(named.items()) if len(found) == 1)
 
     def tools(self) -> Sequence[McpTool]:
         """Every listed tool of every server, sorted by name."""

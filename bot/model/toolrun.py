@@ -12,6 +12,7 @@ import structlog
 
 from bot import tracing
 from bot.errors import ToolError
+from bot.logs import redact_text
 from bot.model.tooloutput import bound_tool_output
 from bot.ports.tools import Tool, ToolImage, ToolOutput
 from bot.turns import Continuation, ToolResultBlock, ToolUseBlock
@@ -85,7 +86,9 @@ async def _run_tool(
                 output, failed = str(exc) or type(exc).__name__, True
             except Exception as exc:  # any tool bug becomes an error result, not a lost turn
                 output, failed = f"the tool failed: {type(exc).__name__}: {exc}", True
-        content = bound_tool_output(output)
+        # Any tool's output (a server's, or an error's text) may carry a secret the host knows:
+        # it goes to the model and into history, so it is redacted like a log line.
+        content = bound_tool_output(redact_text(output))
         size = len(content.encode("utf-8", errors="replace"))
         span.set(bot__ok=not failed, bot__result_bytes=size)
         if failed:

@@ -54,6 +54,10 @@ class ApprovalRecords(Protocol):
     async def shown(self, turn_id: str, tool: str, digest: str) -> Approval | None:
         """The request whose card turn `turn_id` already showed for this call, if any."""
 
+    async def counts(self, turn_id: str, conversation_key: str) -> tuple[int, int]:
+        """How many requests turn `turn_id` made (in any state), and how many are still pending
+        in conversation `conversation_key`."""
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None: ...
 
     async def decide(self, approval_id: str, state: str, by: str, at: float) -> bool:

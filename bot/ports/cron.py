@@ -96,7 +96,9 @@ class CronRuns(Protocol):
 class ChatSchedule:
     """A job someone set up in chat (SPEC §17). `place` is where it was set up and is listed
     (`<channel>:<surface id>`), `route` where its runs post (the conversation it was asked in),
-    `creator` the person id: all three host-side, never shown to the model."""
+    `creator` the person id: all three host-side, never shown to the model. `tools` are the
+    tools (names the model sees) its place offered when it was set up: its runs get those, never
+    more."""
 
     id: str
     place: str
@@ -106,6 +108,7 @@ class ChatSchedule:
     timezone: str
     prompt: str
     created_at: datetime
+    tools: tuple[str, ...] = ()
 
     @property
     def job(self) -> str:

@@ -127,6 +127,16 @@ class MemoryApprovals(ApprovalRecords):
         ]
         return min(found, key=lambda a: a.created_at) if found else None
 
+    async def counts(self, turn_id: str, conversation_key: str) -> tuple[int, int]:
+        """How many requests turn `turn_id` made, and how many are pending in the conversation."""
+        self._opened.check_open()
+        rows = self._rows.values()
+        made = sum(1 for a in rows if a.turn_id == turn_id)
+        waiting = sum(
+            1 for a in rows if a.conversation_key == conversation_key and a.state == PENDING
+        )
+        return made, waiting
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None:
         self._opened.write("approvals")
         if (found := self._rows.get(approval_id)) is not None:

@@ -47,6 +47,7 @@ from bot.ports.approvals import (
 )
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
+from bot.prompt.fence import neutralize, person_label, scrub
 from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -67,6 +68,10 @@ class ApprovalSettings(Section):
     allow_without_approval: list[Annotated[str, Field(pattern=TOOL_GLOB)]] = Field(
         default_factory=list
     )
+    # One model answer may ask for many calls at once: a few cards a turn, a few more waiting in
+    # a conversation, and every further call gets an error result saying why.
+    max_pending_per_turn: Annotated[int, Field(ge=1, le=100)] = 3
+    max_pending_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 10
 
     @field_validator("approvers")
     @classmethod
@@ -82,18 +87,19 @@ class ApprovalSettings(Section):
 
 
 def needs_approval(info: Hinted, approve: Sequence[str], allow_without: Sequence[str]) -> bool:
-    """Whether a call waits: matched by its server's `approve` globs (its own name or the name
-    the model sees), or destructive and not read-only, unless the operator allowed it. A
-    read-only tool never waits."""
-    if info.read_only:
-        return False
+    """Whether a call waits: unless the operator allowed it (`allow_without_approval`), when
+    its server's `approve` globs match (its own name or the name the model sees), or when its
+    server marks it destructive and not read-only. A server's hints can add an approval but
+    never lift one the operator asked for: `readOnlyHint` does not exempt a tool the globs name
+    (the server is not the operator, and it may be lying)."""
     if any(fnmatch.fnmatchcase(info.name, glob) for glob in allow_without):
         return False
-    matched = any(
+    if any(
         fnmatch.fnmatchcase(info.tool, glob) or fnmatch.fnmatchcase(info.name, glob)
         for glob in approve
-    )
-    return matched or bool(info.destructive)
+    ):
+        return True
+    return bool(info.destructive) and not info.read_only
 
 
 def canonical(arguments: Mapping[str, Any]) -> str:
@@ -205,6 +211,7 @@ class ApprovalDesk:
         shown_before = await self._book.shown(request.turn_id, spec.name, digest(text))
         if shown_before is not None:  # the turn runs again after a crash: one card, one call
             return self._waiting(spec.name, shown_before.id)
+        await self._bounded(spec.name, request)
         now = self._clock()
         approval = Approval(
             id=secrets.token_urlsafe(18),
@@ -249,6 +256,19 @@ class ApprovalDesk:
             conversation_key=request.conversation_key,
         )
         return self._waiting(spec.name, approval.id)
+
+    async def _bounded(self, tool: str, request: TurnRequest) -> None:
+        """Refuse one more card past `max_pending_per_turn` cards asked for by this turn, or
+        `max_pending_per_conversation` still waiting in its conversation."""
+        of_turn, waiting = await self._book.counts(request.turn_id, request.conversation_key)
+        per_turn = self._settings.max_pending_per_turn
+        per_conversation = self._settings.max_pending_per_conversation
+        if of_turn >= per_turn:
+            log.warning("approval_refused_bound", tool=tool, bound="max_pending_per_turn")
+            raise ToolError(replies.approval_too_many(tool, per_turn, "this turn"))
+        if waiting >= per_conversation:
+            log.warning("approval_refused_bound", tool=tool, bound="max_pending_per_conversation")
+            raise ToolError(replies.approval_too_many(tool, per_conversation, "this conversation"))
 
     def _waiting(self, tool: str, approval_id: str) -> ToolOutput:
         """The call's result in the asking turn: it has not run, and the turn suspends."""
@@ -376,11 +396,15 @@ class ApprovalDesk:
             log.error("approval_continuation_unknown", approval_id=continuation.key)
             return replies.APPROVAL_LOST
         at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
+        # The note is placed as written (the host's own text), so what the model wrote is
+        # neutralized here, once; the outcome is the tool's rendered result (fenced, neutralized
+        # once by the tool, as in a tool round) or a host sentence.
+        arguments = neutralize(scrub(approval.arguments))
         if approval.state != APPROVED:
             await self._book.finish(approval.id, "")
-            return replies.approval_refused(approval.tool, approval.arguments, approval.state, at)
+            return replies.approval_refused(approval.tool, arguments, approval.state, at)
         outcome = await self._outcome(approval)
-        return replies.approval_ran(approval.tool, approval.arguments, at, outcome)
+        return replies.approval_ran(approval.tool, arguments, at, outcome)
 
     async def _outcome(self, approval: Approval) -> str:
         """The approved call's outcome: kept by an earlier run of this continuation, or the
@@ -436,10 +460,12 @@ async def _call(tools: Sequence[Any], approval: Approval) -> str:
 
 
 def _who(request: TurnRequest) -> str:
+    """The requester on one line, bounded (a display name's line breaks could forge a line of
+    the card, such as a decision); the channel escapes it for its platform."""
     speaker = request.speaker
     if speaker is None:
         return "someone"
-    return f"{speaker.name} (@{speaker.handle})" if speaker.handle else speaker.name
+    return person_label(speaker.name, speaker.handle) or "someone"
 
 
 def _valid_id(value: str) -> bool:

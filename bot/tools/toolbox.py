@@ -9,6 +9,7 @@ a long shared text file. All are read-only: the model changes nothing with them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from bot.attachments.tool import READ_ATTACHMENT_SPEC, ReadAttachmentTool
@@ -121,11 +122,17 @@ class Toolbox:
     def for_turn(
         self, request: TurnRequest, recall: RecallCache, rule: SurfaceRule | None = None
     ) -> list[Tool]:
-        """The tools this turn's surface offers (`rule`: the surface rule that applies)."""
+        """The tools this turn's surface offers (`rule`: the surface rule that applies), or those
+        the request names (a scheduled job's). The host's own tools are made for the request as
+        it is offered them (`TurnRequest.tools` set), so the `schedule` tool keeps them."""
         extra = list(self._extra())
-        names = [spec.name for spec, _ in self._offered] + [tool.spec.name for tool in extra]
-        allowed = set(offered_tools(rule, sorted(names)))
-        own = [make(request, recall) for spec, make in self._offered if spec.name in allowed]
+        names = sorted([spec.name for spec, _ in self._offered] + [t.spec.name for t in extra])
+        if request.tools is not None:
+            allowed = set(request.tools) & set(names)
+        else:
+            allowed = set(offered_tools(rule, names))
+        here = replace(request, tools=tuple(name for name in names if name in allowed))
+        own = [make(here, recall) for spec, make in self._offered if spec.name in allowed]
         return own + [tool for tool in extra if tool.spec.name in allowed]
 
 

@@ -75,7 +75,9 @@ def allowed(person: str | None, listed: Collection[str]) -> bool:
 
 def job_plan(schedule: ChatSchedule) -> JobPlan:
     """A chat schedule as the scheduler runs it: its own history, posting to its route."""
-    run = RunPlan(schedule.job, "cron", schedule.job, None, route=schedule.route)
+    run = RunPlan(
+        schedule.job, "cron", schedule.job, None, route=schedule.route, tools=schedule.tools
+    )
     return JobPlan(
         schedule.job,
         Schedule.parse(schedule.expression, schedule.timezone),
@@ -161,6 +163,7 @@ class ScheduleTool:
             timezone=schedule.timezone,
             prompt=prompt.strip(),
             created_at=now,
+            tools=request.tools or (),  # what this place offers now: its runs get no more
         )
         met = await desk.store.add_schedule(
             made,

@@ -58,6 +58,7 @@ class RunPlan:
     conversation_key: str
     notify: Destination | None
     route: ReplyRoute | None = None  # a chat schedule's: the conversation it was set up in
+    tools: tuple[str, ...] | None = None  # a chat schedule's: what its place offered
 
     @property
     def notifies(self) -> bool:
@@ -76,6 +77,7 @@ class RunPlan:
             turn_id=turn_id,
             route=route,
             notifies=self.notifies,
+            tools=self.tools,
         )
 
 

@@ -13,6 +13,8 @@ The argument text is the person's: it is cut to one line of printable characters
 
 from __future__ import annotations
 
+import hashlib
+import json
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +41,9 @@ class SlashCommand:
     user: str
     dm: bool
     response_url: str | None
+    # What names this one command however often it arrives (Socket Mode redelivers, a signed HTTP
+    # request can be replayed byte for byte): its trigger_id, else a digest of the payload.
+    request_id: str = ""
 
 
 def read_command(body: Mapping[str, Any], names: SlashCommands) -> SlashCommand | Skip:
@@ -61,7 +66,17 @@ def read_command(body: Mapping[str, Any], names: SlashCommands) -> SlashCommand 
         user=user,
         dm=body.get("channel_name") == DM_NAME or channel.startswith("D"),
         response_url=_text(body.get("response_url")),
+        request_id=_request_id(body),
     )
+
+
+def _request_id(body: Mapping[str, Any]) -> str:
+    trigger = _text(body.get("trigger_id"))
+    if trigger is not None:
+        return f"trigger:{trigger[:200]}"
+    fields = ("team_id", "channel_id", "user_id", "command", "text", "response_url")
+    seen = json.dumps([str(body.get(name)) for name in fields], ensure_ascii=False)
+    return f"payload:{hashlib.sha256(seen.encode('utf-8')).hexdigest()}"
 
 
 def clean_argument(text: Any) -> str:

@@ -18,11 +18,13 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.errors import IntakeUnavailable
 from bot.ports.intake import TurnSink
 from channels.slack.api import CALL_ERRORS, error_code
 from channels.slack.background import Background
 from channels.slack.commands import SlashCommand, command_request, read_command
 from channels.slack.events import Skip
+from channels.slack.intake import INBOX_SOURCE
 from channels.slack.mrkdwn import to_mrkdwn
 from channels.slack.settings import SlackSettings
 
@@ -69,6 +71,13 @@ class SlashCommands:
             return
         sink = self._sink()
         if sink is None:
+            return
+        try:  # a redelivered or replayed command is answered once (`/forget 1` forgets one)
+            first = await sink.note(source=INBOX_SOURCE, marks=[f"command:{command.request_id}"])
+        except IntakeUnavailable:
+            first = True  # the store is away: the command's own reads fail clearly anyway
+        if not first:
+            log.warning("slack_command_repeated", command=command.name)
             return
         request = command_request(command, received_at=datetime.now(UTC), turn_id=uuid4().hex)
         try:

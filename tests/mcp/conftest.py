@@ -17,7 +17,7 @@ from bot.cli.settings import Config
 from tests.channels.slack.conftest import MakeConfig, make_config, slack  # noqa: F401
 from tests.cli.conftest import bot  # noqa: F401
 from tests.waiting import GUARD
-from tests.warmbot import NOTES_COMMAND
+from tests.warmbot import HOSTILE_COMMAND, NOTES_COMMAND
 
 # The notes server as its own process, a fork of the warm server (tests/warmbot), from any working
 # folder: the same server module as `python tests/mcp_servers/notes.py` (which the mcp_tools
@@ -69,6 +69,22 @@ def server_toml(
     return (
         f'\n[[mcp.servers]]\nname = "{name}"\n{where}\n{env}'
         f"timeout_seconds = {timeout}\nmax_output_bytes = {max_output_bytes}\n"
+    )
+
+
+def hostile_toml(
+    name: str,
+    *mode: str,
+    env: tuple[str, ...] = ("HOSTILE_LOG",),
+    timeout: float = 10,
+    extra: str = "",
+) -> str:
+    """A `[[mcp.servers]]` entry running a hostile server (tests/mcp_servers/hostile.py) in
+    `mode` (its mode and arguments); `extra` is more TOML for the entry."""
+    command = json.dumps([*HOSTILE_COMMAND, *mode])
+    return (
+        f'\n[[mcp.servers]]\nname = "{name}"\ncommand = {command}\nenv = {json.dumps(list(env))}\n'
+        f"timeout_seconds = {timeout}\n{extra}"
     )
 
 

@@ -33,7 +33,13 @@ def test_which_calls_wait() -> None:
     delete = Info("delete", "notes__delete", destructive=True)
     assert needs_approval(delete, (), ())
     assert not needs_approval(delete, (), ("notes__del*",))  # the operator allowed it
-    assert not needs_approval(Info("search", "notes__search", read_only=True), ("*",), ())
+    # The operator's globs always hold: a read-only hint does not lift them.
+    assert needs_approval(Info("search", "notes__search", read_only=True), ("*",), ())
+    assert needs_approval(Info("delete_all", "x__delete_all", read_only=True), ("delete_*",), ())
+    assert not needs_approval(
+        Info("delete_all", "x__delete_all", read_only=True), ("delete_*",), ("x__delete_all",)
+    )
+    assert not needs_approval(Info("search", "notes__search", read_only=True), (), ())
     assert not needs_approval(Info("add", "notes__add", destructive=False), (), ())
     assert needs_approval(Info("add", "notes__add"), ("add",), ())  # the server's approve glob
     assert needs_approval(Info("add", "notes__add"), ("notes__a*",), ())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -310,3 +311,30 @@ async def test_a_turn_that_runs_again_after_a_crash_asks_once(engine: Engine) ->
     assert other.suspends != first.suspends
     assert len(cards.posted) == 2
     assert len(listed) == 2
+
+
+async def test_cards_are_bounded_per_turn_and_per_conversation_on_every_engine(
+    engine: Engine,
+) -> None:
+    store = await engine.open()
+    try:
+        cards, tool = Cards(), Delete()
+        settings = SETTINGS.model_copy(
+            update={"max_pending_per_turn": 2, "max_pending_per_conversation": 3}
+        )
+        desk = ApprovalDesk(store.approvals, settings, clock=engine.clock)
+        desk.connect(Intake(store), {"telegram": cards}, lambda: [tool])
+        first, second = request(), replace(request(), turn_id="t2")
+        for word in ("milk", "eggs"):
+            await desk.ask(SPEC, first, {"text": word})
+        with pytest.raises(ToolError, match="this turn already has 2"):
+            await desk.ask(SPEC, first, {"text": "tea"})
+        await desk.ask(SPEC, second, {"text": "jam"})
+        with pytest.raises(ToolError, match="this conversation already has 3"):
+            await desk.ask(SPEC, second, {"text": "tea"})
+        await desk.press(cards.posted[0].approval_id, False, "telegram:4242")
+        await desk.ask(SPEC, second, {"text": "tea"})  # one was decided: room for one more
+    finally:
+        await store.aclose()
+    assert len(cards.posted) == 4
+    assert tool.calls == []

@@ -22,12 +22,15 @@ SOCKET = f"@warmbot-{os.getpid()}"
 
 
 def command(program: str) -> list[str]:
-    """The argument list that runs `program` ("bot" or "notes") as a fork of the warm server."""
+    """The argument list that runs `program` ("bot", "notes" or "hostile") as a fork of the warm
+    server."""
     return [sys.executable, "-I", "-S", str(LAUNCH), program, SOCKET]
 
 
 # The notes server over stdio, as an MCP client starts it (the `bot_command` fixture must be up).
 NOTES_COMMAND = command("notes")
+# A hostile MCP server (tests/mcp_servers/hostile.py): its mode and arguments follow.
+HOSTILE_COMMAND = command("hostile")
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ as file descriptors), so it is the real `bot.cli.main` in a process of its own, 
 `bot` console script runs it. Forking is safe here because this process never starts an event
 loop or a thread. The MCP notes server of the tests (tests/mcp_servers/notes.py, the official
 SDK's server over stdio or HTTP) is served the same way (program `notes`): an MCP client starts
-it as its own process, on its own pipes, without the half second of importing the SDK.
+it as its own process, on its own pipes, without the half second of importing the SDK; so are the
+hostile servers (tests/mcp_servers/hostile.py, program `hostile`).
 
 Per connection the server forks a monitor, which forks the command, tells the launcher its pid,
 and reports how it ended (`exit N` or `signal N`). When the launcher goes away (killed), the
@@ -65,6 +66,7 @@ def _warm_up() -> None:
     gc.collect()
     gc.freeze()
 
+    import tests.mcp_servers.hostile
     import tests.mcp_servers.notes  # noqa: F401
 
 
@@ -135,7 +137,15 @@ def _notes(argv: list[str]) -> int:
     return 0
 
 
-PROGRAMS = {"bot": _bot, "notes": _notes}
+def _hostile(argv: list[str]) -> int:
+    from tests.mcp_servers import hostile
+
+    sys.argv = [hostile.__file__, *argv]
+    hostile.main(argv)
+    return 0
+
+
+PROGRAMS = {"bot": _bot, "notes": _notes, "hostile": _hostile}
 
 
 def _monitor(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:

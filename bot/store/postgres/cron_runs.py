@@ -154,7 +154,7 @@ class PgCronRuns:
                 return "person"
             await conn.execute(
                 f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 *schedule_row(schedule),
             )
             return ""

@@ -274,6 +274,58 @@ _V_APPROVALS = (
 # An approved call's running mark, as in the SQLite store's version 10.
 _V_APPROVAL_RUNS = ("ALTER TABLE approvals ADD COLUMN running_at DOUBLE PRECISION",)
 
+# A chat schedule's tools (SPEC §17): those its place offered when it was set up, so its runs get
+# no more. A schedule set up before this was kept gets the built-in tools only
+# (`bot.policy.surfaces.BUILTIN_TOOLS`), never the `cron` rule's.
+_V_SCHEDULE_TOOLS = (
+    "ALTER TABLE chat_schedules ADD COLUMN tools TEXT NOT NULL "
+    """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
+)
+
+# The operator console (SPEC §18): sessions by a digest of their cookie token (any replica serves
+# them), refused logins by operator name (the rate limit) and the audit of every change.
+_V_CONSOLE = (
+    """CREATE TABLE console_sessions (
+        id TEXT PRIMARY KEY,
+        operator TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    )""",
+    """CREATE TABLE console_logins (name TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX console_logins_by_name ON console_logins (name, at)",
+    """CREATE TABLE console_audit (
+        at DOUBLE PRECISION NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        outcome TEXT NOT NULL
+    )""",
+    "CREATE INDEX console_audit_by_time ON console_audit (at)",
+)
+
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
+# Pairing (SPEC §19): codes given out (by digest; the code itself is never stored) and the people
+# an operator admitted with one.
+_V_ACCESS = (
+    """CREATE TABLE IF NOT EXISTS access_codes (
+        digest TEXT PRIMARY KEY,
+        person TEXT NOT NULL,
+        label TEXT NOT NULL,
+        asked_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        used_at DOUBLE PRECISION
+    )""",
+    "CREATE INDEX IF NOT EXISTS access_codes_by_person ON access_codes (person, asked_at)",
+    """CREATE TABLE IF NOT EXISTS access_people (
+        person TEXT PRIMARY KEY,
+        label TEXT NOT NULL,
+        admitted_at DOUBLE PRECISION NOT NULL
+    )""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -283,6 +335,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CHAT_SCHEDULES,
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
+    _V_SCHEDULE_TOOLS,
+    _V_CONSOLE,
+    _V_CONSUMED_BY,
+    _V_ACCESS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

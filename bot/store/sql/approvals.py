@@ -92,6 +92,16 @@ class SqlApprovals:
         )
         return None if row is None else _approval(row)
 
+    async def counts(self, turn_id: str, conversation_key: str) -> tuple[int, int]:
+        """How many requests turn `turn_id` made, and how many are pending in the conversation."""
+        reads = self._db.reads()
+        made = await reads.fetch_one("SELECT COUNT(*) FROM approvals WHERE turn_id = ?", turn_id)
+        waiting = await reads.fetch_one(
+            "SELECT COUNT(*) FROM approvals WHERE conversation_key = ? AND state = 'pending'",
+            conversation_key,
+        )
+        return (int(made[0]) if made else 0, int(waiting[0]) if waiting else 0)
+
     async def set_card(self, approval_id: str, card: dict[str, Any]) -> None:
         await self._db.transaction(
             lambda tx: tx.execute(

@@ -4,6 +4,7 @@ schedule) as its table's columns and back. Times are unix seconds in both schema
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -67,7 +68,7 @@ def stored_pause(row: Iterable[object]) -> JobPause:
     return JobPause(str(job), str(reason), stored_time(paused_at) or datetime.fromtimestamp(0, UTC))
 
 
-SCHEDULE_COLUMNS = "id, place, route, creator, expression, timezone, prompt, created_at"
+SCHEDULE_COLUMNS = "id, place, route, creator, expression, timezone, prompt, created_at, tools"
 
 
 def schedule_row(schedule: ChatSchedule) -> tuple[object, ...]:
@@ -80,11 +81,12 @@ def schedule_row(schedule: ChatSchedule) -> tuple[object, ...]:
         schedule.timezone,
         schedule.prompt,
         schedule.created_at.timestamp(),
+        json.dumps(list(schedule.tools)),
     )
 
 
 def stored_schedule(row: Iterable[object]) -> ChatSchedule:
-    ident, place, route, creator, expression, timezone, prompt, created = tuple(row)
+    ident, place, route, creator, expression, timezone, prompt, created, tools = tuple(row)
     return ChatSchedule(
         id=str(ident),
         place=str(place),
@@ -94,4 +96,16 @@ def stored_schedule(row: Iterable[object]) -> ChatSchedule:
         timezone=str(timezone),
         prompt=str(prompt),
         created_at=stored_time(created) or datetime.fromtimestamp(0, UTC),
+        tools=_tool_names(tools),
     )
+
+
+def _tool_names(stored: object) -> tuple[str, ...]:
+    """A schedule's tools; a value this program cannot read offers none."""
+    try:
+        names = json.loads(str(stored))
+    except ValueError:
+        return ()
+    if not isinstance(names, list):
+        return ()
+    return tuple(name for name in names if isinstance(name, str))

@@ -81,6 +81,8 @@ def encode_request(request: TurnRequest) -> str:
     body = _plain(request)
     if request.continues is None:  # absent: rows and documents from before read the same
         del body["continues"]
+    if request.tools is None:
+        del body["tools"]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -128,6 +130,8 @@ def decode_request(text: str) -> TurnRequest:
         if body["route"] is not None and body["lookups"] is None:
             body["route"], body["lookups"] = _legacy_lookups(body["route"])
         body["continues"] = _maybe(Continuation, body.get("continues"))
+        tools = body.get("tools")
+        body["tools"] = None if tools is None else tuple(str(name) for name in tools)
         return TurnRequest(**body)
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"{type(exc).__name__}: {exc}"

@@ -166,7 +166,8 @@ class SqliteCronRuns:
                 met = await self._bound_met(schedule, per_place, per_person)
                 if not met:
                     await self._conn.execute(
-                        f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                        f"INSERT INTO chat_schedules ({SCHEDULE_COLUMNS}) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)",
                         schedule_row(schedule),
                     )
                 await self._conn.execute("COMMIT")

@@ -7,6 +7,7 @@ typed in."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -228,8 +229,20 @@ def test_a_command_names_the_host_command_the_person_and_the_private_scope() -> 
         "response_url": "https://hooks.slack.com/commands/T/1/x",
     }
     read = read_command(body, NAMES)
+    assert isinstance(read, SlashCommand)
     assert read == SlashCommand(
-        "forget", "2", TEAM, DM, ALICE, True, "https://hooks.slack.com/commands/T/1/x"
+        "forget",
+        "2",
+        TEAM,
+        DM,
+        ALICE,
+        True,
+        "https://hooks.slack.com/commands/T/1/x",
+        read.request_id,
+    )
+    assert read.request_id.startswith("payload:")  # no trigger_id: named by what it holds
+    assert read_command({**body, "trigger_id": "13.x"}, NAMES) == replace(
+        read, request_id="trigger:13.x"
     )
     request = command_request(read, received_at=datetime.now(UTC), turn_id="t")
     assert request.text == "/forget 2"
@@ -270,3 +283,31 @@ def test_any_command_payload_is_read_or_skipped_never_raises(body: dict[str, Any
     if isinstance(read, SlashCommand):
         assert read.name in ("memory", "forget", "usage", "schedules")
         assert len(read.argument) <= MAX_ARGUMENT_CHARS
+
+
+async def test_a_signed_command_replayed_byte_for_byte_runs_once(
+    slack: FakeSlack, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    config = make_config(
+        'mode = "http"\n' + hooks(slack), BOT_HTTP__ENABLED="true", BOT_HTTP__PORT="0"
+    )
+    async with App(config) as app, aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{app.http_port}{EVENTS_PATH}"
+        raw, headers = slack.signed(slack.dm(DM, ALICE, "my locker code is 4411"), SIGNING_SECRET)
+        async with session.post(url, data=raw, headers=headers) as response:
+            assert response.status == 200
+        await until(lambda: claude.requests)
+        await app.host.idle()
+        payload = slack.slash_command("/forget", "1", channel=DM, user=ALICE)
+        raw, headers = slack.signed_form(payload, SIGNING_SECRET, timestamp=int(time.time()))
+        statuses = []
+        for _ in range(2):  # the same bytes, the same signature, within Slack's window
+            async with session.post(url, data=raw, headers=headers) as response:
+                statuses.append(response.status)
+        await until(lambda: slack.responses)
+    # The App has stopped: every command answer under way has finished.
+    assert statuses == [200, 200]
+    assert [body["text"] for _, body in slack.responses] == [slack.responses[0][1]["text"]], (
+        "the replay was not answered, and forgot nothing"
+    )
+    assert slack.responses[0][1]["text"].startswith("Done: I forgot entry 1")
