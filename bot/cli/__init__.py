@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "bot.cli.turn_records",
         "show turn records (the exact requests sent, usage, outcome)",
     ),
-    "usage": ("bot.cli.usage", "report tokens, cache share and money by person, surface or day"),
+    "usage": (
+        "bot.cli.usage",
+        "report tokens, cache share and money by person, surface, day, agent or model",
+    ),
     "cron": ("bot.cli.cron", "list scheduled jobs or run one now"),
     "store": ("bot.cli.store", "copy the SQLite store into PostgreSQL (migrate --to URL)"),
     "tools": (
@@ -41,11 +44,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "list the tools each surface is offered (MCP servers' and built-in)",
     ),
     "approvals": ("bot.cli.approvals", "list tool calls waiting for (or decided by) an approver"),
+    "access": (
+        "bot.cli.access",
+        "admit a person by their pairing code, list who is admitted, or revoke an admission",
+    ),
+    "console": (
+        "bot.cli.console",
+        "hash an operator's password for the browser console ([console] operators)",
+    ),
     "init": ("bot.cli.init", "write a starter config folder"),
     "doctor": ("bot.cli.doctor", "check config, files, tokens and services"),
 }
 # Commands that must work without a valid config (they create or diagnose one).
-NO_CONFIG = {"init", "doctor"}
+NO_CONFIG = {"init", "doctor", "console"}
 
 
 class _CommandModule(Protocol):

@@ -27,6 +27,7 @@ from bot.attachments.intake import AttachmentIntake
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
 from bot.cli.wiring.approvals import connect_approvals
+from bot.cli.wiring.console import install_console
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
@@ -53,6 +54,7 @@ from bot.tools.toolbox import MakeTool, Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
+    from bot.console.parts import ToolOffer
     from bot.mcp.hub import McpHub
     from bot.memory.recall import RecallCache
     from bot.ports.tools import Tool
@@ -225,6 +227,7 @@ def _telegram(parts: Parts) -> Channel:
         leader=parts.store.leadership,
         tls=parts.tls,
         schedules=parts.config.settings.schedules.enabled,
+        pairing=parts.store.access if parts.config.settings.access.pairing else None,
     )
 
 
@@ -349,6 +352,7 @@ class App:
         Health(self._channels_up, self._draining, self.metrics).install(self.web)
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
+            self._install_console(store, hub, toolbox, policy)
             self._runner = await start_http(self.web, settings.http, self._exits)
         stop_approvals = connect_approvals(
             approvals,
@@ -361,6 +365,25 @@ class App:
         # Leaving: the expiry sweep stops before the host closes.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
+
+    def _install_console(
+        self, store: OpenStore, hub: McpHub | None, toolbox: Toolbox, policy: Policy
+    ) -> None:
+        def tools() -> list[ToolOffer]:
+            from bot.cli.tools import offers
+
+            return offers(toolbox, policy.policies, hub)
+
+        install_console(
+            self.web,
+            self.config,
+            store,
+            desk=self.approvals,
+            runs=self._run_records,
+            jobs=lambda: self.cron_jobs,
+            tools=tools,
+            hub=hub,
+        )
 
     def _schedules_changed(self) -> None:
         if self.cron is not None:

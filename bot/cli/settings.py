@@ -10,7 +10,9 @@ from pydantic import Field
 
 from bot import config
 from bot.config import CoreSettings
+from bot.console.settings import ConsoleSettings
 from bot.mcp.settings import McpSettings
+from bot.policy.access import AccessSettings
 from bot.tools.approvals import ApprovalSettings
 from bot.voice.settings import VoiceSettings
 from channels.cron.settings import CronSettings, SchedulesSettings, WebhookSettings
@@ -27,7 +29,7 @@ class Settings(CoreSettings):
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
         *("voice", "cron", "schedules", "host", "logging", "prompt", "budget", "mcp"),
-        *("approvals", "otel"),
+        *("approvals", "otel", "console", "access"),
     )
 
     slack: SlackSettings = SlackSettings()
@@ -38,6 +40,8 @@ class Settings(CoreSettings):
     webhooks: list[WebhookSettings] = Field(default_factory=list)
     mcp: McpSettings = McpSettings()
     approvals: ApprovalSettings = ApprovalSettings()
+    console: ConsoleSettings = ConsoleSettings()
+    access: AccessSettings = AccessSettings()
 
     def platforms(self) -> frozenset[str]:
         """The chat platforms this host runs (where cron and webhooks may post)."""
@@ -47,7 +51,7 @@ class Settings(CoreSettings):
         # Each webhook names the variable holding its bearer token; each MCP server those of its
         # env and headers_env (their values are redacted everywhere, like every secret).
         hooks = (hook.token_env for hook in self.webhooks)
-        return (*self.SECRETS, *hooks, *self.mcp.secret_names())
+        return (*self.SECRETS, *hooks, *self.mcp.secret_names(), *self.console.secret_names())
 
 
 Config = config.Config[Settings]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,9 @@ from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
 if TYPE_CHECKING:  # the MCP SDK and the rest are imported where they run: see bot/cli/__init__.py
     from bot.cli.settings import Config
+    from bot.console.parts import ToolOffer
     from bot.mcp.hub import McpHub
-    from bot.policy.surfaces import SurfacePolicy
-    from bot.ports.tools import ToolSpec
+    from bot.policy.surfaces import Policies, SurfacePolicy
     from bot.tools.toolbox import Toolbox
 
 HELP = "list the tools each surface is offered (MCP servers' and the host's own)"
@@ -42,7 +43,6 @@ async def _run(config: Config, surface: str | None) -> int:
     from bot.cli.compose import build_hub, build_toolbox
     from bot.logs import redact_text
     from bot.policy.files import load_policy
-    from bot.policy.surfaces import NO_POLICY
 
     agent = load_agent(config.settings.agent)
     policies = load_policy(config.settings, agent).policies
@@ -55,11 +55,9 @@ async def _run(config: Config, surface: str | None) -> int:
             if link.problem is not None:  # what a server said may hold a secret it was given
                 problem = redact_text(link.problem, secrets)
                 print(f"warning: MCP server {link.name!r}: {problem} (its tools are unknown)")
-        if surface is not None:
-            _show(toolbox, policies.for_request(_request(surface)), _hints(hub))
-        else:
-            for policy in [*policies.all, NO_POLICY]:
-                _show(toolbox, policy, _hints(hub))
+        chosen = [policies.for_request(_request(surface))] if surface is not None else None
+        for offer in offers(toolbox, policies, hub, chosen):
+            _show(offer)
     finally:
         await hub.aclose()
     return 0
@@ -76,14 +74,35 @@ def _hints(hub: McpHub) -> dict[str, str]:
     return hints
 
 
-def _show(toolbox: Toolbox, policy: SurfacePolicy, hints: dict[str, str]) -> None:
-    offered: list[ToolSpec] = toolbox.offered(policy.rule)
-    print(f"{policy.label}:")
-    if not offered:
+def offers(
+    toolbox: Toolbox,
+    policies: Policies,
+    hub: McpHub | None,
+    chosen: Sequence[SurfacePolicy] | None = None,
+) -> list[ToolOffer]:
+    """What each surface rule (and a surface no rule matches) is offered, or only `chosen`:
+    the names the model sees, each with its server's hints. `bot tools` prints these and the
+    console shows them."""
+    from bot.console.parts import ToolOffer
+    from bot.policy.surfaces import NO_POLICY
+
+    hints = _hints(hub) if hub is not None else {}
+    listed = chosen if chosen is not None else [*policies.all, NO_POLICY]
+    return [
+        ToolOffer(
+            policy.label,
+            tuple((spec.name, hints.get(spec.name, "")) for spec in toolbox.offered(policy.rule)),
+        )
+        for policy in listed
+    ]
+
+
+def _show(offer: ToolOffer) -> None:
+    print(f"{offer.label}:")
+    if not offer.tools:
         print("  (no tools)")
-    for spec in offered:
-        mark = hints.get(spec.name, "")
-        print(f"  {spec.name}{f'  ({mark})' if mark else ''}")
+    for name, mark in offer.tools:
+        print(f"  {name}{f'  ({mark})' if mark else ''}")
 
 
 def _request(surface: str) -> TurnRequest:

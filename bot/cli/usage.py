@@ -7,27 +7,26 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from bot.cli.stored import on_store
-from bot.ports.records import Usage, UsageEntry
+from bot.usage import GROUPINGS, Line, group, key_of
 
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
     from bot.ports.stores import OpenStore
 
-HELP = "report tokens, cache share and money by person, surface or day"
+HELP = "report tokens, cache share and money by person, surface, day, agent or model"
 _RELATIVE = re.compile(r"^(\d{1,5})([dh])$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--by",
-        choices=("person", "surface", "day"),
+        choices=GROUPINGS,
         default="day",
         help="group the turns by this (default: day)",
     )
@@ -37,28 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only turns from then on: a date (2026-12-01), an ISO time, or 7d / 24h ago",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-@dataclass
-class Line:
-    """One group's totals."""
-
-    key: str
-    turns: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float = 0.0
-
-    def add(self, row: UsageEntry) -> None:
-        self.turns += 1
-        self.usage += row.usage
-        self.cost_usd += row.cost_usd
-
-    @property
-    def cache_share(self) -> float:
-        """The share of input tokens read from the cache."""
-        u = self.usage
-        read_or_not = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
-        return u.cache_read_tokens / read_or_not if read_or_not else 0.0
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -72,7 +49,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     async def report(store: OpenStore) -> int:
         rows = await store.usage.rows(since)
-        lines = group(rows, _key(args.by, zone))
+        lines = group(rows, key_of(args.by, zone))
         print(_json(lines) if args.json else table(lines, args.by))
         return 0
 
@@ -91,24 +68,6 @@ def parse_since(text: str, zone: ZoneInfo, now: datetime) -> datetime:
             f"--since {text!r} is not a date. Fix: give 2026-12-01, 2026-12-01T09:00, 7d or 24h."
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=zone)
-
-
-def _key(by: str, zone: ZoneInfo) -> Callable[[UsageEntry], str]:
-    if by == "person":
-        return lambda row: row.person or "(nobody: console or scheduled)"
-    if by == "surface":
-        return lambda row: row.surface
-    return lambda row: row.at.astimezone(zone).date().isoformat()
-
-
-def group(rows: Sequence[UsageEntry], key: Callable[[UsageEntry], str]) -> list[Line]:
-    """Totals per key, sorted by key, then the total of everything as the last line."""
-    lines: dict[str, Line] = {}
-    total = Line("total")
-    for row in rows:
-        lines.setdefault(key(row), Line(key(row))).add(row)
-        total.add(row)
-    return [*(lines[k] for k in sorted(lines)), total]
 
 
 def table(lines: Sequence[Line], by: str) -> str:

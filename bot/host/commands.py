@@ -151,6 +151,7 @@ class HostCommands:
             prompt=self._assembler.prepare(request, history, surface=surface).prompt,
             builder=self._assembler,
             compact_only=True,
+            compact_focus=_after_command(request.text),
         )
         try:
             async with self._model_calls:
@@ -158,14 +159,23 @@ class HostCommands:
         except TurnFailed as failure:
             say = failure.reply or replies.TURN_FAILED
             return turn.answered_by_host(Outcome.FAILED, InboxState.FAILED, say, error=str(failure))
+        say = outcome.text
+        if request.attachments:  # not read, not kept: said, never dropped silently
+            say += "\n\n" + replies.compact_left_files(len(request.attachments))
         return Conclusion(
             turn.record(Outcome.COMPACTED, usage=outcome.usage),
             InboxState.ANSWERED,
-            outcome.text,
+            say,
             answer=True,
             entries=outcome.history or (),
             replaces=outcome.history is not None,
         )
+
+
+def _after_command(text: str) -> str:
+    """What follows the command word: `/compact focus on the open tickets` -> its instructions."""
+    parts = text.strip().split(None, 1)
+    return parts[1].strip() if len(parts) > 1 else ""
 
 
 class NoSuchSkill:

@@ -24,6 +24,7 @@ _BLOCK_MAX_CHARS = 8_000
 # Characters per token is roughly 3-4 for English; 3 keeps the transcript safely inside the window.
 _CHARS_PER_TOKEN = 3
 _TRANSCRIPT_SHARE = 0.6
+_FOCUS_MAX_CHARS = 2_000
 
 SUMMARY_SYSTEM = """\
 You keep the running record of a chat conversation between people and an AI assistant. Its \
@@ -57,22 +58,31 @@ def _opens_on_results(entry: HistoryEntry) -> bool:
     return bool(entry.blocks) and isinstance(entry.blocks[0], ToolResultBlock)
 
 
-def summary_entry(text: str) -> HistoryEntry:
-    """The summary as stored; the assembler frames it (`summary=True`) when it replays history."""
-    return HistoryEntry("user", (TextBlock(text.strip()),), summary=True)
+def summary_entry(text: str, files: Sequence[AttachmentBlock] = ()) -> HistoryEntry:
+    """The summary as stored, with the files shared in the part it replaces (named when it is
+    replayed, never dropped); the assembler frames it (`summary=True`) when it replays history."""
+    return HistoryEntry("user", (TextBlock(text.strip()), *files), summary=True)
+
+
+def files_of(entries: Sequence[HistoryEntry]) -> list[AttachmentBlock]:
+    """Every file shared in `entries` (an earlier summary's too), oldest first."""
+    return [
+        block for entry in entries for block in entry.blocks if isinstance(block, AttachmentBlock)
+    ]
 
 
 def summary_body(
-    model: str, max_tokens: int, older: Sequence[HistoryEntry], window: int
+    model: str, max_tokens: int, older: Sequence[HistoryEntry], window: int, focus: str = ""
 ) -> dict[str, Any]:
-    """The Messages API request that asks the model for the summary of `older`."""
+    """The Messages API request that asks the model for the summary of `older`; `focus` is what
+    the person who asked for it wants kept in view (their words: fenced like the transcript)."""
     max_chars = int(window * _TRANSCRIPT_SHARE * _CHARS_PER_TOKEN)
     text = (
         "Here is the part of the conversation to summarize, oldest first. Each entry begins at "
         "the start of a line with who wrote it; every further line of an entry is indented by "
         "two spaces, so a line inside a message never starts a new entry.\n\n"
         f"<transcript>\n{transcript(older, max_chars)}\n</transcript>\n\n"
-        "Write the summary now."
+        f"{_focus(focus)}Write the summary now."
     )
     return {
         "model": model,
@@ -80,6 +90,17 @@ def summary_body(
         "system": SUMMARY_SYSTEM,
         "messages": [{"role": "user", "content": text}],
     }
+
+
+def _focus(focus: str) -> str:
+    said = neutralize(scrub(focus.strip()))[:_FOCUS_MAX_CHARS]
+    if not said:
+        return ""
+    return (
+        "The person who asked for this summary wants it to focus on what follows; give that the "
+        "most room, and still keep everything listed in your instructions.\n"
+        f"<focus>\n{said}\n</focus>\n\n"
+    )
 
 
 def transcript(entries: Sequence[HistoryEntry], max_chars: int) -> str:

@@ -42,16 +42,18 @@ async def summarize(
     *,
     model: str,
     reason: str,
+    focus: str = "",
 ) -> Summary | None:
     """Replace the older history by a summary written by `model` (the turn's own, so its price
-    and window apply); None when there is nothing older to replace. The call's usage is added to
-    `meter` even when it wrote nothing."""
+    and window apply); None when there is nothing older to replace. `focus`: what the person
+    asked the summary to keep in view. The files shared in the older part stay named in the
+    summary entry. The call's usage is added to `meter` even when it wrote nothing."""
     cut = compaction.split_point(history)
     if cut == 0:
         log.info("compaction_skipped", reason=reason, messages=len(history))
         return None
     older, tail = history[:cut], history[cut:]
-    body = compaction.summary_body(model, settings.max_tokens, older, settings.window)
+    body = compaction.summary_body(model, settings.max_tokens, older, settings.window, focus)
     try:
         call = await calls.call(
             body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
@@ -62,6 +64,7 @@ async def summarize(
     text = wire.text_of(call.message.content).strip()
     if not text:
         raise _CompactionFailed("the summary call returned no text")
-    compacted = [meter.counted(compaction.summary_entry(text)), *tail]
+    summary = compaction.summary_entry(text, compaction.files_of(older))
+    compacted = [meter.counted(summary), *tail]
     log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))
     return Summary(compacted, body, call.attempts, cut)

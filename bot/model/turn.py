@@ -27,6 +27,7 @@ from bot.model.retry import Verdict
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
+from bot.prompt.history import entry_tokens
 from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)
@@ -59,9 +60,11 @@ class Turn:
         self.streamed: list[str] = []
         self.last_body: Mapping[str, Any] | None = None
         self.overflow_handled = False
+        self.compacted_between = False  # the history was compacted between rounds (once)
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
         self.suspended: list[Continuation] = []  # what the calls suspend the turn for
+        self.opening: list[Mapping[str, Any]] = []  # blocks steered into the first call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -92,6 +95,7 @@ class Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            await self._steer()
             self._check_tokens()
             message = await self._turn_call(last)
             text = wire.text_of(message.content)
@@ -115,6 +119,31 @@ class Turn:
                 wire.assistant_message(message.content),
                 wire.results_message(done.results, done.images),
             ]
+            if self._coming() >= compaction.THRESHOLD * self.settings.window:
+                await self._compact_between_rounds()  # a long tool loop compacts, not overflows
+
+    def _coming(self) -> int:
+        """About what the next call of the loop sends: the assembled request and this turn's
+        rounds so far."""
+        assert self.request is not None  # assembled before the first call
+        rounds = sum(entry_tokens(entry, self.meter.count) for entry in self.entries)
+        return self.request.estimated_tokens + rounds
+
+    async def _steer(self) -> None:
+        """Take in what people said since the last round (SPEC §19): their words join the user
+        message this round sends (the tool results, or the first call's own message)."""
+        if self.plan.steering is None:
+            return
+        steered = await self.plan.steering(len(self.rounds) // 2)
+        blocks = [block for one in steered for block in one.blocks]
+        if not blocks:
+            return
+        self.entries += [one.entry for one in steered]
+        if self.rounds:
+            last = self.rounds[-1]
+            self.rounds[-1] = {**last, "content": [*last["content"], *blocks]}
+        else:
+            self.opening += blocks
 
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
@@ -143,6 +172,10 @@ class Turn:
     def _body(self, last: bool) -> dict[str, Any]:
         assert self.request is not None  # assembled before the first call
         body = {k: v for k, v in self.request.body.items() if k != "stream"}
+        if self.opening:
+            messages = list(body["messages"])
+            messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], *self.opening]}
+            body["messages"] = messages
         rounds = list(self.rounds)
         if last and rounds:
             if body.get("tools"):
@@ -234,12 +267,27 @@ class Turn:
         name = self.settings.name
         model = str(self.request.body.get("model") or name) if self.request else name
         summary = await summarize(
-            self.calls, self.settings, self.history, self.meter, model=model, reason=reason
+            self.calls,
+            self.settings,
+            self.history,
+            self.meter,
+            model=model,
+            reason=reason,
+            focus=self.plan.compact_focus,
         )
         if summary is not None:
             self.history = summary.history
             self.new_history = self.history
         return summary
+
+    async def _compact_between_rounds(self) -> None:
+        """The history is compacted (once a turn); when the rounds alone still fill the window,
+        the older rounds' results are replayed as short notes (the model read them already)."""
+        if self.new_history is None and not self.compacted_between:
+            self.compacted_between = True
+            await self._compact_before_call()
+        if self._coming() >= compaction.THRESHOLD * self.settings.window:
+            self.rounds = wire.shrunk_rounds(self.rounds)
 
     async def _compact_before_call(self) -> None:
         try:

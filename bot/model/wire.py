@@ -12,6 +12,7 @@ the conversions between what the API returned and what the loop sends back or st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +62,38 @@ def results_message(
                 *(_image(image) for image in shown),
             ]
     return {"role": "user", "content": blocks}
+
+
+ROUND_RESULT_LEFT_OUT = (
+    "[The result of this call ({size} bytes) was read in an earlier round of this turn and is "
+    "left out here to fit the context window.]"
+)
+
+
+_LEFT_OUT_OPENING = ROUND_RESULT_LEFT_OUT.split("{", 1)[0]
+
+
+def shrunk_rounds(rounds: Sequence[Mapping[str, Any]], keep: int = 2) -> list[dict[str, Any]]:
+    """The rounds with every tool result but those of the newest `keep` messages replayed as
+    a short note: what a long tool loop sends instead of overflowing the window."""
+    older = [_results_left_out(message) for message in rounds[:-keep]]
+    return [*older, *(dict(message) for message in rounds[-keep:])]
+
+
+def _results_left_out(message: Mapping[str, Any]) -> dict[str, Any]:
+    if message.get("role") != "user":
+        return dict(message)
+    return {**message, "content": [_result_left_out(b) for b in _content_blocks(message)]}
+
+
+def _result_left_out(block: Any) -> Any:
+    if not isinstance(block, Mapping) or block.get("type") != "tool_result":
+        return block
+    content = block.get("content", "")
+    if isinstance(content, str) and content.startswith(_LEFT_OUT_OPENING):
+        return block  # left out already
+    size = len(json.dumps(content, ensure_ascii=False).encode())
+    return {**block, "content": ROUND_RESULT_LEFT_OUT.format(size=size)}
 
 
 def _image(image: ToolImage) -> dict[str, Any]:

@@ -119,6 +119,20 @@ NO_BREAKERS = Breakers()
 
 
 @dataclass(frozen=True, slots=True)
+class Steered:
+    """A person's message taken into the running turn (SPEC §19): stored as `entry` (a user entry
+    with its speaker) after what the turn had said so far, and read by the model as `blocks`
+    (request content blocks) at the start of its next round."""
+
+    entry: HistoryEntry
+    blocks: tuple[Mapping[str, Any], ...]
+
+
+# Asked before each model round (its number, 0 first): the messages to add to it (none: nothing).
+Steering = Callable[[int], Awaitable[Sequence[Steered]]]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -129,6 +143,7 @@ class TurnPlan:
     builder: PromptBuilder  # builds the request from `prompt` over the (compacted) history
     tools: Sequence[Tool] = ()
     compact_only: bool = False  # `/compact`: summarize history, call nothing else
+    compact_focus: str = ""  # what `/compact` was told to keep in view (`/compact focus on X`)
     on_text: Callable[[str], Awaitable[None]] | None = None  # streamed text deltas
     # Each estimate charged for a call that may have been billed without an answer (timed out,
     # cancelled, broken mid-stream): the host counts it even when the turn is cancelled.
@@ -137,6 +152,7 @@ class TurnPlan:
     # still knows every call that ran (its continuity account lists them).
     on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None
     breakers: Breakers = NO_BREAKERS
+    steering: Steering | None = None  # where messages sent while the turn runs come from
 
 
 @dataclass(frozen=True, slots=True)

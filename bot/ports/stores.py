@@ -8,8 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.ports.access import Pairing
 from bot.ports.approvals import ApprovalRecords
 from bot.ports.attachments import AttachmentStore
+from bot.ports.console import ConsoleBook
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.history import ChatBuffer, ConversationInfo, HistoryStore
 from bot.ports.intake import Inbox, WorkShare
@@ -101,7 +103,15 @@ class OpenStore(Protocol):
     def approvals(self) -> ApprovalRecords: ...
 
     @property
+    def access(self) -> Pairing:
+        """Pairing: codes given out and the people admitted with them."""
+
+    @property
     def outbox(self) -> Outbox: ...
+
+    @property
+    def console(self) -> ConsoleBook:
+        """The operator console's sessions, refused logins and audit."""
 
     @property
     def leadership(self) -> Leadership | None:

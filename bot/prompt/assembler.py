@@ -224,7 +224,8 @@ class Assembler:
         (by content id), never the fences."""
         label = speaker_label(request.speaker) if request.speaker is not None else None
         files = attached.blocks if attached is not None else ()
-        said = person_text(request.text, files)
+        note = request.continues is not None  # the host's note of what a suspension came to
+        said = person_text(request.text, files, host=note)
         rendered = said if label is None else f"{speaker_tag(label)}\n{said}"
         blocks: tuple[Block, ...] = (TextBlock(request.text), *files)
         return HistoryEntry(
@@ -233,6 +234,7 @@ class Assembler:
             speaker=label,
             tokens=self._counter.count(rendered) + sum(map(attachment_tokens, files)),
             at=request.received_at,
+            host_note=note,
         )
 
     def priced(self, entry: HistoryEntry) -> HistoryEntry:
@@ -318,7 +320,11 @@ class Assembler:
         and the person's text with its markers; the attachments' content; recalled memory."""
         fence = preceding_fence(request.preceding, self._zone)
         label = speaker_label(request.speaker) if request.speaker is not None else None
-        said = person_text(request.text if text is None else text, attached.blocks)
+        said = person_text(
+            request.text if text is None else text,
+            attached.blocks,
+            host=request.continues is not None,
+        )
         core = [speaker_tag(label)] if label is not None else []
         core += [skill_block(skill, self._skill_max_bytes) for skill in turn_skills]
         if said.strip() or not core:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.prompt.attachments import attachment_tokens, content_blocks, markers
+from bot.prompt.fence import scrub
 from bot.prompt.message import speaker_tag, untrusted
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -25,6 +26,7 @@ _SUMMARY_PREAMBLE = (
     "The earlier part of this conversation, summarized by the host to save space. It stands in "
     "for the messages it replaced."
 )
+_SUMMARY_FILES = "Files shared in the part of the conversation this summary replaces:"
 LEADING_GAP_TEXT = "[The start of this conversation is not shown here.]"
 EMPTY_TEXT = "[empty message]"
 
@@ -34,7 +36,8 @@ def entry_tokens(entry: HistoryEntry, count: Callable[[str], int]) -> int:
     if entry.tokens > 0:
         return entry.tokens
     files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
-    return count(_countable_text(entry)) + sum(map(attachment_tokens, files))
+    replayed = [] if entry.summary else files  # a summary names its files, never replays them
+    return count(_countable_text(entry)) + sum(map(attachment_tokens, replayed))
 
 
 def _countable_text(entry: HistoryEntry) -> str:
@@ -97,6 +100,9 @@ def _render_entry(
 ) -> tuple[str, list[ContentBlock]]:
     if entry.summary:
         text = f"<conversation_summary>\n{_SUMMARY_PREAMBLE}\n\n{untrusted(entry.text)}\n"
+        files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
+        if files:
+            text += f"\n{_SUMMARY_FILES}\n{markers(files)}\n"
         return "user", [_text(text + "</conversation_summary>")]
     if entry.role == "assistant":
         return "assistant", [b for b in map(_assistant_block, entry.blocks) if b is not None]
@@ -134,6 +140,7 @@ def _user_blocks(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[Con
 def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     labelled = entry.speaker is None
+    shown = scrub if entry.host_note else untrusted  # a host note was made safe when written
     for block in entry.blocks:
         if isinstance(block, AttachmentBlock):
             continue
@@ -142,10 +149,10 @@ def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
         elif isinstance(block, ToolUseBlock):
             blocks.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
         elif not labelled:
-            blocks.append(_text(f"{speaker_tag(entry.speaker or '')}\n{untrusted(block.text)}"))
+            blocks.append(_text(f"{speaker_tag(entry.speaker or '')}\n{shown(block.text)}"))
             labelled = True
         elif block.text.strip():
-            blocks.append(_text(untrusted(block.text)))
+            blocks.append(_text(shown(block.text)))
     if not labelled:
         blocks.append(_text(speaker_tag(entry.speaker or "")))
     return blocks

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.
-TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks", "mcp.servers"}
+TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks", "mcp.servers", "console.operators"}
 INLINE_TABLES = {"slack.commands"}  # written as one inline table in the example
 
 

@@ -3,13 +3,16 @@ with its own record and item state, through the doubles of `bot.testing`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bot import replies
+from bot.ports.model import TurnOutcome
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
 from bot.testing.model import ScriptedModel
-from bot.turns import Outcome
+from bot.turns import Attachment, HistoryEntry, Outcome, TextBlock
 from tests.host.rig import KEY, request, rig, submit
 
 
@@ -79,3 +82,22 @@ async def test_a_command_beside_the_conversation_takes_no_lane(counter: TokenCou
     r.model.release.set()
     await r.host.close(grace=60)
     assert r.posted() == ["scripted answer"]
+
+
+async def test_compact_takes_its_instructions_and_says_it_kept_no_file(
+    counter: TokenCounter,
+) -> None:
+    summary = HistoryEntry("user", (TextBlock("S"),), summary=True)
+    r = rig(counter, ScriptedModel(TurnOutcome("Compacted.", (), history=[summary])))
+    await r.store.history.publish(KEY, [HistoryEntry("user", (TextBlock("earlier"),))])
+    await r.host.resume()
+    pdf = Attachment("plan.pdf", "application/pdf", 2048)
+    asked = replace(request(1, text="/compact  focus on the open tickets "), attachments=(pdf,))
+    await r.host.submit(asked, source="test", marks=["event-1"])
+    await r.host.idle()
+
+    [plan] = r.model.plans
+    assert (plan.compact_only, plan.compact_focus) == (True, "focus on the open tickets")
+    [said] = r.posted()
+    assert said == "Compacted.\n\n" + replies.compact_left_files(1)
+    await r.host.close(grace=0)

@@ -248,6 +248,17 @@ async def test_compact_command_replaces_history_with_a_summary(
     assert isinstance(history[0].blocks[0], TextBlock)
 
 
+async def test_compact_with_instructions_hands_them_to_the_summary(
+    make_config: MakeConfig, fake: FakeAnthropic
+) -> None:
+    fake.script("noted 0", "noted 1", "noted 2", "Summary: tickets T-1 and T-2 are open.")
+    result, history, _ = await _after_three_facts(make_config, "/compact focus on the open tickets")
+    assert result.outcome == "ok"
+    assert history[0].summary
+    summary_request = fake.requests[-1]["messages"][0]["content"]
+    assert "<focus>\nfocus on the open tickets\n</focus>" in summary_request
+
+
 async def test_compact_is_a_command_only_as_a_whole_word(
     make_config: MakeConfig, fake: FakeAnthropic
 ) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,9 +16,10 @@ from bot.errors import TurnFailed
 from bot.model import AnthropicRuntime
 from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_body, transcript
 from bot.prompt.fence import fence_forms
-from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
-from tests.fakes.anthropic import OVERFLOW, FakeAnthropic
-from tests.model.conftest import plan
+from bot.prompt.history import render
+from bot.turns import AttachmentBlock, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.fakes.anthropic import OVERFLOW, FakeAnthropic, Reply, ToolCall, count_request
+from tests.model.conftest import RecordingTool, plan
 from tests.prompt.strategies import untrusted_text
 
 SUMMARY = "Alice asked for the deploy at /srv/app (ticket OPS-42); still open."
@@ -287,3 +290,63 @@ async def test_the_summary_uses_the_turns_own_model(
     await runtime.aclose()
     assert [body["model"] for body in fake.requests] == ["claude-opus-4-1", "claude-opus-4-1"]
     assert is_summary(fake.requests[0])
+
+
+async def test_a_long_tool_loop_compacts_between_its_rounds_instead_of_overflowing(
+    make_runtime: Callable[..., AnthropicRuntime],
+) -> None:
+    async with FakeAnthropic(context_window=4000) as fake:
+        looked = RecordingTool("lookup", lambda arguments: "row " * 700)  # ~700 tokens a round
+
+        def answer(body: dict[str, Any]) -> Reply | str:
+            if is_summary(body):
+                return SUMMARY
+            if len(looked.calls) < 5:
+                return Reply(tool_calls=[ToolCall("lookup", {"query": f"q{len(looked.calls)}"})])
+            return "All five looked up."
+
+        fake.respond_with(answer)
+        runtime = make_runtime(base_url=fake.base_url, context_window=4000)
+        outcome = await runtime.run(plan("look up five", conversation(8, words=60), [looked]))
+        await runtime.aclose()
+    assert outcome.text == "All five looked up."
+    assert len(looked.calls) == 5
+    assert outcome.history is not None  # compacted within the turn, before an overflow
+    assert outcome.history[0].summary
+    turns = [body for body in fake.requests if not is_summary(body)]
+    summary_at = next(i for i, body in enumerate(fake.requests) if is_summary(body))
+    assert 0 < summary_at < len(fake.requests) - 1  # between two rounds of the one turn
+    assert all(count_request(body) <= 4000 for body in turns)
+    # The last request still carries every round, the older results as short notes.
+    last = json.dumps(turns[-1]["messages"])
+    assert last.count('"tool_use_id"') == 5
+    assert "left out here to fit the context window" in last
+
+
+async def test_compact_with_instructions_passes_them_to_the_summary(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.respond_with(summarizing)
+    await runtime.run(
+        plan("/compact", conversation(4), compact_only=True, compact_focus="the open tickets")
+    )
+    [body] = fake.requests
+    sent = body["messages"][0]["content"]
+    assert "<focus>\nthe open tickets\n</focus>" in sent
+    assert sent.index("</transcript>") < sent.index("<focus>")
+
+
+async def test_a_summary_names_the_files_of_the_part_it_replaces(
+    runtime: AnthropicRuntime, fake: FakeAnthropic
+) -> None:
+    fake.respond_with(summarizing)
+    shared = AttachmentBlock(1, "plan.pdf", "pdf", "application/pdf", 2048, content_id="c1")
+    history = conversation(4)
+    history[0] = replace(history[0], blocks=(*history[0].blocks, shared))
+    outcome = await runtime.run(plan("/compact", history, compact_only=True))
+    assert outcome.history is not None
+    summary = outcome.history[0]
+    assert summary.blocks[1:] == (shared,)
+    assert "plan.pdf" in fake.requests[0]["messages"][0]["content"]  # in the transcript too
+    rendered = render([summary])[0]["content"][0]["text"]
+    assert "[attachment 1: plan.pdf" in rendered

@@ -6,7 +6,8 @@ import base64
 import json
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.prompt import TokenCounter
@@ -215,8 +216,18 @@ def test_no_file_name_media_type_or_problem_can_forge_a_marker(
 
 
 @given(st.text(alphabet=st.characters(categories=["L", "N"]) | st.sampled_from(" -_.()[]")))
+@example("く")  # failed while every look-alike of `<` was escaped (issue 37)
+@example("ぐ")
+@example("ᐸᐳ")
 def test_a_name_stays_readable(name: str) -> None:
     shown = safe_name(name)
     plain = " ".join(name.split())
     if plain and len(plain) <= NAME_MAX_CHARS:
         assert shown == plain.replace("[", "(").replace("]", ")")
+
+
+@pytest.mark.parametrize(
+    "name", ["よろしく.pdf", "ぐっすり.txt", "«plan» 《计划》.md", "List<int>.java", "a < b.txt"]
+)
+def test_a_name_with_look_alike_letters_is_shown_as_written(name: str) -> None:
+    assert safe_name(name) == name

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from bot.cli.settings import Settings, load_config
+from bot.console.settings import Operator
 from bot.mcp.settings import McpServerSettings
 from bot.policy.surfaces import SurfaceRule
 from channels.cron.settings import CronJob, WebhookSettings
@@ -37,12 +38,16 @@ def _model_keys() -> set[str]:
     for name, field in Settings.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            lists = {"jobs", "servers"}  # [[cron.jobs]], [[mcp.servers]]: their keys below
-            keys.update(f"{name}.{key}" for key in annotation.model_fields if key not in lists)
+            # [[cron.jobs]], [[mcp.servers]], [[console.operators]]: their keys below
+            lists = {"cron.jobs", "mcp.servers", "console.operators"}
+            keys.update(
+                f"{name}.{key}" for key in annotation.model_fields if f"{name}.{key}" not in lists
+            )
     keys.update(f"cron.jobs.{key}" for key in CronJob.model_fields)
     keys.update(f"webhooks.{key}" for key in WebhookSettings.model_fields)
     keys.update(f"surfaces.{key}" for key in SurfaceRule.model_fields)
     keys.update(f"mcp.servers.{key}" for key in McpServerSettings.model_fields)
+    keys.update(f"console.operators.{key}" for key in Operator.model_fields)
     return keys
 
 

@@ -167,9 +167,21 @@ def trimmed(items: list[Staged], limit: int) -> list[Staged]:
     worth per turn: replayed history then keeps the same first message for many turns, so the
     provider's prompt cache keeps matching it. Sliding by two messages a turn would change the
     start of the history, and miss the cache, on every single turn of a long conversation.
+
+    The newest compaction summary survives the drop: it goes first, before the kept half, and
+    the whole window is written again (every item unsaved), so its rows stay in order.
     """
-    if len(items) > limit:
-        items = items[-max(limit // 2, 2) :]
+    if len(items) <= limit:
+        return _clean_start(items)
+    half = max(limit // 2, 2)
+    summary = next((item for item in reversed(items[:-half]) if item.entry.summary), None)
+    kept = _clean_start(items[-half:])
+    if summary is None or any(item.entry.summary for item in kept):
+        return kept
+    return [Staged(None, item.entry, item.body) for item in [summary, *kept]]
+
+
+def _clean_start(items: list[Staged]) -> list[Staged]:
     start = 0
     while start < len(items) and not _opens_window(items[start].entry):
         start += 1

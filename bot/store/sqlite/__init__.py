@@ -15,9 +15,11 @@ from pathlib import Path
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import StoreOpenError
+from bot.store.sql.access import SqlAccess
 from bot.store.sql.approvals import SqlApprovals
 from bot.store.sql.attachments import SqlAttachments
 from bot.store.sql.buffer import SqlChatBuffer
+from bot.store.sql.console import SqlConsoleBook
 from bot.store.sql.history import SqlHistory
 from bot.store.sql.inbox import SqlInbox, SqlOutbox
 from bot.store.sql.memory import SqlMemory
@@ -45,7 +47,9 @@ class SqliteStore:
     outbox: SqlOutbox
     usage: SqlUsageLedger
     approvals: SqlApprovals
+    access: SqlAccess
     attachments: SqlAttachments
+    console: SqlConsoleBook
 
     @property
     def leadership(self) -> None:
@@ -110,7 +114,9 @@ async def open_store(
         outbox=SqlOutbox(db, history, records, clock, usage=usage, memory=memories),
         usage=usage,
         approvals=SqlApprovals(db),
+        access=SqlAccess(db, clock),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
+        console=SqlConsoleBook(db),
     )
 
 

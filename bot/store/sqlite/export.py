@@ -40,6 +40,7 @@ TABLES = (
     "budget_notices",
     "attachments",
     "attachment_refs",
+    "console_audit",
 )
 # Columns only the SQLite file has (its row ids for tables the target keys otherwise).
 _SQLITE_ONLY = {"messages": {"id"}}

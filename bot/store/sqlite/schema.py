@@ -278,6 +278,50 @@ _V_SCHEDULE_TOOLS = (
     """DEFAULT '["load_skill","memory_recall","read_attachment"]'""",
 )
 
+# The operator console (SPEC §18): sessions by a digest of their cookie token (any replica serves
+# them), refused logins by operator name (the rate limit) and the audit of every change.
+_V_CONSOLE = (
+    """CREATE TABLE IF NOT EXISTS console_sessions (
+        id TEXT PRIMARY KEY,
+        operator TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS console_logins (name TEXT NOT NULL, at REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS console_logins_by_name ON console_logins (name, at)",
+    """CREATE TABLE IF NOT EXISTS console_audit (
+        at REAL NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        outcome TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS console_audit_by_time ON console_audit (at)",
+)
+
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
+# Pairing (SPEC §19): codes given out (by digest; the code itself is never stored) and the people
+# an operator admitted with one.
+_V_ACCESS = (
+    """CREATE TABLE IF NOT EXISTS access_codes (
+        digest TEXT PRIMARY KEY,
+        person TEXT NOT NULL,
+        label TEXT NOT NULL,
+        asked_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL
+    )""",
+    "CREATE INDEX IF NOT EXISTS access_codes_by_person ON access_codes (person, asked_at)",
+    """CREATE TABLE IF NOT EXISTS access_people (
+        person TEXT PRIMARY KEY,
+        label TEXT NOT NULL,
+        admitted_at REAL NOT NULL
+    )""",
+)
+
 # Where each memory's words came from (SPEC §6), stamped by the host at capture. Existing rows are
 # backfilled from what the row itself proves: `bot chat` is the operator's, a row without a person
 # is a request-driven run's, and anyone else's is a person's no allowlist is known to name (never
@@ -301,6 +345,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVALS,
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
+    _V_CONSOLE,
+    _V_CONSUMED_BY,
+    _V_ACCESS,
     _V_MEMORY_ORIGINS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,1 @@
+"""One module per console page: each exposes `install(app, console)`, adding its routes."""
