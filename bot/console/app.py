@@ -10,6 +10,7 @@ from aiohttp import web
 
 from bot.console.auth import Gate
 from bot.console.pages import (
+    access,
     approvals,
     conversations,
     memory,
@@ -24,7 +25,7 @@ from bot.console.parts import ConsoleParts
 from bot.console.render import CSS, SCRIPT, Renderer
 
 MOUNT = "/console"
-PAGES = (overview, conversations, usage, approvals, schedules, tools, memory, settings)
+PAGES = (overview, conversations, usage, approvals, schedules, access, tools, memory, settings)
 
 
 def build_console(parts: ConsoleParts) -> web.Application:

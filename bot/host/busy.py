@@ -112,4 +112,4 @@ class Busy:
         request = await completed(self._completers, job.request)
         entry = self._assembler.priced(self._assembler.user_entry(request))
         [message] = render([entry])
-        return Steered(entry, tuple(message["content"]))
+        return Steered(entry, message.parts)

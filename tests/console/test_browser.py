@@ -182,3 +182,27 @@ async def test_the_usage_charts_totals_equal_bot_usage(
     assert await page.inner_text("#usage-total-usd") == f"${total['cost_usd']:.4f}"
     await shoot(page, "usage")
     await page.context.close()
+
+
+async def test_the_overview_and_a_conversation_update_without_a_reload(bot_world: World) -> None:
+    slack, claude = bot_world.slack, bot_world.claude
+    claude.script("First answer.", "Second answer.")
+    mention = slack.mention(GENERAL, ALICE, "start a live thread")
+    await slack.push(mention)
+    await until(lambda: any(post["text"] == "First answer." for post in slack.posts), within=30)
+    page = await signed_in(bot_world)
+    overview = await page.context.new_page()
+    await overview.goto(bot_world.base + "/")
+    before = await overview.inner_text("#turns-hour")
+    await page.goto(bot_world.base + "/conversations")
+    thread = mention["event"]["ts"]
+    await page.click(f"a:text-matches('{thread.replace('.', '[.]')}$')")
+    await page.wait_for_selector("text=First answer.")
+    await slack.push(slack.mention(GENERAL, ALICE, "and once more", thread_ts=thread))
+    # Neither page is reloaded: their live part is refreshed from the store.
+    await page.wait_for_selector("text=Second answer.", timeout=30_000)
+    await overview.wait_for_function(
+        f"document.querySelector('#turns-hour').textContent.trim() !== '{before}'",
+        timeout=30_000,
+    )
+    await page.context.close()

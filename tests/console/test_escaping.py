@@ -159,6 +159,12 @@ def pages(text: str) -> dict[str, dict[str, Any]]:
             ],
         },
         "error.html": {"title": text, "message": text},
+        "access.html": {
+            "title": "a",
+            "notice": text,
+            "people": [{"person": text, "label": text, "at": "t"}],
+            "asking": [{"person": text, "label": text, "expires": "t"}],
+        },
     }
 
 

@@ -210,3 +210,27 @@ async def test_tools_config_and_audit_pages_show_what_they_are_handed_without_se
         assert "key = " in page
         _, page, _ = await rig.client.get("/audit")
         assert "sign in" in page
+
+
+async def test_a_person_is_admitted_by_their_pairing_code_and_revoked() -> None:
+    async with console_rig() as rig:
+        code = await rig.store.access.ask("telegram:4242", "Eve <b>Ng</b>")
+        assert code is not None
+        await rig.client.sign_in()
+        _, page, _ = await rig.client.get("/access")
+        assert "Eve &lt;b&gt;Ng&lt;/b&gt;" in page
+        csrf = await rig.client.csrf("/access")
+        _, page, _ = await rig.client.post("/access/approve", {"csrf": csrf, "code": "NOPE-NOPE"})
+        assert "No such code waiting" in page
+        rig.clock.now += 1
+        _, page, _ = await rig.client.post("/access/approve", {"csrf": csrf, "code": code})
+        assert "Admitted telegram:4242" in page
+        assert await rig.store.access.admitted("telegram:4242")
+        rig.clock.now += 1
+        _, page, _ = await rig.client.post(
+            "/access/revoke", {"csrf": csrf, "person": "telegram:4242"}
+        )
+        assert "Revoked telegram:4242." in page
+        assert not await rig.store.access.admitted("telegram:4242")
+        actions = [e.action for e in await rig.store.console.audited()]
+        assert actions[:2] == ["revoke access", "admit"]
