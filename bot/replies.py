@@ -34,6 +34,15 @@ MEMORY_CONSOLE = (
 MEMORY_EMPTY = "I don't remember anything you said here."
 MEMORY_LIST = "What I remember you said here ({total}), newest first:"
 MEMORY_MORE = "…and {count} older."
+# Where an entry's words came from, as `/memory` shows it (keys: `bot.turns.Origin` values).
+MEMORY_ORIGINS = {
+    "person": "yours",
+    "unlisted": "yours, unverified",  # a platform without an allowlist: anyone could write
+    "bot": "a bot's",
+    "agent": "an agent's",
+    "operator": "the operator's",
+    "scheduled": "a scheduled run's",
+}
 MEMORY_HOW_TO_FORGET = "To forget one: /forget N. To forget all of them: /forget all."
 FORGET_USAGE = "Say /forget N (a number from /memory) or /forget all."
 FORGET_NO_SUCH = "There is no entry {number}: /memory lists {total}."
@@ -84,14 +93,27 @@ def console_usage(tokens: int, cost_usd: float) -> str:
     )
 
 
+# --- pairing (`[access] unknown = "pair"`) -------------------------------------------------------
+
+
+def pairing_code(code: str) -> str:
+    """What someone on no allowlist is sent in private: the one-time code for the operator."""
+    return (
+        "Hi! This bot answers only people its operator has let in. To ask for access, send "
+        f"the operator this code (it works once, for an hour):\n\n{code}\n\n"
+        f"They admit you with: bot access approve {code}"
+    )
+
+
 # --- a turn a person stopped (Slack's stop button) -----------------------------------------------
 
 STOPPED_NOTE = "(Stopped. Ask again whenever you like.)"
+INTERRUPTED_NOTE = "(Stopped to take your newer message.)"  # `busy = "interrupt"`
 
 
-def stopped(partial: str) -> str:
+def stopped(partial: str, note: str = STOPPED_NOTE) -> str:
     """What a stopped turn's answer shows: what it had written, then that it was stopped."""
-    return f"{partial.rstrip()}\n\n{STOPPED_NOTE}" if partial.strip() else STOPPED_NOTE
+    return f"{partial.rstrip()}\n\n{note}" if partial.strip() else note
 
 
 # --- the console (`bot chat`) -------------------------------------------------------------------

@@ -23,6 +23,8 @@ from bot.ports.records import TurnRecord, Usage
 from bot.turns import Continuation, HistoryEntry, Outcome, TurnRequest
 
 STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
+# Why a person stopped a turn, as its continuity account says it (`busy = "interrupt"`: SPEC §19).
+BY_NEWER_MESSAGE = "a newer message interrupted it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,10 @@ class Conclusion:
     text: str | None = None
     error: str | None = None
     opened: Mapping[int, str] = field(default_factory=dict)
+    # Meant for the request's person alone (`/usage`, `/memory`, refusals): said where only they
+    # see it when the platform can; else `public` is said in the open (None: `say` itself).
+    private: bool = False
+    public: str | None = None
 
 
 def policy_of(policies: Policies | None, request: TurnRequest) -> SurfacePolicy:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.ports.access import Pairing
 from bot.ports.approvals import ApprovalRecords
 from bot.ports.attachments import AttachmentStore
 from bot.ports.console import ConsoleBook
@@ -36,8 +37,14 @@ class OperatorRecords(TurnRecords, Protocol):
     async def show(self, turn_id: str) -> dict[str, Any] | None: ...
 
     async def recent(
-        self, conversation: str | None = None, *, limit: int = 20
-    ) -> list[RecordSummary]: ...
+        self,
+        conversation: str | None = None,
+        *,
+        limit: int = 20,
+        since: datetime | None = None,
+    ) -> list[RecordSummary]:
+        """The newest first; of one conversation, and only those started since `since`,
+        when given."""
 
 
 class OperatorUsage(UsageLedger, Protocol):
@@ -100,6 +107,10 @@ class OpenStore(Protocol):
 
     @property
     def approvals(self) -> ApprovalRecords: ...
+
+    @property
+    def access(self) -> Pairing:
+        """Pairing: codes given out and the people admitted with them."""
 
     @property
     def outbox(self) -> Outbox: ...

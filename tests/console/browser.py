@@ -131,25 +131,18 @@ async def world(bot_command: list[str], folder: Path) -> AsyncIterator[World]:
         )
         log = await asyncio.to_thread(open, folder / "bot.log", "ab")
         try:
-            async with Bots(bot_command, env, output=log) as bots:
+            async with Bots(bot_command, env, output=log) as bots, async_playwright() as pw:
                 await bots.start("--config", str(config), "run")
-                await _healthy(f"http://127.0.0.1:{port}/healthz")
-                async with async_playwright() as playwright:
-                    browser = await playwright.chromium.launch(
-                        executable_path=str(CHROMIUM), args=LAUNCH_ARGS
-                    )
-                    try:
-                        yield World(
-                            claude,
-                            slack,
-                            calls,
-                            config,
-                            env,
-                            f"http://127.0.0.1:{port}/console",
-                            browser,
-                        )
-                    finally:
-                        await browser.close()
+                # The browser starts while the host does.
+                browser, _ = await asyncio.gather(
+                    pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS),
+                    _healthy(f"http://127.0.0.1:{port}/healthz"),
+                )
+                base = f"http://127.0.0.1:{port}/console"
+                try:
+                    yield World(claude, slack, calls, config, env, base, browser)
+                finally:
+                    await browser.close()
         finally:
             log.close()
 
@@ -159,7 +152,7 @@ async def signed_in(world: World) -> Any:
     context = await world.browser.new_context(viewport={"width": 1100, "height": 900})
     page = await context.new_page()
     await page.goto(world.base + "/")
-    await page.fill("#name", "ada")
+    await page.fill("#username", "ada")
     await page.fill("#password", PASSWORD)
     await page.click("button[type=submit]")
     await page.wait_for_selector("text=signed in as")

@@ -300,6 +300,39 @@ _V_CONSOLE = (
     "CREATE INDEX IF NOT EXISTS console_audit_by_time ON console_audit (at)",
 )
 
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
+# Pairing (SPEC §19): codes given out (by digest; the code itself is never stored) and the people
+# an operator admitted with one.
+_V_ACCESS = (
+    """CREATE TABLE IF NOT EXISTS access_codes (
+        digest TEXT PRIMARY KEY,
+        person TEXT NOT NULL,
+        label TEXT NOT NULL,
+        asked_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL
+    )""",
+    "CREATE INDEX IF NOT EXISTS access_codes_by_person ON access_codes (person, asked_at)",
+    """CREATE TABLE IF NOT EXISTS access_people (
+        person TEXT PRIMARY KEY,
+        label TEXT NOT NULL,
+        admitted_at REAL NOT NULL
+    )""",
+)
+
+# Where each memory's words came from (SPEC §6), stamped by the host at capture. Existing rows are
+# backfilled from what the row itself proves: `bot chat` is the operator's, a row without a person
+# is a request-driven run's, and anyone else's is a person's no allowlist is known to name (never
+# raised to more than that, as consolidation or compaction never raises one either).
+_V_MEMORY_ORIGINS = (
+    "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAULT 'unlisted'",
+    "UPDATE memories SET origin = 'operator' WHERE conversation_key LIKE 'console:%'",
+    "UPDATE memories SET origin = 'scheduled' "
+    "WHERE person IS NULL AND conversation_key NOT LIKE 'console:%'",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -313,6 +346,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
     _V_CONSOLE,
+    _V_CONSUMED_BY,
+    _V_ACCESS,
+    _V_MEMORY_ORIGINS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
