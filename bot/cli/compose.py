@@ -55,7 +55,6 @@ from bot.tools.toolbox import MakeTool, Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
-    from bot.console.parts import ToolOffer
     from bot.mcp.hub import McpHub
     from bot.memory.recall import RecallCache
     from bot.ports.tools import Tool
@@ -367,6 +366,8 @@ class App:
         if http is not None and self._runs.http:
             self._install_console(store, hub, toolbox, policy)
             self._runner = await start_http(self.web, settings.http, self._exits)
+        elif self._runs.http and settings.console.enabled:
+            log.warning("console_off", why="[http] enabled = false: the console needs the port")
         stop_approvals = connect_approvals(
             approvals,
             self._host,
@@ -382,11 +383,6 @@ class App:
     def _install_console(
         self, store: OpenStore, hub: McpHub | None, toolbox: Toolbox, policy: Policy
     ) -> None:
-        def tools() -> list[ToolOffer]:
-            from bot.cli.tools import offers
-
-            return offers(toolbox, policy.policies, hub)
-
         install_console(
             self.web,
             self.config,
@@ -394,7 +390,7 @@ class App:
             desk=self.approvals,
             runs=self._run_records,
             jobs=lambda: self.cron_jobs,
-            tools=tools,
+            offered=(toolbox, policy.policies),
             hub=hub,
         )
 

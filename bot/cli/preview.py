@@ -9,7 +9,6 @@ included when the configured database exists; it is never created here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
@@ -44,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     try:
         raw = json.loads(args.event.read_text(encoding="utf-8"))
         request = parse_event(raw)

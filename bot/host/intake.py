@@ -93,7 +93,8 @@ class Gate:
             with job.trace.active(end=True):  # the refused turn's trace ends with its notice
                 now = datetime.now(UTC)
                 record = publisher.record(request, now, Outcome.REFUSED, error=why.value)
-                await publisher.conclude(job, Conclusion(record, InboxState.REFUSED, say))
+                refused = Conclusion(record, InboxState.REFUSED, say, private=True)
+                await publisher.conclude(job, refused)
 
         self._in_background(refuse())
 

@@ -80,9 +80,13 @@ class Turn:
         *,
         error: str | None = None,
         details: Mapping[str, object] | None = None,
+        private: bool = False,
+        public: str | None = None,
     ) -> Conclusion:
-        """A conclusion the host wrote itself: no model call, nothing kept in history."""
-        return Conclusion(self.record(outcome, error=error, details=details), state, say)
+        """A conclusion the host wrote itself: no model call, nothing kept in history
+        (`private`, `public`: see `Conclusion`)."""
+        ended = self.record(outcome, error=error, details=details)
+        return Conclusion(ended, state, say, private=private, public=public)
 
 
 # One step of the pipeline: conclude the turn, or return None to pass it on.

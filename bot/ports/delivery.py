@@ -109,6 +109,13 @@ class Deliverer(ABC):
         assert part.platform_id is not None, "only a part with a platform id is finished"
         return part.platform_id
 
+    def private(self, route: ReplyRoute, public: str | None) -> ReplyRoute | None:
+        """The route for a reply meant only for the request's person (`/usage`, `/memory`, a
+        refusal), where the platform can show it to them alone; `public` (Markdown; None: the
+        reply itself) is what the chat may see if, at delivery, it cannot. None when this route
+        offers no such thing (the default): the caller says what it would say in the open."""
+        return None
+
     def working(self, route: ReplyRoute) -> AbstractAsyncContextManager[None]:
         """Show a progress sign (reaction, typing...) for as long as the context is open. The
         default shows none."""

@@ -32,6 +32,7 @@ from slack_bolt.response import BoltResponse
 
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.memory import Departures
+from bot.turns import Origin
 from channels.slack import events
 from channels.slack.assistant import (
     ASSISTANT_EVENTS,
@@ -158,6 +159,7 @@ class MessageIntake:
             turn_id=uuid4().hex,
             viewing=self._threads.viewing(message.channel, thread) if thread else None,
         )
+        request = replace(request, origin=self._origin(message))
         if message.session and not message.in_thread:  # its first message names the session
             request = events.with_title(request, thread_title(request.text))
         marks = [message.event_id, events.message_key(message)]
@@ -195,6 +197,13 @@ class MessageIntake:
             log.warning("slack_event_not_allowed", reason="assistant thread", user=thread.user)
             return False
         return True
+
+    def _origin(self, message: SlackMessage) -> Origin:
+        """Who wrote it, as Slack says: another bot, a person the allowlist names (only those
+        get here when there is one), or a person no allowlist names."""
+        if message.bot_name is not None:
+            return Origin.BOT
+        return Origin.PERSON if self._settings.allowed_user_ids else Origin.UNLISTED
 
     def _allowed(self, message: SlackMessage) -> bool:
         channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids
