@@ -31,6 +31,7 @@ from bot.cli.wiring.console import install_console
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
+from bot.cli.wiring.starting import ChannelStarts
 from bot.config.providers import Endpoint
 from bot.errors import ConfigError
 from bot.host import Host
@@ -286,6 +287,7 @@ class App:
         self._store: OpenStore | None = None
         self._host: Host | None = None
         self._exits = contextlib.AsyncExitStack()
+        self._starts = ChannelStarts((), self._exits)
 
     @property
     def host(self) -> Host:
@@ -355,13 +357,16 @@ class App:
         departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
+        self._starts = ChannelStarts(self.channels, self._exits)
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         hub = await self._start_mcp()
         desk = await schedule_desk(self.config, self._run_records, self._schedules_changed)
         toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
-        Health(self._channels_up, self._draining, self.metrics).install(self.web)
+        Health(
+            self._channels_up, self._draining, self.metrics, down=lambda: self._starts.problems
+        ).install(self.web)
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
             self._install_console(store, hub, toolbox, policy)
@@ -488,10 +493,7 @@ class App:
         )
 
     async def _start_channels(self, host: Host) -> None:
-        for channel in self.channels:
-            await channel.start(host, intake=self._runs.intake)
-            self._exits.push_async_callback(channel.stop)
-            log.info("channel_started", channel=channel.name)
+        await self._starts.start(host, intake=self._runs.intake)
         # Leaving runs these in reverse: the host stops intake (channels then answer 503, stop
         # acknowledging and stop polling), finishes (or cancels) running turns and posts what is
         # left in the outbox while channels can still deliver; then channels, HTTP, store close.

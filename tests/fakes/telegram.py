@@ -551,6 +551,10 @@ class FakeTelegram:
             _Failure(status, description, parameters, times)
         )
 
+    def heal(self, method: str) -> None:
+        """Answer `method` normally again: the failures still queued for it are dropped."""
+        self._failures.pop(method, None)
+
     def rate_limit(self, seconds: int = 1, *, method: str = "sendMessage", times: int = 1) -> None:
         self.fail(
             method,

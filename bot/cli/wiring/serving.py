@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -75,10 +75,14 @@ class Health:
         channels_up: Callable[[], dict[str, bool]],
         draining: Callable[[], bool],
         metrics: Metrics,
+        *,
+        down: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
+        """`down`: why each channel that could not start yet is down (it is being retried)."""
         self._channels_up = channels_up
         self._draining = draining
         self._metrics = metrics
+        self._down = down
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/healthz", self.healthz)
@@ -89,6 +93,9 @@ class Health:
         draining = self._draining()
         ok = all(channels.values()) and not draining
         body: dict[str, Any] = {"ok": ok, "channels": channels}
+        # Which part, and why (one line each; tried again meanwhile), while it is not up.
+        if down := {name: why for name, why in self._down().items() if not channels.get(name)}:
+            body["down"] = down
         if draining:
             body["draining"] = True
         return web.json_response(body, status=200 if ok else 503)
