@@ -9,7 +9,6 @@ included when the configured database exists; it is never created here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
@@ -46,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     try:
         raw = json.loads(args.event.read_text(encoding="utf-8"))
         request = parse_event(raw)
@@ -136,7 +137,11 @@ async def _previewed(
     matched = policy.policies.for_request(request)
     toolbox = build_toolbox(config, agent, hub=hub, listing=True)
     assembler = build_assembler(
-        config, agent, TokenCounter(calibration=settings.model.token_calibration), policy, toolbox
+        config,
+        agent,
+        TokenCounter(settings.model.encoding, calibration=settings.model.calibration),
+        policy,
+        toolbox,
     )
     words = assembler.words(request)
     history: list[HistoryEntry] = []
