@@ -365,7 +365,11 @@ class App:
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
         Health(
-            self._channels_up, self._draining, self.metrics, down=lambda: self._starts.problems
+            self._channels_up,
+            self._draining,
+            self.metrics,
+            down=lambda: self._starts.problems,
+            mcp=lambda: {link.name: link.problem for link in hub.links} if hub else {},
         ).install(self.web)
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:

@@ -26,6 +26,7 @@ from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
 from bot.host.streaming import AnswerStream
+from bot.logs import redact_text
 from bot.memory.recall import RecallCache, request_holds, without_recalled_words
 from bot.ports.model import LeftOut, Steering, TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState
@@ -80,6 +81,7 @@ class ModelTurn:
         self._steering = steering
 
     async def __call__(self, turn: Turn) -> Conclusion:
+        turn.request = _without_secrets(turn.request)
         request = turn.request
         prepared = await self._prepare(turn)
         _log_context(request)
@@ -297,3 +299,14 @@ def _log_context(request: TurnRequest) -> None:
         preceding=len(request.preceding),
         preceding_bytes=sum(len(m.text.encode()) for m in request.preceding),
     )
+
+
+def _without_secrets(request: TurnRequest) -> TurnRequest:
+    """The request with every secret the host knows (tokens, keys, the values it gives MCP
+    servers) redacted from the person's text and the messages before it: one pasted into a
+    chat reaches neither the model, nor history, nor memory."""
+    text = redact_text(request.text)
+    preceding = tuple(replace(m, text=redact_text(m.text)) for m in request.preceding)
+    if text == request.text and preceding == request.preceding:
+        return request
+    return replace(request, text=text, preceding=preceding)

@@ -17,10 +17,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.conftest import subprocess_env
+from tests.conftest import subprocess_env, write_config
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.mcp.conftest import free_port
+from tests.mcp.conftest import free_port, hostile_toml
 from tests.waiting import GUARD
 
 
@@ -106,6 +106,8 @@ async def bot_run(bot: list[str], agent_dir: Path, env: dict[str, str]) -> Async
 async def test_telegram_failing_get_me_leaves_bot_run_up_and_it_connects_once_it_answers(
     bot_command: list[str], agent_dir: Path
 ) -> None:
+    """With a bad MCP server besides (10,000 tools: refused), which the host serves without."""
+    write_config(agent_dir, hostile_toml("huge", "tools", "10000", env=()))
     async with FakeTelegram() as tg:
         tg.fail("getMe", status=502, description="Bad Gateway", times=1000)
         env = {
@@ -126,7 +128,9 @@ async def test_telegram_failing_get_me_leaves_bot_run_up_and_it_connects_once_it
     assert body["channels"] == {"telegram": False}
     assert body["down"]["telegram"] == down["error"]
     assert up["channels"] == {"telegram": True}
-    assert "down" not in up
+    assert up["mcp"] == {"huge": False}
+    assert list(up["down"]) == ["mcp:huge"]  # a server down costs its tools only: still ok
+    assert "max_tools = 128" in up["down"]["mcp:huge"]
     assert code == 0
     assert "Traceback" not in run.text
     assert tg.token not in run.text

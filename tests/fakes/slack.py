@@ -50,6 +50,9 @@ pending, in_progress, complete, error) set that task on the message: `slack.task
 each task as it stands now, by id, in first-seen order, `slack.task_log` every update as
 (ts, id, status); an unknown chunk type or a malformed chunk is `invalid_chunks` (an assumed
 code). `task_display_mode` must be "timeline" or "plan".
+Blocks on chat.postMessage / chat.update are checked where tables are concerned (`_good_blocks`:
+one `table` a message, 1-100 rows of 1-20 cells, non-empty raw text; `section` text within
+3,000 characters), else `invalid_blocks`; `post["blocks"]` keeps what was sent.
 The assistant pane (Agents & AI apps), with the DM's channel added as kind "im":
     body = slack.assistant_thread_started(DM, "U1", viewing="C1")  # root message + the event
     thread = body["event"]["assistant_thread"]["thread_ts"]
@@ -1003,6 +1006,8 @@ class FakeSlack:
         metadata = _metadata(params.get("metadata"))
         if isinstance(metadata, web.Response):
             return metadata
+        if not _good_blocks(params.get("blocks")):
+            return _error("invalid_blocks")
         thread_ts = params.get("thread_ts") or None
         if thread_ts:  # Slack takes the status down once the app replies in the thread
             self.thread_status.pop((channel, str(thread_ts)), None)
@@ -1165,6 +1170,8 @@ class FakeSlack:
         message = self._own(params, "cant_update_message")
         if isinstance(message, web.Response):
             return message
+        if not _good_blocks(params.get("blocks")):
+            return _error("invalid_blocks")
         text = params.get("text")
         if not text:
             return _error("no_text")
@@ -1413,3 +1420,41 @@ def _good_task(chunk: dict[str, Any]) -> bool:
         and 0 < len(title) <= MAX_TASK_TITLE
         and chunk.get("status") in TASK_STATUSES
     )
+
+
+MAX_TABLE_ROWS, MAX_TABLE_CELLS, MAX_SECTION_TEXT = 100, 20, 3000
+
+
+def _good_blocks(value: Any) -> bool:
+    """The blocks a message may carry, as far as the fake checks them: `section` text within
+    3,000 characters, and at most one `table` (Slack shows one per message; an assumption of
+    the fake) of 1-100 rows of 1-20 `raw_text` / `raw_number` / `rich_text` cells, raw text
+    non-empty (slack_sdk's RawTextObject asks for one character at least)."""
+    blocks = _json_value(value)
+    if blocks is None:
+        return True
+    if not isinstance(blocks, list):
+        return False
+    tables = [b for b in blocks if isinstance(b, dict) and b.get("type") == "table"]
+    sections = [b for b in blocks if isinstance(b, dict) and b.get("type") == "section"]
+    if len(tables) > 1 or not all(_good_table(t) for t in tables):
+        return False
+    return all(
+        len(str((s.get("text") or {}).get("text", ""))) <= MAX_SECTION_TEXT for s in sections
+    )
+
+
+def _good_table(table: dict[str, Any]) -> bool:
+    rows = table.get("rows")
+    if not isinstance(rows, list) or not 0 < len(rows) <= MAX_TABLE_ROWS:
+        return False
+    for row in rows:
+        if not isinstance(row, list) or not 0 < len(row) <= MAX_TABLE_CELLS:
+            return False
+        for cell in row:
+            kind = cell.get("type") if isinstance(cell, dict) else None
+            if kind not in ("raw_text", "raw_number", "rich_text"):
+                return False
+            if kind == "raw_text" and not str(cell.get("text") or ""):
+                return False
+    return True
