@@ -33,8 +33,10 @@ from bot.turns import (
 
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
-from bot.config import ModelSettings
-from bot.ports.request import ModelRequest
+
+if TYPE_CHECKING:  # `bot preview --help` imports no config model
+    from bot.config import ModelSettings
+    from bot.ports.request import ModelRequest
 
 HELP = "print the exact model request for an event file"
 # The channels a turn comes from (each one's `channel` in its TurnRequest).
