@@ -23,6 +23,7 @@ from bot.host.job import Job, open_trace
 from bot.host.lanes import Lanes
 from bot.host.publisher import Publisher
 from bot.host.ratelimit import PersonRate
+from bot.host.redaction import without_secrets
 from bot.host.work import WorkSource
 from bot.ports.history import Chatter
 from bot.ports.intake import Admission, Inbox, TurnResult
@@ -126,6 +127,7 @@ class Intake:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closing.is_set():
             return Admission.CLOSED
+        request = without_secrets(request)  # nothing stored or run carries a pasted secret
         trace = open_trace(request)
         with trace.active(), tracing.span("intake", bot__source=source) as intake:
             admission = await self._accept(request, source, marks, consumes, trace)

@@ -25,8 +25,8 @@ from bot.host.continuity import MODEL_FAILED, TIMED_OUT, continuity_account
 from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
+from bot.host.redaction import without_secrets
 from bot.host.streaming import AnswerStream
-from bot.logs import redact_text
 from bot.memory.recall import RecallCache, request_holds, without_recalled_words
 from bot.ports.model import LeftOut, Steering, TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState
@@ -81,7 +81,7 @@ class ModelTurn:
         self._steering = steering
 
     async def __call__(self, turn: Turn) -> Conclusion:
-        turn.request = _without_secrets(turn.request)
+        turn.request = without_secrets(turn.request)  # one stored before this rule, too
         request = turn.request
         prepared = await self._prepare(turn)
         _log_context(request)
@@ -299,14 +299,3 @@ def _log_context(request: TurnRequest) -> None:
         preceding=len(request.preceding),
         preceding_bytes=sum(len(m.text.encode()) for m in request.preceding),
     )
-
-
-def _without_secrets(request: TurnRequest) -> TurnRequest:
-    """The request with every secret the host knows (tokens, keys, the values it gives MCP
-    servers) redacted from the person's text and the messages before it: one pasted into a
-    chat reaches neither the model, nor history, nor memory."""
-    text = redact_text(request.text)
-    preceding = tuple(replace(m, text=redact_text(m.text)) for m in request.preceding)
-    if text == request.text and preceding == request.preceding:
-        return request
-    return replace(request, text=text, preceding=preceding)

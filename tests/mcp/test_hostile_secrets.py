@@ -80,11 +80,12 @@ async def test_a_server_handing_back_its_secrets_reaches_neither_the_model_nor_t
     assert "cannot log in with [redacted]" in down["content"]
 
 
-async def test_a_secret_pasted_into_a_message_reaches_neither_the_model_nor_history(
-    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig
+async def test_a_secret_pasted_into_a_message_reaches_neither_the_model_nor_the_store(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig, agent_dir: Path
 ) -> None:
     """Not only tools: the person's own text is redacted by value too (the signing secret has
-    no credential shape; only its value finds it), before the prompt, history and memory."""
+    no credential shape; only its value finds it), before it is stored (the inbox, history,
+    memory) or read into a prompt."""
     claude.script("I will not repeat it.")
     async with App(make_mcp_config("")) as app:
         pasted = f"here is our signing secret {SIGNING_SECRET} and the key {API_KEY}"
@@ -100,3 +101,4 @@ async def test_a_secret_pasted_into_a_message_reaches_neither_the_model_nor_hist
         assert secret not in sent
         assert secret not in history
         assert secret not in memory
+        assert secret not in stored(agent_dir)
