@@ -119,7 +119,10 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     policy = load_policy(settings, agent)
     matched = policy.policies.for_request(request)
     assembler = build_assembler(
-        config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
+        config,
+        agent,
+        TokenCounter(settings.model.encoding, calibration=settings.model.calibration),
+        policy,
     )
     words = assembler.words(request)
     history: list[HistoryEntry] = []

@@ -123,8 +123,8 @@ class SlackChannel:
             await self._link.check_bot_token()
             if intake and self._settings.mode == "socket":
                 await self._link.connect_socket()
-        except ConfigError:
-            await self.stop()
+        except BaseException:  # refused, unavailable (tried again later) or cancelled
+            await self.stop()  # nothing half-started stays behind (its HTTP session)
             raise
         if not intake:
             log.info("slack_ready_to_deliver")
