@@ -220,7 +220,15 @@ def _slack(parts: Parts) -> Channel:
     from channels.slack.channel import SlackChannel
 
     settings, secrets = parts.config.settings.slack, parts.config.secrets
-    return SlackChannel(settings, secrets, parts.http, departures=parts.departures, tls=parts.tls)
+    pairing = parts.store.access if parts.config.settings.access.pairing else None
+    return SlackChannel(
+        settings,
+        secrets,
+        parts.http,
+        departures=parts.departures,
+        tls=parts.tls,
+        pairing=pairing,
+    )
 
 
 def _telegram(parts: Parts) -> Channel:
