@@ -192,7 +192,9 @@ def _window(config: Config) -> Check:
     from bot.cli.compose import build_assembler
     from bot.prompt import TokenCounter
 
-    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    counter = TokenCounter(
+        config.settings.model.encoding, calibration=config.settings.model.calibration
+    )
     try:
         assembler = build_assembler(config, load_agent(config.settings.agent), counter)
     except ConfigError as exc:
