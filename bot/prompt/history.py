@@ -47,7 +47,7 @@ def _countable_text(entry: HistoryEntry) -> str:
         elif isinstance(block, ToolUseBlock):
             parts.append(block.name + json.dumps(dict(block.input), ensure_ascii=False))
         elif isinstance(block, ToolResultBlock):
-            parts.append(block.content)
+            parts.append(block.aged or block.content)
         else:
             parts.append(markers([block]))
     return "\n".join(parts)
@@ -165,7 +165,7 @@ def tool_result_block(block: ToolResultBlock) -> ContentBlock:
     rendered: ContentBlock = {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
-        "content": block.content,
+        "content": block.aged or block.content,  # an aged result: its short reference
     }
     if block.is_error:
         rendered["is_error"] = True
@@ -174,7 +174,7 @@ def tool_result_block(block: ToolResultBlock) -> ContentBlock:
 
 def _stray_result(block: ToolResultBlock) -> ContentBlock:
     outcome = "failed" if block.is_error else "returned"
-    return _text(f"[An earlier tool call {outcome}: {untrusted(block.content)}]")
+    return _text(f"[An earlier tool call {outcome}: {untrusted(block.aged or block.content)}]")
 
 
 def _repair_tool_pairs(messages: list[Message]) -> None:
