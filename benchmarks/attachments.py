@@ -33,6 +33,7 @@ from PIL import Image
 
 from bot.attachments.intake import AttachmentIntake
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
+from bot.model.wire import encode
 from bot.prompt import AgentTexts, Assembler, ModelLimits, TokenCounter
 from bot.store.sqlite import open_store
 from bot.turns import Attachment, ConversationKind, ReplyRoute, Speaker, TurnRequest
@@ -123,7 +124,7 @@ async def run(megabytes: float, iterations: int, warmup: int) -> None:
         f"p99: {p99 * 1000:.1f} ms (target: p50 < 300 ms)"
     )
     estimated = body.estimated_tokens - plain.estimated_tokens
-    counted = count_request(body.body) - count_request(plain.body)
+    counted = count_request(encode(body.request)) - count_request(encode(plain.request))
     print(
         f"added input tokens: {estimated} estimated by the assembler, "
         f"{counted} counted by the fake Messages API"

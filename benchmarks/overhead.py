@@ -66,16 +66,27 @@ def _assembled(plan: TurnPlan) -> AssembledRequest:
     return fresh
 
 
+def _body(request: Any) -> Mapping[str, Any]:
+    """The Messages body: encoded from the neutral request (a baseline tree built the body)."""
+    if hasattr(request, "body"):
+        body: Mapping[str, Any] = request.body
+        return body
+    from bot.model.wire import encode
+
+    return encode(request.request)
+
+
 class InstantModel:
     """A ModelRuntime that assembles the real request and answers it without any I/O."""
 
     async def run(self, plan: TurnPlan) -> TurnOutcome:
         request = _assembled(plan)
-        text = answer_for(request.body)
+        body = _body(request)
+        text = answer_for(body)
         return TurnOutcome(
             text=text,
             entries=(HistoryEntry("assistant", (TextBlock(text),)),),
-            request=request.body,
+            request=body,
             usage=Usage(input_tokens=request.estimated_tokens, output_tokens=60),
         )
 

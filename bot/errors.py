@@ -9,7 +9,8 @@ BotError
 │   ├── TemplateError        a prompt template (a slot that does not exist, a stray brace)
 │   ├── ScheduleError        a cron schedule or webhook setting
 │   ├── CheckFailed          a `bot doctor` check of a platform (the token, the scopes)
-│   └── EncodingUnavailable  the bundled tokenizer file is missing or corrupt
+│   ├── EncodingUnavailable  the bundled tokenizer file is missing or corrupt
+│   └── ServerRefused        an MCP server lists more than its bounds allow (that server only)
 ├── StoreError               the durable store cannot do what was asked
 │   ├── StoreOpenError       the database file or its folder cannot be opened or created
 │   ├── SchemaTooNewError    the file was written by a newer version of the program
@@ -91,6 +92,11 @@ class CheckFailed(ConfigError):
 
 class EncodingUnavailable(ConfigError):
     """The bundled BPE file for an encoding is missing or corrupt."""
+
+
+class ServerRefused(ConfigError):
+    """An MCP server's tool list is past its bounds (`max_tools`, `max_schema_bytes`,
+    `max_list_bytes`): that server is refused, the host goes on without it."""
 
 
 # --- the store ----------------------------------------------------------------------------------

@@ -84,14 +84,27 @@ def console_usage(tokens: int, cost_usd: float) -> str:
     )
 
 
+# --- pairing (`[access] unknown = "pair"`) -------------------------------------------------------
+
+
+def pairing_code(code: str) -> str:
+    """What someone on no allowlist is sent in private: the one-time code for the operator."""
+    return (
+        "Hi! This bot answers only people its operator has let in. To ask for access, send "
+        f"the operator this code (it works once, for an hour):\n\n{code}\n\n"
+        f"They admit you with: bot access approve {code}"
+    )
+
+
 # --- a turn a person stopped (Slack's stop button) -----------------------------------------------
 
 STOPPED_NOTE = "(Stopped. Ask again whenever you like.)"
+INTERRUPTED_NOTE = "(Stopped to take your newer message.)"  # `busy = "interrupt"`
 
 
-def stopped(partial: str) -> str:
+def stopped(partial: str, note: str = STOPPED_NOTE) -> str:
     """What a stopped turn's answer shows: what it had written, then that it was stopped."""
-    return f"{partial.rstrip()}\n\n{STOPPED_NOTE}" if partial.strip() else STOPPED_NOTE
+    return f"{partial.rstrip()}\n\n{note}" if partial.strip() else note
 
 
 # --- the console (`bot chat`) -------------------------------------------------------------------

@@ -286,7 +286,9 @@ class HistoryEntry:
 
     `speaker` is the label of the person who spoke a user entry (`Alice Chen (@alice)`), or None.
     `tokens` is the cached token estimate, so history is never re-tokenized on every turn.
-    `summary` marks the compaction summary that replaces older history.
+    `summary` marks the compaction summary that replaces older history. `host_note` marks a
+    user entry the host wrote (a continuation's note: an approved call's outcome), placed as it
+    was written because every untrusted part of it was neutralized when it was made.
     """
 
     role: Role
@@ -295,6 +297,7 @@ class HistoryEntry:
     tokens: int = 0
     summary: bool = False
     at: datetime | None = None
+    host_note: bool = False
 
     @property
     def text(self) -> str:

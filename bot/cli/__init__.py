@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "list the tools each surface is offered (MCP servers' and built-in)",
     ),
     "approvals": ("bot.cli.approvals", "list tool calls waiting for (or decided by) an approver"),
+    "access": (
+        "bot.cli.access",
+        "admit a person by their pairing code, list who is admitted, or revoke an admission",
+    ),
     "console": (
         "bot.cli.console",
         "hash an operator's password for the browser console ([console] operators)",

@@ -227,6 +227,7 @@ def _telegram(parts: Parts) -> Channel:
         leader=parts.store.leadership,
         tls=parts.tls,
         schedules=parts.config.settings.schedules.enabled,
+        pairing=parts.store.access if parts.config.settings.access.pairing else None,
     )
 
 

@@ -119,6 +119,10 @@ async def _mcp_servers(config: Config) -> list[Check]:
     try:
         for link in hub.links:
             name = f"mcp server {link.name}"
+            if link.refused:  # past its bounds: the problem says which, and the fix
+                detail = f"{link.settings.transport}: {link.problem}."
+                checks.append(Check(name, False, redact_text(detail, secrets)))
+                continue
             if link.problem is not None:
                 fix = (
                     "Fix: check the server's command (and that it speaks MCP over stdio)"
@@ -133,6 +137,10 @@ async def _mcp_servers(config: Config) -> list[Check]:
             names = ", ".join(tool.tool for tool in link.tools) or "none"
             detail = f"{link.settings.transport}: {len(link.tools)} tool(s): {names}"
             checks.append(Check(name, True, redact_text(detail, secrets)))
+        checks.extend(
+            Check(f"mcp tool {tool}", False, redact_text(why, secrets))
+            for tool, why in sorted(hub.clashes.items())
+        )
         checks.extend(_approvers(config, hub.tools()))
     finally:
         await hub.aclose()

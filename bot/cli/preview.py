@@ -135,7 +135,9 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
             await store.aclose()
     prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
     assembled = assembler.build(prepared.prompt, history)
-    return assembled.body, matched.label
+    from bot.model.wire import encode
+
+    return encode(assembled.request), matched.label
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from bot import config
 from bot.config import CoreSettings
 from bot.console.settings import ConsoleSettings
 from bot.mcp.settings import McpSettings
+from bot.policy.access import AccessSettings
 from bot.tools.approvals import ApprovalSettings
 from bot.voice.settings import VoiceSettings
 from channels.cron.settings import CronSettings, SchedulesSettings, WebhookSettings
@@ -28,7 +29,7 @@ class Settings(CoreSettings):
     ORDER: ClassVar[tuple[str, ...]] = (
         *("agent", "model", "store", "memory", "slack", "telegram", "http", "attachments"),
         *("voice", "cron", "schedules", "host", "logging", "prompt", "budget", "mcp"),
-        *("approvals", "otel", "console"),
+        *("approvals", "otel", "console", "access"),
     )
 
     slack: SlackSettings = SlackSettings()
@@ -40,6 +41,7 @@ class Settings(CoreSettings):
     mcp: McpSettings = McpSettings()
     approvals: ApprovalSettings = ApprovalSettings()
     console: ConsoleSettings = ConsoleSettings()
+    access: AccessSettings = AccessSettings()
 
     def platforms(self) -> frozenset[str]:
         """The chat platforms this host runs (where cron and webhooks may post)."""

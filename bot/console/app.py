@@ -9,18 +9,28 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from bot.console.auth import Gate
-from bot.console.pages import conversations, overview
+from bot.console.pages import (
+    access,
+    approvals,
+    conversations,
+    memory,
+    overview,
+    schedules,
+    settings,
+    tools,
+    usage,
+)
 from bot.console.pages.common import Console
 from bot.console.parts import ConsoleParts
 from bot.console.render import CSS, SCRIPT, Renderer
 
 MOUNT = "/console"
-PAGES = (overview, conversations)
+PAGES = (overview, conversations, usage, approvals, schedules, access, tools, memory, settings)
 
 
 def build_console(parts: ConsoleParts) -> web.Application:
     """The console's application; mount it with `mount(host_app, console)`."""
-    nav = [page.NAV for page in PAGES]
+    nav = [page.NAV for page in PAGES] + [settings.AUDIT_NAV]
     renderer = Renderer(parts.settings.path_prefix + MOUNT, parts.secrets.values(), nav)
     gate = Gate(parts, renderer)
     app = web.Application(middlewares=[gate.guard])

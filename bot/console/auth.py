@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
+import structlog
 from aiohttp import web
 
 from bot.console.parts import ConsoleParts
@@ -28,6 +29,8 @@ LOGIN_COOKIE = "bot_console_login"  # the sign-in form's own CSRF token (double 
 PUBLIC = frozenset({"login", "login_post"})
 LIVE_HEADER = "X-Console-Live"  # the live script's refreshes: answered 401, never redirected
 MAX_NAME = 64
+
+log = structlog.get_logger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -61,6 +64,17 @@ class Gate:
         except web.HTTPException as exc:
             secure_headers(exc)
             raise
+        except Exception as exc:  # the store cannot be read now, or a bug: a page, not a trace
+            log.warning("console_page_failed", path=request.path, error=type(exc).__name__)
+            response = self._render.page(
+                "error.html",
+                request if SESSION in request else None,
+                status=503,
+                title="Not available",
+                message="This page cannot be shown right now (the store did not answer, or "
+                "something failed; the host's log says what). Nothing was changed unless the "
+                "audit says so. Try again in a moment.",
+            )
         secure_headers(response)
         return response
 
@@ -69,7 +83,8 @@ class Gate:
             return await handler(request)
         token = request.cookies.get(SESSION_COOKIE, "")
         session = await self._parts.store.console.session(digest(token)) if token else None
-        if session is None:
+        known = {op.name for op in self._parts.settings.operators}
+        if session is None or session.operator not in known:  # or no longer an operator
             return self._refuse(request, expired=False)
         if session.expires_at <= self._parts.clock():
             return self._refuse(request, expired=True)

@@ -11,6 +11,7 @@ HEIGHT = 180
 _TOP = 10
 _BOTTOM = 24  # room for the labels under the bars
 _LEFT = 4
+_WIDEST = 48  # a bar is never wider, however few there are
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ def bar_chart(points: Sequence[tuple[str, float]], unit: str = "", digits: int =
             Bar(
                 x=round(_LEFT + index * step + step * 0.1, 2),
                 y=round(HEIGHT - _BOTTOM - tall, 2),
-                width=round(step * 0.8, 2),
+                width=round(min(step * 0.8, _WIDEST), 2),
                 height=round(tall, 2),
                 label=label if index % every == 0 else "",
                 title=f"{label}: {value:,.{digits}f}{unit}",

@@ -22,6 +22,7 @@ from bot.config import HostSettings
 from bot.host import commands
 from bot.host.answering import Answering
 from bot.host.budget_gate import BudgetGate
+from bot.host.busy import Busy
 from bot.host.conclusions import policy_of
 from bot.host.continuation import Continuing
 from bot.host.delivery import Delivery
@@ -73,9 +74,30 @@ class Host:
             closing=self._closing,
         )
         self._stops = Stops()
+        self._lanes: Lanes[Job, TurnResult] = Lanes(
+            self._work,
+            depth=settings.queue_per_conversation,
+            cancelled=lambda job: TurnResult(job.turn_id, Outcome.CANCELLED),
+        )
+        policy = lambda request: policy_of(rules.policies, request)  # noqa: E731
+        busy = Busy(
+            self._lanes,
+            self._stops,
+            lambda key: self._source.gather(key),
+            thinking.assembler,
+            outlets.completers,
+            policy,
+        )
         model_calls = asyncio.Semaphore(settings.max_concurrent_turns)
         model_turn = ModelTurn(
-            thinking, stores, rules, publisher, answering, self._stops, model_calls
+            thinking,
+            stores,
+            rules,
+            publisher,
+            answering,
+            self._stops,
+            model_calls,
+            steering=busy.steering,
         )
         compact = (thinking.assembler, thinking.model, stores.history, answering, model_calls)
         # The turn handlers, in order: the first to conclude a turn ends it.
@@ -99,17 +121,13 @@ class Host:
             inbox=stores.inbox,
             assembler=thinking.assembler,
             completers=dict(outlets.completers),
-            policy=lambda request: policy_of(rules.policies, request),
-        )
-        self._lanes: Lanes[Job, TurnResult] = Lanes(
-            self._work,
-            depth=settings.queue_per_conversation,
-            cancelled=lambda job: TurnResult(job.turn_id, Outcome.CANCELLED),
+            policy=policy,
         )
         self._gate = Gate(
             self._lanes,
             publisher,
             turns_per_minute=settings.turns_per_person_per_minute,
+            arrived=busy.arrived,
             clock=clock,
         )
         self._source: WorkSource = (
@@ -197,6 +215,11 @@ class Host:
                 log.info("outbox_drained", parts=report.parts, accepted=report.accepted)
 
     async def _work(self, job: Job) -> TurnResult:
-        result = await self._pipeline.run(job)
+        try:
+            result = await self._pipeline.run(job)
+        except asyncio.CancelledError:  # shutdown: what it took in runs again after the start
+            job.absorbed.settle(TurnResult(job.turn_id, Outcome.CANCELLED))
+            raise
+        job.absorbed.settle(result)  # the messages it took in ended with it
         await self._source.finished(job)
         return result

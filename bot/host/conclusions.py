@@ -23,6 +23,8 @@ from bot.ports.records import TurnRecord, Usage
 from bot.turns import Continuation, HistoryEntry, Outcome, TurnRequest
 
 STOPPED = "stopped"  # a stopped turn's record and result error: a person stopped it
+# Why a person stopped a turn, as its continuity account says it (`busy = "interrupt"`: SPEC §19).
+BY_NEWER_MESSAGE = "a newer message interrupted it"
 
 
 @dataclass(frozen=True, slots=True)

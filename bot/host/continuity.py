@@ -50,13 +50,23 @@ class ToolsRan:
 
 
 def continuity_account(
-    user_entry: HistoryEntry, partial: str, reason: str, ran: ToolsRan | None = None
+    user_entry: HistoryEntry,
+    partial: str,
+    reason: str,
+    ran: ToolsRan | None = None,
+    added: Sequence[HistoryEntry] = (),
 ) -> list[HistoryEntry]:
-    """The request plus one host-written entry saying plainly the turn did not complete, with
-    the calls that ran and the partial text; at most CONTINUITY_MAX_BYTES in all."""
-    user = _bounded_user(user_entry)
-    room = CONTINUITY_MAX_BYTES - _size(user.text) - sum(_size(b.name) for b in _files(user))
+    """The request (and the later messages `added` to the turn while it ran, SPEC §19) plus one
+    host-written entry saying plainly the turn did not complete, with the calls that ran and
+    the partial text; at most CONTINUITY_MAX_BYTES in all."""
+    each = USER_MAX_BYTES // (1 + len(added))  # the person's words share the user's room
+    said = [_bounded_user(entry, each) for entry in (user_entry, *added)]
+    room = CONTINUITY_MAX_BYTES - sum(
+        _size(entry.text) + sum(_size(b.name) for b in _files(entry)) for entry in said
+    )
     note = f"[The host: this turn did not complete ({reason}). The person got no full answer.]"
+    if added:
+        note += f"\n[{len(added)} later message(s) were added to this turn while it ran.]"
     calls = list(ran.calls) if ran is not None else []
     if calls:
         note += "\n" + _calls_text(calls, ran.results if ran is not None else {}, room - 2048)
@@ -66,7 +76,7 @@ def continuity_account(
         if left > 0:
             note += head + _cut(partial, left)
     note = _cut(note, room)
-    return [user, HistoryEntry("assistant", (TextBlock(note),), at=user_entry.at)]
+    return [*said, HistoryEntry("assistant", (TextBlock(note),), at=user_entry.at)]
 
 
 def _calls_text(
@@ -104,11 +114,11 @@ def _outcome(result: ToolResultBlock | None, room: int) -> str:
     return f"{label}: {_cut(content, room)}"
 
 
-def _bounded_user(entry: HistoryEntry) -> HistoryEntry:
+def _bounded_user(entry: HistoryEntry, most: int = USER_MAX_BYTES) -> HistoryEntry:
     text = entry.text
-    if _size(text) <= USER_MAX_BYTES:
+    if _size(text) <= most:
         return entry
-    blocks: tuple[Block, ...] = (TextBlock(_cut(text, USER_MAX_BYTES)), *_files(entry))
+    blocks: tuple[Block, ...] = (TextBlock(_cut(text, most)), *_files(entry))
     return replace(entry, blocks=blocks, tokens=0)
 
 

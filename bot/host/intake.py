@@ -45,10 +45,13 @@ class Gate:
         publisher: Publisher,
         *,
         turns_per_minute: int,
+        arrived: Callable[[Job], None] = lambda job: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`arrived`: told of each new message queued (the busy mode of its place may act)."""
         self._lanes = lanes
         self._publisher = publisher
+        self._arrived = arrived
         self._rate = PersonRate(turns_per_minute, clock)
         self._notices = PersonRate(REFUSAL_NOTICES_PER_MINUTE, clock)
         self._background: set[asyncio.Task[None]] = set()
@@ -68,6 +71,8 @@ class Gate:
             log.info("turn_busy", conversation_key=request.conversation_key)
             self._refuse_later(job, replies.BUSY, Admission.BUSY)
             return Admission.BUSY, None
+        if fresh:
+            self._arrived(job)
         return Admission.ACCEPTED, future
 
     async def settled(self) -> None:

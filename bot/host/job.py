@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from bot import tracing
+from bot.ports.intake import TurnResult
 from bot.ports.outbox import OutboxPart
-from bot.turns import TurnRequest
+from bot.turns import HistoryEntry, TurnRequest
+
+
+@dataclass(eq=False)
+class Absorbed:
+    """The inbox items a turn took in beside its own (steered or collected, SPEC §19): they end
+    with its publication, marked as consumed by it; their callers get its result; their words
+    are in its continuity account should it not complete."""
+
+    items: list[int] = field(default_factory=list)
+    futures: list[asyncio.Future[TurnResult]] = field(default_factory=list)
+    entries: list[HistoryEntry] = field(default_factory=list)
+
+    def settle(self, result: TurnResult) -> None:
+        """Tell the absorbed items' callers how the turn that took them in ended."""
+        for future in self.futures:
+            if not future.done():
+                future.set_result(result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +38,7 @@ class Job:
     leftovers: tuple[OutboxPart, ...] = ()
     resumed: bool = False  # found pending at start: it may have run (and stopped) before
     trace: tracing.TurnTrace = field(default=tracing.NO_TURN, compare=False)  # opened at intake
+    absorbed: Absorbed = field(default_factory=Absorbed, compare=False)  # filled as it runs
 
     @property
     def turn_id(self) -> str:

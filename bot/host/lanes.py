@@ -57,6 +57,30 @@ class Lanes(Generic[Item, Result]):
         lane = self._lanes.get(key)
         return lane.queue.qsize() if lane is not None else 0
 
+    def running(self, key: str) -> bool:
+        """Whether an item of `key`'s lane is running now."""
+        lane = self._lanes.get(key)
+        return lane is not None and lane.running
+
+    def take(
+        self, key: str, wanted: Callable[[Item], bool]
+    ) -> list[tuple[Item, asyncio.Future[Result]]]:
+        """Remove the items at the head of `key`'s queue for which `wanted` holds (up to the
+        first it does not hold for, so what stays keeps its order) and return them with their
+        futures: the caller runs them as part of its own item and resolves the futures."""
+        lane = self._lanes.get(key)
+        if lane is None:
+            return []
+        queued: list[tuple[Item, asyncio.Future[Result]]] = []
+        while not lane.queue.empty():
+            queued.append(lane.queue.get_nowait())
+        taken = 0
+        while taken < len(queued) and wanted(queued[taken][0]):
+            taken += 1
+        for entry in queued[taken:]:
+            lane.queue.put_nowait(entry)
+        return queued[:taken]
+
     def put(self, key: str, item: Item, *, bounded: bool = True) -> asyncio.Future[Result]:
         """Queue `item` on `key`'s lane; the future resolves with its result. Raises LaneFull
         when `depth` items already wait, unless `bounded` is false (work taken on before, such

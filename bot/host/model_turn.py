@@ -26,7 +26,7 @@ from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
 from bot.memory.recall import RecallCache, request_holds, without_recalled_words
-from bot.ports.model import LeftOut, TurnOutcome, TurnPlan
+from bot.ports.model import LeftOut, Steering, TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState
 from bot.ports.records import Usage
 from bot.prompt import SILENT_TOKEN, speaker_label
@@ -56,7 +56,9 @@ class ModelTurn:
         answering: Answering,
         stops: Stops,
         model_calls: asyncio.Semaphore,
+        steering: Callable[[Turn], Steering | None] = lambda turn: None,
     ) -> None:
+        """`steering`: where a turn's model rounds get the messages sent meanwhile (SPEC §19)."""
         self._thinking = thinking
         self._history = stores.history
         self._memory = stores.memory
@@ -67,6 +69,7 @@ class ModelTurn:
         self._answering = answering
         self._stops = stops
         self._model_calls = model_calls
+        self._steering = steering
 
     async def __call__(self, turn: Turn) -> Conclusion:
         request = turn.request
@@ -78,6 +81,7 @@ class ModelTurn:
             prepared.plan,
             on_text=heard.on_text if heard.streams else None,  # None: the call need not stream
             breakers=await self._caps.breakers(request, self._budgets, turn.started),
+            steering=self._steering(turn),
         )
         # The progress sign (reaction, typing) stays up until the answer shows: posted, or its
         # stream opened (the deliverer takes the sign down then).
@@ -108,8 +112,9 @@ class ModelTurn:
                 | tool_details(stopped.spend.tool_calls),
             )
             reason = f"a cost breaker stopped it ({stopped.code})"
+            added = turn.job.absorbed.entries
             account = continuity_account(
-                prepared.user_entry, stopped.partial_text, reason, turn.ran
+                prepared.user_entry, stopped.partial_text, reason, turn.ran, added
             )
             say = noted(prepared.notice, stopped.reply or replies.TURN_FAILED)
             return Conclusion(record, InboxState.FAILED, say, entries=account, opened=opened)
@@ -125,7 +130,8 @@ class ModelTurn:
             )
             user_entry, notice = await self._left_out(prepared, failure.spend.left_out)
             reason = TIMED_OUT if failure.timed_out else MODEL_FAILED
-            account = continuity_account(user_entry, failure.partial_text, reason, turn.ran)
+            added = turn.job.absorbed.entries
+            account = continuity_account(user_entry, failure.partial_text, reason, turn.ran, added)
             say = noted(notice, failure.reply or replies.TURN_FAILED)
             return Conclusion(record, InboxState.FAILED, say, entries=account, opened=opened)
         except asyncio.CancelledError:
@@ -137,7 +143,7 @@ class ModelTurn:
                 heard.text,
                 sum(charged, Usage()),
                 opened,
-                stopped_by_person=self._stops.stopped(request.turn_id),
+                stopped=self._stops.stopped(request.turn_id),
                 ran=turn.ran,
             )
             await asyncio.shield(cut)

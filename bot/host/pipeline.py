@@ -20,7 +20,7 @@ import structlog
 from bot import replies, tracing
 from bot.host.completion import completed
 from bot.host.conclusions import STOPPED, Conclusion, record
-from bot.host.continuity import HOST_FAILED, ToolsRan, continuity_account
+from bot.host.continuity import HOST_FAILED, STOPPED_BY_PERSON, ToolsRan, continuity_account
 from bot.host.delivery import Delivery
 from bot.host.job import Job, open_trace
 from bot.host.publisher import Publisher
@@ -94,10 +94,11 @@ class Stops:
 
     def __init__(self) -> None:
         self._running: dict[str, tuple[str, asyncio.Task[Any]]] = {}
-        self._stopped: set[str] = set()
+        self._stopped: dict[str, str] = {}  # turn id -> why a person stopped it
 
-    def cancel(self, conversation_key: str) -> bool:
-        """Stop the conversation's running model call; False when none runs here."""
+    def cancel(self, conversation_key: str, why: str = STOPPED_BY_PERSON) -> bool:
+        """Stop the conversation's running model call (`why`: the stop button, or a newer
+        message under `busy = "interrupt"`); False when none runs here."""
         running = self._running.get(conversation_key)
         if running is None:
             return False
@@ -105,17 +106,17 @@ class Stops:
         if turn_id in self._stopped:
             return True  # already stopping (a second press): cancelling twice would look like
             # shutdown to the pipeline
-        self._stopped.add(turn_id)
+        self._stopped[turn_id] = why
         task.cancel()
-        log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key)
+        log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key, why=why)
         return True
 
-    def stopped(self, turn_id: str) -> bool:
-        """Whether a person stopped this turn (rather than shutdown cancelling it)."""
-        return turn_id in self._stopped
+    def stopped(self, turn_id: str) -> str | None:
+        """Why a person stopped this turn; None when nobody did (shutdown may cancel it)."""
+        return self._stopped.get(turn_id)
 
     def forget(self, turn_id: str) -> None:
-        self._stopped.discard(turn_id)
+        self._stopped.pop(turn_id, None)
 
     @contextlib.contextmanager
     def stoppable(self, request: TurnRequest) -> Iterator[None]:
@@ -187,7 +188,8 @@ class Pipeline:
         except asyncio.CancelledError:
             log.info("turn_cancelled")
             task = asyncio.current_task()
-            if not self._stops.stopped(request.turn_id) or task is None or task.cancelling() > 1:
+            by_person = self._stops.stopped(request.turn_id) is not None
+            if not by_person or task is None or task.cancelling() > 1:
                 raise  # shutdown (as well): the lane goes down
             task.uncancel()  # a person's stop ends this turn only; the lane runs on
             return TurnResult(request.turn_id, Outcome.CANCELLED, error=STOPPED)
@@ -222,6 +224,6 @@ class Pipeline:
         except Exception:  # the assembler itself may be what failed
             user_entry = HistoryEntry("user", (TextBlock(request.text),), at=request.received_at)
         ended = self._publisher.record(request, started, Outcome.CRASHED, error=error)
-        account = continuity_account(user_entry, "", HOST_FAILED, ran)
+        account = continuity_account(user_entry, "", HOST_FAILED, ran, job.absorbed.entries)
         conclusion = Conclusion(ended, InboxState.CRASHED, replies.TURN_FAILED, entries=account)
         return await self._publisher.conclude(job, conclusion)

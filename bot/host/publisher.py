@@ -17,8 +17,8 @@ import structlog
 
 from bot.errors import ClaimLost, DuplicateKey
 from bot.host.answering import Answering
-from bot.host.conclusions import STOPPED, Conclusion, policy_of, record
-from bot.host.continuity import CANCELLED, STOPPED_BY_PERSON, ToolsRan, continuity_account
+from bot.host.conclusions import BY_NEWER_MESSAGE, STOPPED, Conclusion, policy_of, record
+from bot.host.continuity import CANCELLED, ToolsRan, continuity_account
 from bot.host.job import Job
 from bot.policy.budget import Budgets
 from bot.policy.surfaces import Policies
@@ -26,7 +26,8 @@ from bot.ports.intake import TurnResult
 from bot.ports.memory import MemoryCapture
 from bot.ports.outbox import InboxState, Outbox, Publication
 from bot.ports.records import TurnRecord, Usage
-from bot.replies import stopped
+from bot.replies import INTERRUPTED_NOTE, STOPPED_NOTE
+from bot.replies import stopped as stopped_note
 from bot.turnprep import memory_scope
 from bot.turns import ConversationKind, HistoryEntry, Outcome, TurnRequest
 
@@ -93,6 +94,7 @@ class Publisher:
             record,
             usage=self._budgets.entry(request, record) if self._budgets is not None else None,
             capture=conclusion.capture,
+            consumed=tuple(job.absorbed.items),
         )
         failure = await self._publish(publication)
         if failure is not None:  # the item stays pending: it runs again after the next start
@@ -122,7 +124,7 @@ class Publisher:
         usage: Usage,
         opened: Mapping[int, str],
         *,
-        stopped_by_person: bool,
+        stopped: str | None,
         ran: ToolsRan | None = None,
     ) -> None:
         """A turn cut short. At shutdown past its grace, an inbox item stays pending and runs
@@ -131,12 +133,14 @@ class Publisher:
         beside it. A turn that will not run again (a person stopped it; console, cron) records
         that it did not complete, with what it had written and the tool calls that ran (`ran`),
         so the next turn is not left guessing; a stopped turn's item ends there and its
-        answer's place says it was stopped.
+        answer's place says it was stopped (`stopped`: why; None when no person did).
         Either way what its calls cost (`usage`) is charged: the API bills a call cut short."""
-        if stopped_by_person:
+        added = job.absorbed.entries
+        if stopped is not None:
             ended = self.record(request, started, Outcome.CANCELLED, error=STOPPED, usage=usage)
-            account = continuity_account(user_entry, partial, STOPPED_BY_PERSON, ran)
-            say = stopped(partial)
+            account = continuity_account(user_entry, partial, stopped, ran, added)
+            note = INTERRUPTED_NOTE if stopped == BY_NEWER_MESSAGE else STOPPED_NOTE
+            say = stopped_note(partial, note)
             stop = Conclusion(ended, InboxState.STOPPED, say, entries=account, opened=opened)
             await self.conclude(job, stop)
             return
@@ -146,7 +150,7 @@ class Publisher:
         if job.item_id is not None:
             log.info("turn_left_pending", reason="cancelled at shutdown")
             return
-        account = continuity_account(user_entry, partial, CANCELLED, ran)
+        account = continuity_account(user_entry, partial, CANCELLED, ran, added)
         try:
             await self._outbox.publish(Publication(request.conversation_key, account, record=ended))
         except Exception:

@@ -117,6 +117,9 @@ class SingleProcess:
     async def finished(self, job: Job) -> None:
         """Nothing to take on: every item is queued when it is accepted or resumed."""
 
+    async def gather(self, key: str) -> None:
+        """Nothing to gather: every item accepted here is on its lane already."""
+
     async def close(self) -> None:
         """Nothing runs beside the lanes."""
 
@@ -167,6 +170,12 @@ class Replicas:
             return
         key = job.conversation_key
         if not self._lanes.waiting(key):
+            await self._adopt(key)
+
+    async def gather(self, key: str) -> None:
+        """Queue on `key`'s lane what was accepted for it meanwhile by any replica (this one runs
+        its turn, so owns it): a running turn may take those messages in (`bot.host.busy`)."""
+        if self._resumed and not self._closing.is_set():
             await self._adopt(key)
 
     async def close(self) -> None:

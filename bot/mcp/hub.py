@@ -1,10 +1,11 @@
 """`McpHub`: every configured MCP server, and their tools as the host's `Tool`s.
 
 Tools reach the model as `<server>__<tool>`, sorted by name, each definition canonical JSON, so
-the same allowed set is the same bytes on every surface and every turn. A call goes to its own
-server only; its result comes back fenced and bounded (`bot.mcp.results`), and anything that goes
-wrong (not started, hung, crashed, refused, garbage) becomes an error result with a short reason:
-the turn goes on.
+the same allowed set is the same bytes on every surface and every turn. Two servers' tools that
+would share one such name are both left out (`clashes` says why): a name means one tool. A call
+goes to its own server only; its result comes back fenced and bounded (`bot.mcp.results`), and
+anything that goes wrong (not started, hung, crashed, refused, garbage) becomes an error result
+with a short reason: the turn goes on.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ class McpTool:
         return ToolOutput(body, shown) if shown else body
 
 
+def _clash(name: str, tools: Sequence[McpTool]) -> str:
+    both = " and ".join(f"{tool.info.server!r}'s {tool.info.tool!r}" for tool in tools)
+    return (
+        f"{name} would name {both}, so neither is offered. Fix: rename one of these servers "
+        "(a server name ending in '_' meets a tool name starting with '_')"
+    )
+
+
 async def _ready(found: Sequence[ImageContent]) -> tuple[tuple[ToolImage, ...], list[str]]:
     """The images to show (downscaled within the API's limits, off the event loop) and a line
     for each one that is not shown, saying why."""
@@ -97,6 +106,9 @@ class McpHub:
             ServerLink(server, secrets, on_tools=self._changed) for server in settings.servers
         ]
         self._tools: tuple[McpTool, ...] = ()
+        # Names the model would see for tools of two servers (`dup_` + `x` and `dup` + `_x` are
+        # both `dup___x`): each such tool is left out, and why is said here and in the log.
+        self.clashes: dict[str, str] = {}
 
     @property
     def servers(self) -> frozenset[str]:
@@ -107,15 +119,22 @@ class McpHub:
         fails keeps being retried in the background; its tools appear once it lists them."""
         await asyncio.gather(*(link.start() for link in self.links))
         for link in self.links:
-            if link.problem is not None:
+            if link.problem is not None and not link.refused:  # a refusal said so already
                 log.warning("mcp_server_unavailable", server=link.name, error=link.problem)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(link.aclose() for link in self.links))
 
     def _changed(self) -> None:
-        tools = [McpTool(info, link) for link in self.links for info in link.tools]
-        self._tools = tuple(sorted(tools, key=lambda tool: tool.spec.name))
+        named: dict[str, list[McpTool]] = {}
+        for link in self.links:
+            for info in link.tools:
+                named.setdefault(info.name, []).append(McpTool(info, link))
+        clashes = {name: _clash(name, found) for name, found in named.items() if len(found) > 1}
+        for name in clashes.keys() - self.clashes.keys():
+            log.warning("mcp_tool_name_clash", tool=name, error=clashes[name])
+        self.clashes = clashes
+        self._tools = tuple(found[0] for _, found in sorted(named.items()) if len(found) == 1)
 
     def tools(self) -> Sequence[McpTool]:
         """Every listed tool of every server, sorted by name."""

@@ -3,8 +3,11 @@
 A supervisor task owns the SDK's `Client` (its context must be entered and left in one task):
 it connects, lists the tools, then waits for news. A call that finds the connection gone (a
 crashed stdio child, an HTTP server that went away) reports it, and the supervisor reconnects
-after a backoff (0.5 s, doubling to 30 s); a server that says its tools changed is listed again.
-The last good tool list outlives a restart, so what the model is offered stays the same bytes.
+after a backoff (0.5 s, doubling to 30 s); a server that says its tools changed is listed again
+(at most once per RELIST_SECONDS, however often it says so). The last good tool list outlives a
+restart, so what the model is offered stays the same bytes. A listing past the server's bounds
+(`max_tools`, `max_schema_bytes`, `max_list_bytes`), at start or later, refuses that server: its
+tools are dropped, it is stopped and not started again, and the host goes on without it.
 
 Every call waits at most `timeout_seconds` in all (for a restart, then for the answer) and runs
 in the calling task, so the turn's cancellation cancels it. Whatever goes wrong becomes a
@@ -19,7 +22,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
@@ -34,7 +37,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from bot.errors import ToolCallFailed
+from bot.errors import ServerRefused, ToolCallFailed
 from bot.mcp.settings import SEPARATOR, McpServerSettings
 from bot.prompt.fence import one_line
 
@@ -51,6 +54,9 @@ CONNECT_MIN_SECONDS = 10.0
 # a connection that lasted longer than that).
 RESTART_FIRST = 0.5
 RESTART_MAX = 30.0
+# A server that says its tools changed is listed again at most this often (a flood of notices
+# would otherwise keep the host listing): a change shows within this long.
+RELIST_SECONDS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,12 @@ class ToolInfo:
     destructive: bool | None = None
     idempotent: bool | None = None
     open_world: bool | None = None
+    schema_bytes: int = 0  # its input schema as canonical JSON (UTF-8)
+
+    @property
+    def size(self) -> int:
+        """About what its definition adds to every request that offers it, in bytes."""
+        return len(self.name) + len(self.description.encode()) + self.schema_bytes
 
 
 def tool_info(server: str, tool: Tool) -> ToolInfo | None:
@@ -78,7 +90,8 @@ def tool_info(server: str, tool: Tool) -> ToolInfo | None:
         return None
     hints = tool.annotations
     # Canonical JSON: the same listing gives the same bytes, whatever order the server used.
-    schema = json.loads(json.dumps(tool.input_schema, sort_keys=True, ensure_ascii=False))
+    canonical = json.dumps(tool.input_schema, sort_keys=True, ensure_ascii=False)
+    schema = json.loads(canonical)
     return ToolInfo(
         server=server,
         tool=tool.name,
@@ -89,6 +102,34 @@ def tool_info(server: str, tool: Tool) -> ToolInfo | None:
         destructive=hints.destructive_hint if hints else None,
         idempotent=hints.idempotent_hint if hints else None,
         open_world=hints.open_world_hint if hints else None,
+        schema_bytes=len(canonical.encode()),
+    )
+
+
+def check_bounds(settings: McpServerSettings, infos: Sequence[ToolInfo]) -> None:
+    """Raise ServerRefused when a listing is past the server's bounds (its count is checked
+    while it is fetched)."""
+    name = settings.name
+    for info in infos:
+        if info.schema_bytes > settings.max_schema_bytes:
+            raise ServerRefused(
+                f"refused: its tool {info.tool!r} has an input schema of {info.schema_bytes} "
+                f"bytes, more than max_schema_bytes = {settings.max_schema_bytes}. Fix: raise "
+                f"max_schema_bytes of MCP server {name!r}, or leave that tool out of the server"
+            )
+    total = sum(info.size for info in infos)
+    if total > settings.max_list_bytes:
+        raise ServerRefused(
+            f"refused: its tool definitions take {total} bytes, more than max_list_bytes = "
+            f"{settings.max_list_bytes}. Fix: raise max_list_bytes of MCP server {name!r}, or "
+            "have it offer fewer or smaller tools"
+        )
+
+
+def too_many(settings: McpServerSettings, count: int) -> ServerRefused:
+    return ServerRefused(
+        f"refused: it lists {count} tools (or more), more than max_tools = {settings.max_tools}. "
+        f"Fix: raise max_tools of MCP server {settings.name!r}, or have it offer fewer tools"
     )
 
 
@@ -112,7 +153,9 @@ class ServerLink:
         self._client: Client | None = None
         self._up = asyncio.Event()
         self._tried = asyncio.Event()  # the first connection attempt ended (either way)
-        self._news: asyncio.Queue[str] = asyncio.Queue()
+        self._news: asyncio.Queue[str] = asyncio.Queue()  # "changed" (once at a time), "lost"
+        self._change_noted = False
+        self.refused = False  # past its bounds: not used until the host restarts
         self._task: asyncio.Task[None] | None = None
         self._errlog: TextIO | None = None
 
@@ -156,6 +199,7 @@ class ServerLink:
             try:
                 async with self._connected() as client:
                     self._news = asyncio.Queue()  # news of an earlier connection is stale
+                    self._change_noted = False
                     await self._list(client)
                     self._client, self.problem = client, None
                     self._up.set()
@@ -163,6 +207,10 @@ class ServerLink:
                     log.info("mcp_server_up", server=self.name, tools=len(self.tools))
                     await self._serve(client)
             except Exception as exc:  # a server's failure never ends the host (nor this loop)
+                refused = _refusal(exc)
+                if refused is not None:
+                    self._refuse(refused)
+                    return
                 self.problem = self._reason(exc)
                 log.warning("mcp_server_failed", server=self.name, error=self.problem)
             finally:
@@ -174,6 +222,15 @@ class ServerLink:
             log.info("mcp_server_restart", server=self.name, in_seconds=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RESTART_MAX)
+
+    def _refuse(self, refused: ServerRefused) -> None:
+        """A server past its bounds is dropped until the host restarts: its tools are offered no
+        more, and it is not started again (it would list the same)."""
+        self.problem, self.refused = str(refused), True
+        log.error("mcp_server_refused", server=self.name, error=self.problem)
+        if self.tools:
+            self.tools = ()
+            self._on_tools()
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[Client]:
@@ -213,46 +270,50 @@ class ServerLink:
             yield client
 
     async def _serve(self, client: Client) -> None:
-        """Until the connection is lost: re-list the tools whenever the server says they changed."""
+        """Until the connection is lost: re-list the tools when the server says they changed, at
+        most once per RELIST_SECONDS however often it says so (notices in between are one)."""
         watcher = None
         tools = client.server_capabilities.tools
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS and tools and tools.list_changed:
             watcher = asyncio.create_task(self._listen(client))
+        listed_at = time.monotonic()
         try:
-            while (news := await self._news.get()) != "lost":
-                if news == "changed":
-                    try:
-                        await self._list(client)
-                    except Exception as exc:  # a failed re-list keeps the tools already listed
-                        log.warning("mcp_list_failed", server=self.name, error=self._reason(exc))
+            while await self._news.get() != "lost":
+                await asyncio.sleep(max(listed_at + RELIST_SECONDS - time.monotonic(), 0))
+                self._change_noted = False  # a notice from now on asks for another listing
+                try:
+                    await self._list(client)
+                except ServerRefused:
+                    raise
+                except Exception as exc:  # a failed re-list keeps the tools already listed
+                    log.warning("mcp_list_failed", server=self.name, error=self._reason(exc))
+                listed_at = time.monotonic()
         finally:
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(BaseException):
                     await watcher
 
+    def _note_change(self) -> None:
+        """The server says its tools changed: one listing is due (however many notices)."""
+        if not self._change_noted:
+            self._change_noted = True
+            self._news.put_nowait("changed")
+
     async def _listen(self, client: Client) -> None:
         with contextlib.suppress(Exception):
             async with client.listen(tools_list_changed=True) as events:
                 async for _ in events:
-                    self._news.put_nowait("changed")
+                    self._note_change()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, ServerNotification) and isinstance(
             message, ToolListChangedNotification
         ):
-            self._news.put_nowait("changed")
+            self._note_change()
 
     async def _list(self, client: Client) -> None:
-        listed: list[Tool] = []
-        cursor: str | None = None
-        async with asyncio.timeout(self._connect_timeout):
-            for _ in range(100):  # a server that pages forever cannot hang the host
-                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                listed += page.tools
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+        listed = await self._fetch(client)
         infos = []
         for tool in listed:
             info = tool_info(self.name, tool)
@@ -260,6 +321,7 @@ class ServerLink:
                 log.warning("mcp_tool_skipped", server=self.name, tool=one_line(tool.name, 100))
             else:
                 infos.append(info)
+        check_bounds(self.settings, infos)
         tools = tuple(sorted({info.name: info for info in infos}.values(), key=lambda t: t.name))
         changed = tools != self.tools
         self.tools = tools
@@ -267,11 +329,28 @@ class ServerLink:
             log.info("mcp_tools_listed", server=self.name, tools=[t.name for t in tools])
             self._on_tools()
 
+    async def _fetch(self, client: Client) -> list[Tool]:
+        """Every page of the listing; ServerRefused as soon as it passes `max_tools`."""
+        listed: list[Tool] = []
+        cursor: str | None = None
+        async with asyncio.timeout(self._connect_timeout):
+            for _ in range(100):  # a server that pages forever cannot hang the host
+                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+                listed += page.tools
+                if len(listed) > self.settings.max_tools:
+                    raise too_many(self.settings, len(listed))
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        return listed
+
     # --- calls ----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> CallToolResult:
         """Call `tool` (the server's own name); raises ToolCallFailed with a short reason."""
         timeout = self.settings.timeout_seconds
+        if self.refused:
+            raise ToolCallFailed(f"the server is not used ({self.problem})")
         try:
             async with asyncio.timeout(timeout):
                 await self._up.wait()
@@ -338,3 +417,14 @@ class ServerLink:
         size = errlog.seek(0, 2)
         errlog.seek(max(size - STDERR_TAIL_BYTES, 0))
         return " | ".join(line.strip() for line in errlog.read().splitlines() if line.strip())
+
+
+def _refusal(exc: BaseException) -> ServerRefused | None:
+    """The ServerRefused behind `exc`, also from inside the SDK's exception groups."""
+    if isinstance(exc, ServerRefused):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _refusal(inner)) is not None:
+                return found
+    return None

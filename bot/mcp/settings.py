@@ -20,6 +20,11 @@ SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
 SEPARATOR = "__"  # a tool reaches the model as <server>__<tool>
+# What one server may list: every tool rides in every request of the surfaces offered it, so a
+# server listing thousands of tools or megabytes of schema would crowd out (or fail) every turn.
+MAX_TOOLS = 128
+MAX_SCHEMA_BYTES = 64 * 1024  # one tool's input schema, as canonical JSON
+MAX_LIST_BYTES = 256 * 1024  # the whole list: names, descriptions and schemas
 
 
 class McpServerSettings(Section):
@@ -34,6 +39,9 @@ class McpServerSettings(Section):
     # Below the runtime's own bound on any tool result (256 KB), so the fenced result is kept whole.
     max_output_bytes: Annotated[int, Field(ge=1024, le=200 * 1024)] = 65536
     approve: list[Annotated[str, Field(pattern=TOOL_GLOB)]] = Field(default_factory=list)
+    max_tools: Annotated[int, Field(ge=1, le=1000)] = MAX_TOOLS
+    max_schema_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = MAX_SCHEMA_BYTES
+    max_list_bytes: Annotated[int, Field(ge=1024, le=4 * 1024 * 1024)] = MAX_LIST_BYTES
 
     @field_validator("name")
     @classmethod

@@ -16,12 +16,12 @@ from typing import Any
 
 import anthropic
 import structlog
-from anthropic.types import Message
 
 from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import ModelError
-from bot.model import wire
+from bot.model import rounds, wire
+from bot.model.answer import Answer
 from bot.model.retry import Verdict, classify, delay_for, error_message
 from bot.ports.records import Usage
 
@@ -35,7 +35,7 @@ Count = Callable[[str], int]
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    message: Message
+    answer: Answer
     attempts: int
     usage: Usage
 
@@ -116,20 +116,20 @@ class Calls:
                 span.set(error__type=type(exc.cause).__name__, bot__attempts=exc.attempts)
                 span.failed(str(exc))
                 raise
-            usage, message = call.usage, call.message
+            usage, answer = call.usage, call.answer
             span.set(
-                gen_ai__response__model=message.model,
-                gen_ai__response__id=message.id,
-                gen_ai__response__finish_reasons=[str(message.stop_reason)],
+                gen_ai__response__model=answer.model,
+                gen_ai__response__id=answer.id,
+                gen_ai__response__finish_reasons=[answer.stop_reason],
                 # input_tokens counts every input token, cached or not (the convention's);
                 # the cache reads and writes are also given apart.
-                gen_ai__usage__input_tokens=wire.total_input(usage),
+                gen_ai__usage__input_tokens=rounds.total_input(usage),
                 gen_ai__usage__output_tokens=usage.output_tokens,
                 gen_ai__usage__cache_read__input_tokens=usage.cache_read_tokens,
                 gen_ai__usage__cache_creation__input_tokens=usage.cache_write_tokens,
                 bot__attempts=call.attempts,
             )
-            span.text("gen_ai.output.text", wire.text_of(message.content))
+            span.text("gen_ai.output.text", answer.text)
             return call
 
     async def _call(
@@ -147,7 +147,7 @@ class Calls:
             began = self._clock()
             streamed = Tally(on_text)
             try:
-                message = await self._stream(body, streamed)
+                answer, usage = await self._stream(body, streamed)
             except asyncio.CancelledError:
                 charge(estimate(body, streamed, count))
                 raise
@@ -169,8 +169,7 @@ class Calls:
                     await on_text(replies.ANSWER_RESTARTED)  # that will not finish
                 await self._sleep(delay)
                 continue
-            usage = wire.usage_of(message.usage)
-            self._log_answer(message, usage, attempt, self._clock() - began, fields)
+            self._log_answer(answer, usage, attempt, self._clock() - began, fields)
             if streamed.count:
                 tracing.finished_span(
                     "streaming",
@@ -178,7 +177,7 @@ class Calls:
                     bot__deltas=streamed.count,
                     bot__chars=streamed.chars,
                 )
-            return Call(message, attempt, usage)
+            return Call(answer, attempt, usage)
 
     def _retry_delay(self, exc: BaseException, attempt: int, spent: float) -> float | None:
         """How long to wait before the next attempt, or None when there is none."""
@@ -187,7 +186,7 @@ class Calls:
         delay = delay_for(exc, attempt, self._rng)
         return delay if spent + delay <= self._settings.retry_budget else None
 
-    async def _stream(self, body: Mapping[str, Any], streamed: Tally) -> Message:
+    async def _stream(self, body: Mapping[str, Any], streamed: Tally) -> tuple[Answer, Usage]:
         # The SDK's timeout bounds each read; this bounds the whole call, a trickling stream too.
         async with (
             asyncio.timeout(self._settings.timeout),
@@ -195,17 +194,18 @@ class Calls:
         ):
             async for text in stream.text_stream:
                 await streamed(text)
-            return await stream.get_final_message()
+            message = await stream.get_final_message()
+            return wire.answer_of(message), wire.usage_of(message.usage)
 
     @staticmethod
     def _log_answer(
-        message: Message, usage: Usage, attempt: int, latency: float, fields: Mapping[str, Any]
+        answer: Answer, usage: Usage, attempt: int, latency: float, fields: Mapping[str, Any]
     ) -> None:
         log.info(
             "model_call",
             attempt=attempt,
             latency_ms=round(latency * 1000, 1),
-            stop_reason=message.stop_reason,
+            stop_reason=answer.stop_reason,
             input_tokens=usage.input_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,

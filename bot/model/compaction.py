@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
+from bot.ports.request import Message, ModelRequest, Section, Text
 from bot.prompt.attachments import marker
 from bot.prompt.fence import neutralize, one_line, scrub, split_lines
 from bot.prompt.message import CONTINUATION_INDENT
@@ -71,11 +71,11 @@ def files_of(entries: Sequence[HistoryEntry]) -> list[AttachmentBlock]:
     ]
 
 
-def summary_body(
+def summary_request(
     model: str, max_tokens: int, older: Sequence[HistoryEntry], window: int, focus: str = ""
-) -> dict[str, Any]:
-    """The Messages API request that asks the model for the summary of `older`; `focus` is what
-    the person who asked for it wants kept in view (their words: fenced like the transcript)."""
+) -> ModelRequest:
+    """The request that asks the model for the summary of `older`; `focus` is what the person
+    who asked for it wants kept in view (their words: fenced like the transcript)."""
     max_chars = int(window * _TRANSCRIPT_SHARE * _CHARS_PER_TOKEN)
     text = (
         "Here is the part of the conversation to summarize, oldest first. Each entry begins at "
@@ -84,12 +84,12 @@ def summary_body(
         f"<transcript>\n{transcript(older, max_chars)}\n</transcript>\n\n"
         f"{_focus(focus)}Write the summary now."
     )
-    return {
-        "model": model,
-        "max_tokens": min(max_tokens, SUMMARY_MAX_TOKENS),
-        "system": SUMMARY_SYSTEM,
-        "messages": [{"role": "user", "content": text}],
-    }
+    return ModelRequest(
+        model=model,
+        max_tokens=min(max_tokens, SUMMARY_MAX_TOKENS),
+        sections=(Section(SUMMARY_SYSTEM),),
+        messages=(Message("user", (Text(text),)),),
+    )
 
 
 def _focus(focus: str) -> str:

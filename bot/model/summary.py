@@ -53,7 +53,8 @@ async def summarize(
         log.info("compaction_skipped", reason=reason, messages=len(history))
         return None
     older, tail = history[:cut], history[cut:]
-    body = compaction.summary_body(model, settings.max_tokens, older, settings.window, focus)
+    request = compaction.summary_request(model, settings.max_tokens, older, settings.window, focus)
+    body = wire.encode(request)
     try:
         call = await calls.call(
             body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
@@ -61,7 +62,7 @@ async def summarize(
     except _CallError as exc:
         raise _CompactionFailed(f"the summary call failed: {exc}") from exc
     meter.usage += call.usage
-    text = wire.text_of(call.message.content).strip()
+    text = call.answer.text.strip()
     if not text:
         raise _CompactionFailed("the summary call returned no text")
     summary = compaction.summary_entry(text, compaction.files_of(older))

@@ -8,16 +8,17 @@ through `Calls`, is fitted by `Omissions` and checked by the cost breakers first
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
 from anthropic import APITimeoutError
-from anthropic.types import Message
 
 from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import BreakerTripped, TurnFailed, TurnSpend
-from bot.model import compaction, wire
+from bot.model import compaction, rounds, wire
+from bot.model.answer import Answer
 from bot.model.breakers import RepeatGuard, over_token_cap
 from bot.model.calls import Calls, _CallError
 from bot.model.failures import failure_message, failure_reply
@@ -27,15 +28,12 @@ from bot.model.retry import Verdict
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
+from bot.ports.request import Message, Part
 from bot.prompt.history import entry_tokens
 from bot.turns import Continuation, HistoryEntry
 
 log = structlog.get_logger(__name__)
 
-ROUND_LIMIT_NOTE = (
-    "(The limit of {limit} tool rounds for one answer is reached. Answer now with what you "
-    "have; no more tool calls.)"
-)
 EMPTY_ENTRY_TEXT = "(no reply)"
 
 
@@ -54,7 +52,7 @@ class Turn:
         self.request: AssembledRequest | None = None  # the last assembled (after a compaction)
         self.history: list[HistoryEntry] = list(plan.history)
         self.new_history: list[HistoryEntry] | None = None
-        self.rounds: list[dict[str, Any]] = []  # this turn's assistant/tool-result messages
+        self.rounds: list[Message] = []  # this turn's assistant/tool-result messages
         self.entries: list[HistoryEntry] = []
         self.attempts = 0
         self.streamed: list[str] = []
@@ -64,6 +62,7 @@ class Turn:
         self.resent = 0  # input and output of the last call: the next call sends at least this
         self.tool_calls: list[dict[str, Any]] = []  # for the turn record: one per call
         self.suspended: list[Continuation] = []  # what the calls suspend the turn for
+        self.opening: list[Part] = []  # parts steered into the first call
 
     async def run(self) -> TurnOutcome:
         if self.plan.compact_only:
@@ -76,7 +75,7 @@ class Turn:
     def _assemble(self, history: Sequence[HistoryEntry]) -> AssembledRequest:
         with tracing.span("assembly") as span:
             assembled = self.plan.builder.build(self.plan.prompt, history)
-            span.set(**wire.cache_figures(assembled))
+            span.set(**rounds.cache_figures(assembled))
         was_unmet = self.budget is not None and self.budget.floor_unmet
         if assembled.floor_unmet and not was_unmet:
             log.warning("floor_unmet", estimated_tokens=assembled.estimated_tokens)
@@ -94,10 +93,10 @@ class Turn:
         limit = self.settings.max_turns
         while True:
             last = limit > 0 and len(self.rounds) // 2 >= limit
+            await self._steer()
             self._check_tokens()
-            message = await self._turn_call(last)
-            text = wire.text_of(message.content)
-            calls = wire.tool_calls(message.content)
+            answer = await self._turn_call(last)
+            text, calls = answer.text, list(answer.calls)
             if not calls:
                 return self._finish(text)
             if last:  # the model asked for tools anyway: end honestly, without the calls
@@ -110,13 +109,10 @@ class Turn:
             )
             self.suspended += done.suspended
             self.entries += [
-                self.meter.counted(wire.assistant_entry(text, calls)),
-                self.meter.counted(wire.results_entry(done.results)),
+                self.meter.counted(rounds.assistant_entry(text, calls)),
+                self.meter.counted(rounds.results_entry(done.results)),
             ]
-            self.rounds += [
-                wire.assistant_message(message.content),
-                wire.results_message(done.results, done.images),
-            ]
+            self.rounds += [answer.message, rounds.results_message(done.results, done.images)]
             if self._coming() >= compaction.THRESHOLD * self.settings.window:
                 await self._compact_between_rounds()  # a long tool loop compacts, not overflows
 
@@ -126,6 +122,22 @@ class Turn:
         assert self.request is not None  # assembled before the first call
         rounds = sum(entry_tokens(entry, self.meter.count) for entry in self.entries)
         return self.request.estimated_tokens + rounds
+
+    async def _steer(self) -> None:
+        """Take in what people said since the last round (SPEC §19): their words join the user
+        message this round sends (the tool results, or the first call's own message)."""
+        if self.plan.steering is None:
+            return
+        steered = await self.plan.steering(len(self.rounds) // 2)
+        blocks = [block for one in steered for block in one.blocks]
+        if not blocks:
+            return
+        self.entries += [one.entry for one in steered]
+        if self.rounds:
+            last = self.rounds[-1]
+            self.rounds[-1] = replace(last, parts=(*last.parts, *blocks))
+        else:
+            self.opening += blocks
 
     def _check_tokens(self) -> None:
         """Stop before a call that would take the turn past its token cap: the next call sends
@@ -137,7 +149,7 @@ class Turn:
             raise self._tripped("tokens", why)
 
     def _finish(self, text: str) -> TurnOutcome:
-        self.entries.append(self.meter.counted(wire.assistant_entry(text or EMPTY_ENTRY_TEXT)))
+        self.entries.append(self.meter.counted(rounds.assistant_entry(text or EMPTY_ENTRY_TEXT)))
         return TurnOutcome(
             text=text,
             entries=tuple(self.entries),
@@ -153,16 +165,16 @@ class Turn:
 
     def _body(self, last: bool) -> dict[str, Any]:
         assert self.request is not None  # assembled before the first call
-        body = {k: v for k, v in self.request.body.items() if k != "stream"}
-        rounds = list(self.rounds)
-        if last and rounds:
-            if body.get("tools"):
-                body["tool_choice"] = {"type": "none"}
-            note = {"type": "text", "text": ROUND_LIMIT_NOTE.format(limit=self.settings.max_turns)}
-            rounds[-1] = {**rounds[-1], "content": [*rounds[-1]["content"], note]}
-        return self.omissions.fit(wire.extend_messages(body, rounds))
+        request = self.request.request
+        if self.opening:
+            *before, current = request.messages
+            opened = replace(current, parts=(*current.parts, *self.opening))
+            request = replace(request, messages=(*before, opened))
+        limit = self.settings.max_turns if last else None
+        request = rounds.with_rounds(request, self.rounds, last=limit)
+        return self.omissions.fit(wire.encode(request))
 
-    async def _turn_call(self, last: bool) -> Message:
+    async def _turn_call(self, last: bool) -> Answer:
         while True:
             try:
                 return await self._send(self._body(last))
@@ -176,7 +188,7 @@ class Turn:
                 self.overflow_handled = True
                 await self._compact_after_overflow(error)
 
-    async def _send(self, body: dict[str, Any]) -> Message:
+    async def _send(self, body: dict[str, Any]) -> Answer:
         self.last_body = body
         first_of_request = not self.rounds
         call = await self.calls.call(
@@ -190,12 +202,12 @@ class Turn:
         )
         self.meter.usage += call.usage
         self.attempts = call.attempts
-        self.resent = wire.total_input(call.usage) + call.usage.output_tokens
+        self.resent = rounds.total_input(call.usage) + call.usage.output_tokens
         counter = self.meter.counter
         if first_of_request and counter is not None and self.request is not None:
             # The estimate covers the assembled request only, so only its first call teaches.
-            counter.observe(self.request.estimated_tokens, wire.total_input(call.usage))
-        return call.message
+            counter.observe(self.request.estimated_tokens, rounds.total_input(call.usage))
+        return call.answer
 
     async def _on_text(self, delta: str) -> None:
         self.streamed.append(delta)
@@ -243,7 +255,7 @@ class Turn:
     async def _summarize(self, reason: str) -> Summary | None:
         # The turn's own model (a surface rule may choose one), so its price and window apply.
         name = self.settings.name
-        model = str(self.request.body.get("model") or name) if self.request else name
+        model = self.request.request.model or name if self.request else name
         summary = await summarize(
             self.calls,
             self.settings,
@@ -265,7 +277,7 @@ class Turn:
             self.compacted_between = True
             await self._compact_before_call()
         if self._coming() >= compaction.THRESHOLD * self.settings.window:
-            self.rounds = wire.shrunk_rounds(self.rounds)
+            self.rounds = rounds.shrunk_rounds(self.rounds)
 
     async def _compact_before_call(self) -> None:
         try:

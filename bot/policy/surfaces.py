@@ -7,8 +7,10 @@ a kind beats a platform alone, a platform beats `*`; among equals the first in t
 
 A rule may set `instructions` (text, or `instructions_path` to a file), `model`, `max_tokens`,
 `skills` (whose bodies ride the session block, so the agent-wide prompt prefix stays the same
-bytes for every surface), a daily `budget` and `tools` (globs over the tool names the model sees,
-`offered_tools`: least privilege per surface). Reading the instruction files is the only I/O here.
+bytes for every surface), a daily `budget`, `tools` (globs over the tool names the model sees,
+`offered_tools`: least privilege per surface) and `busy` (what a message that arrives while the
+conversation's turn runs does, SPEC §19: `bot.host.busy`). Reading the instruction files is the
+only I/O here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ BUILTIN_TOOLS = frozenset({"memory_recall", "read_attachment", "load_skill"})
 # A tool glob: the characters of tool names (`server__tool`) and the glob's own (`*`, `?`, `[]`).
 TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!]{1,128}$"
 APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"  # platform:person id (SPEC §14)
+# A message that arrives while its conversation's turn runs (SPEC §19): its own turn after this
+# one, one turn with every other that arrived meanwhile, added to the running turn, or stopping it.
+BusyMode = Literal["queue", "collect", "steer", "interrupt"]
 
 
 class SurfaceRule(BaseModel):
@@ -53,6 +58,7 @@ class SurfaceRule(BaseModel):
     tools: list[Annotated[str, Field(pattern=TOOL_GLOB)]] | None = None
     # None: `[approvals] approvers`; a list: who decides approvals asked for on these surfaces.
     approvers: list[Annotated[str, Field(pattern=APPROVER)]] | None = None
+    busy: BusyMode = "queue"
 
     @field_validator("platform")
     @classmethod
@@ -115,6 +121,10 @@ class SurfacePolicy:
     @property
     def budget(self) -> BudgetLimits | None:
         return self.rule.budget if self.rule is not None else None
+
+    @property
+    def busy(self) -> BusyMode:
+        return self.rule.busy if self.rule is not None else "queue"
 
 
 NO_POLICY = SurfacePolicy()

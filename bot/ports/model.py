@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from bot.ports.memory import MemoryHit
 from bot.ports.records import Usage
+from bot.ports.request import CacheTtl, ModelRequest, Part
 from bot.ports.tools import Tool, ToolSpec
 from bot.turns import (
     Attached,
@@ -17,8 +18,6 @@ from bot.turns import (
     ToolUseBlock,
     TurnRequest,
 )
-
-CacheTtl = Literal["5m", "1h"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +38,10 @@ class BudgetFacts:
 
 @dataclass(frozen=True, slots=True)
 class AssembledRequest:
-    """A Messages API request body, ready to send, plus what the budget decided."""
+    """A turn's provider-neutral request, ready to encode for a wire, plus what the budget
+    decided."""
 
-    body: Mapping[str, Any]
+    request: ModelRequest
     estimated_tokens: int
     history_used: int
     floor_unmet: bool = False
@@ -119,6 +119,20 @@ NO_BREAKERS = Breakers()
 
 
 @dataclass(frozen=True, slots=True)
+class Steered:
+    """A person's message taken into the running turn (SPEC §19): stored as `entry` (a user entry
+    with its speaker) after what the turn had said so far, and read by the model as `blocks`
+    (request parts) at the start of its next round."""
+
+    entry: HistoryEntry
+    blocks: tuple[Part, ...]
+
+
+# Asked before each model round (its number, 0 first): the messages to add to it (none: nothing).
+Steering = Callable[[int], Awaitable[Sequence[Steered]]]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnPlan:
     """What the host hands the model runtime for one turn."""
 
@@ -138,6 +152,7 @@ class TurnPlan:
     # still knows every call that ran (its continuity account lists them).
     on_tool: Callable[[ToolUseBlock | ToolResultBlock], None] | None = None
     breakers: Breakers = NO_BREAKERS
+    steering: Steering | None = None  # where messages sent while the turn runs come from
 
 
 @dataclass(frozen=True, slots=True)

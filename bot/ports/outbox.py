@@ -39,6 +39,7 @@ class InboxState(StrEnum):
     FAILED = "failed"  # the model runtime gave up: continuity account and an apology
     CRASHED = "crashed"  # the host failed unexpectedly: continuity account and an apology
     STOPPED = "stopped"  # a person stopped the turn: continuity account and a stop note
+    CONSUMED = "consumed"  # taken into another turn (steered or collected): `consumed_by` it
 
 
 TERMINAL_STATES = frozenset(InboxState) - {InboxState.PENDING}
@@ -66,7 +67,9 @@ class Publication:
     """Everything one turn's end writes, in one transaction: history (appended, or replacing the
     whole history), the answer's parts, the inbox item's terminal state, the turn record, what
     the turn is charged and what long-term memory captures of it (a capture that fails is
-    undone alone and logged: it never fails the publication)."""
+    undone alone and logged: it never fails the publication). `consumed`: the items of the
+    messages the turn took in beside its own (SPEC §19), ended as consumed by `record`'s turn
+    in the same transaction, so each message is part of exactly one published turn."""
 
     conversation_key: str
     entries: Sequence[HistoryEntry] = ()
@@ -77,6 +80,7 @@ class Publication:
     record: TurnRecord | None = None
     usage: UsageEntry | None = None
     capture: MemoryCapture | None = None
+    consumed: Sequence[int] = ()
 
 
 class Outbox(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.ports.access import Pairing
 from bot.ports.approvals import ApprovalRecords
 from bot.ports.attachments import AttachmentStore
 from bot.ports.console import ConsoleBook
@@ -100,6 +101,10 @@ class OpenStore(Protocol):
 
     @property
     def approvals(self) -> ApprovalRecords: ...
+
+    @property
+    def access(self) -> Pairing:
+        """Pairing: codes given out and the people admitted with them."""
 
     @property
     def outbox(self) -> Outbox: ...

@@ -1,12 +1,13 @@
-"""The assembler: one turn's Messages API request body from the agent's texts, the session, the
-history, the current message and recalled memory, with cache breakpoints and the token budget.
+"""The assembler: one turn's provider-neutral request (`bot.ports.request`) from the agent's
+texts, the session, the history, the current message and recalled memory, with its cache
+positions and the token budget; `bot.model` encodes it for a wire.
 
-Layout (SPEC §3): the `system` field holds, as separate text blocks, the guardrails, the identity,
-the skill index, the selected skill bodies (these four are agent-wide: the same bytes for every
-conversation) and the session block (the same bytes for every turn of one conversation). History
-follows as structured messages, then the current user message. Breakpoints sit at the end of the
-agent-wide part, the end of the session block and the end of the history, so a new conversation
-reads the agent-wide prefix from cache and each turn re-reads the previous turn's.
+Layout (SPEC §3): the system sections are the guardrails, the identity, the skill index, the
+selected skill bodies (these four are agent-wide: the same bytes for every conversation) and the
+session block (the same bytes for every turn of one conversation). History follows as structured
+messages, then the current user message. Cache positions sit at the end of the agent-wide part,
+the end of the session block and the end of the history, so a new conversation reads the
+agent-wide prefix from cache and each turn re-reads the previous turn's.
 """
 
 from __future__ import annotations
@@ -18,18 +19,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.errors import WindowExceeded
 from bot.ports.memory import MemoryHit
-from bot.ports.model import (
-    DEFAULT_SURFACE,
-    AssembledRequest,
-    CacheTtl,
-    SurfacePrompt,
-    TurnPrompt,
-)
+from bot.ports.model import DEFAULT_SURFACE, AssembledRequest, SurfacePrompt, TurnPrompt
+from bot.ports.request import CacheTtl, Message, ModelRequest, Part, Section, Text, ToolDef
 from bot.ports.tools import ToolSpec
 from bot.prompt import history as hist
 from bot.prompt.attachments import attachment_tokens, content_blocks
@@ -98,7 +93,7 @@ class PreparedTurn:
 
 
 class Assembler:
-    """Builds each turn's request body for one agent. Pure: no I/O, same input, same bytes."""
+    """Builds each turn's request for one agent. Pure: no I/O, same input, same bytes."""
 
     def __init__(
         self,
@@ -131,8 +126,8 @@ class Assembler:
         self._memory_enabled = memory_enabled
         self._skill_max_bytes = skill_max_bytes
         self._agent_blocks = self._agent_wide_texts()
-        self._tools = [_tool(spec) for spec in tools]
-        fixed = [*self._agent_blocks, json.dumps(self._tools, ensure_ascii=False) if tools else ""]
+        self._tools = tuple(map(_tool, tools))
+        fixed = [*self._agent_blocks, _tool_text(self._tools) if tools else ""]
         self._fixed_tokens = sum(counter.count(text) for text in fixed)
         self._session_tokens: OrderedDict[str, int] = OrderedDict()
 
@@ -200,7 +195,7 @@ class Assembler:
         return PreparedTurn(self.user_entry(replace(request, text=text), attached), prompt)
 
     def build(self, prompt: TurnPrompt, history: Sequence[HistoryEntry], /) -> AssembledRequest:
-        """The request body for a prepared turn over `history` (the `PromptBuilder` port)."""
+        """The request for a prepared turn over `history` (the `PromptBuilder` port)."""
         known = self._agent.skills
         skills = [skill for name in prompt.skills if (skill := find_skill(known, name))]
         return self.assemble(
@@ -224,7 +219,8 @@ class Assembler:
         (by content id), never the fences."""
         label = speaker_label(request.speaker) if request.speaker is not None else None
         files = attached.blocks if attached is not None else ()
-        said = person_text(request.text, files)
+        note = request.continues is not None  # the host's note of what a suspension came to
+        said = person_text(request.text, files, host=note)
         rendered = said if label is None else f"{speaker_tag(label)}\n{said}"
         blocks: tuple[Block, ...] = (TextBlock(request.text), *files)
         return HistoryEntry(
@@ -233,6 +229,7 @@ class Assembler:
             speaker=label,
             tokens=self._counter.count(rendered) + sum(map(attachment_tokens, files)),
             at=request.received_at,
+            host_note=note,
         )
 
     def priced(self, entry: HistoryEntry) -> HistoryEntry:
@@ -262,7 +259,7 @@ class Assembler:
         floors = (
             self._fixed_tokens
             + self._count_session(session)
-            + sum(self._counter.count(b["text"]) for b in current if b["type"] == "text")
+            + sum(self._counter.count(p.text) for p in current if isinstance(p, Text))
             + sum(map(attachment_tokens, files.blocks))
         )
         if floors > budget:
@@ -271,15 +268,18 @@ class Assembler:
         start = hist.trim(history, costs, budget - floors)
         kept = history[start:]
         messages = hist.render(kept, files.contents)
-        body = self._body(session, messages, current, _cache_control(cache_ttl))
-        if surface.tools is not None:
-            body.pop("tools", None)
-            if surface.tools:
-                body["tools"] = [_tool(spec) for spec in surface.tools]
-        body["model"] = surface.model or self._model
-        body["max_tokens"] = max_tokens
+        if messages:  # each turn re-reads the previous one's prefix
+            messages[-1] = replace(messages[-1], cache=cache_ttl)
+        messages.append(Message("user", tuple(current)))
+        tools = self._tools if surface.tools is None else tuple(map(_tool, surface.tools))
         return AssembledRequest(
-            body=body,
+            request=ModelRequest(
+                model=surface.model or self._model,
+                max_tokens=max_tokens,
+                sections=self._sections(session, cache_ttl),
+                messages=tuple(messages),
+                tools=tools,
+            ),
             estimated_tokens=floors + sum(costs[start:]),
             history_used=len(kept),
             floor_unmet=floors > FLOOR_SHARE * budget,
@@ -313,12 +313,16 @@ class Assembler:
         turn_skills: Sequence[Skill],
         text: str | None,
         attached: Attached,
-    ) -> list[dict[str, Any]]:
-        """The current user message's content blocks: the turn context, the fence, the speaker
+    ) -> list[Part]:
+        """The current user message's parts: the turn context, the fence, the speaker
         and the person's text with its markers; the attachments' content; recalled memory."""
         fence = preceding_fence(request.preceding, self._zone)
         label = speaker_label(request.speaker) if request.speaker is not None else None
-        said = person_text(request.text if text is None else text, attached.blocks)
+        said = person_text(
+            request.text if text is None else text,
+            attached.blocks,
+            host=request.continues is not None,
+        )
         core = [speaker_tag(label)] if label is not None else []
         core += [skill_block(skill, self._skill_max_bytes) for skill in turn_skills]
         if said.strip() or not core:
@@ -339,11 +343,11 @@ class Assembler:
         files = content_blocks(attached.blocks, attached.contents)
         if not files:  # one text block, as without attachments
             parts.append(recalled)
-        blocks = [{"type": "text", "text": "\n\n".join(part for part in parts if part)}]
+        blocks: list[Part] = [Text("\n\n".join(part for part in parts if part))]
         if files:
             blocks += files
             if recalled:
-                blocks.append({"type": "text", "text": recalled})
+                blocks.append(Text(recalled))
         return blocks
 
     def _count_session(self, session: str) -> int:
@@ -357,32 +361,13 @@ class Assembler:
             self._session_tokens.move_to_end(session)
         return tokens
 
-    def _body(
-        self,
-        session: str,
-        messages: list[hist.Message],
-        current: list[dict[str, Any]],
-        cache: dict[str, str],
-    ) -> dict[str, Any]:
-        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._agent_blocks]
-        if system:
-            system[-1]["cache_control"] = dict(cache)
-        system.append({"type": "text", "text": session, "cache_control": dict(cache)})
-        if messages:
-            messages[-1]["content"][-1]["cache_control"] = dict(cache)
-        if messages and messages[-1]["role"] == "user":
-            messages[-1]["content"].extend(current)
-        else:
-            messages.append({"role": "user", "content": current})
-        body: dict[str, Any] = {
-            "model": self._model,
-            "max_tokens": self._max_tokens,
-            "system": system,
-            "messages": messages,
-        }
-        if self._tools:
-            body["tools"] = [dict(tool) for tool in self._tools]
-        return body
+    def _sections(self, session: str, ttl: CacheTtl) -> tuple[Section, ...]:
+        """The agent-wide sections, the last one closing the agent-wide cached prefix, then the
+        session block closing the conversation's."""
+        sections = [Section(text) for text in self._agent_blocks]
+        if sections:
+            sections[-1] = Section(sections[-1].text, cache=ttl)
+        return (*sections, Section(session, cache=ttl))
 
     def cache_ttl_for(self, history: Sequence[HistoryEntry], now: datetime) -> CacheTtl:
         """ "1h" when this conversation's recent user turns usually come > ~4.5 minutes apart."""
@@ -399,13 +384,14 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "description": spec.description,
-        "input_schema": json.loads(json.dumps(spec.input_schema)),
-    }
+def _tool(spec: ToolSpec) -> ToolDef:
+    return ToolDef(spec.name, spec.description, json.loads(json.dumps(spec.input_schema)))
 
 
-def _cache_control(ttl: CacheTtl) -> dict[str, str]:
-    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+def _tool_text(tools: Sequence[ToolDef]) -> str:
+    """The tool definitions as the token estimate counts them (the wire's JSON, near enough)."""
+    listed = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
+    ]
+    return json.dumps(listed, ensure_ascii=False)

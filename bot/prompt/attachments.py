@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.ports.request import Document, Image, Part, Text
 from bot.prompt.fence import neutralize, one_line, scrub
 from bot.turns import AttachmentBlock
 
@@ -157,11 +158,9 @@ def markers(blocks: Sequence[AttachmentBlock]) -> str:
     return "\n".join(marker(block) for block in blocks)
 
 
-def content_blocks(
-    blocks: Sequence[AttachmentBlock], contents: Mapping[str, bytes]
-) -> list[dict[str, Any]]:
-    """The content blocks for the attachments whose bytes are at hand, in marker order."""
-    rendered: list[dict[str, Any]] = []
+def content_blocks(blocks: Sequence[AttachmentBlock], contents: Mapping[str, bytes]) -> list[Part]:
+    """The content parts for the attachments whose bytes are at hand, in marker order."""
+    rendered: list[Part] = []
     for block in blocks:
         data = contents.get(block.content_id) if block.content_id else None
         if data is not None and block.problem is None:
@@ -171,28 +170,23 @@ def content_blocks(
     return rendered
 
 
-def _content(block: AttachmentBlock, data: bytes) -> dict[str, Any] | None:
+def _content(block: AttachmentBlock, data: bytes) -> Part | None:
     if block.kind == "image":
-        source = _base64_source(block.media_type, data)
-        return {"type": "image", "source": source}
+        return Image(block.media_type, _base64(data))
     if block.kind == "pdf":
-        return {"type": "document", "source": _base64_source("application/pdf", data)}
+        return Document("application/pdf", _base64(data))
     if block.kind in ("text", "voice"):  # a voice note's transcript is untrusted text too
         text = data.decode("utf-8", errors="replace")
         shown = text[:INLINE_MAX_CHARS]
         cut = len(text) - len(shown)
         tail = f"\n[... {cut:,} more characters not shown]" if cut else ""
         body = neutralize(scrub(shown)) + tail
-        return {
-            "type": "text",
-            "text": f'<attachment index="{block.index}">\n{body}\n</attachment>',
-        }
+        return Text(f'<attachment index="{block.index}">\n{body}\n</attachment>')
     return None
 
 
-def _base64_source(media_type: str, data: bytes) -> dict[str, str]:
-    encoded = base64.b64encode(data).decode("ascii")
-    return {"type": "base64", "media_type": media_type, "data": encoded}
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def attachment_tokens(block: AttachmentBlock) -> int:

@@ -1,17 +1,19 @@
 """Untrusted text made safe for the prompt: fence-tag neutralization, one-line names, bounds.
 
-The host marks parts of a user message with a few XML-like tags (its "fences"). Text the host did
-not write (message bodies, display names, surface names, the person's own words, recalled memory)
-must never open or close one of those fences. A model reads look-alikes as the tag they resemble
-(`＜ｓреаkеr>`, `‹speaker>`, `<turn_conтext>`), and no list of look-alike spellings of the tag
-names is ever complete (Unicode's confusables map Cyrillic `т` to small capital `ᴛ`, not to `t`).
-So no tag is looked for: every character that folds to `<` (`bot.prompt.lookalike`: `<`, `＜`,
-`‹`, `〈`, `˂`, ...) is escaped wherever it is, whatever follows it: `<` becomes `&lt;`, a
-look-alike `X` becomes `&#xHEX;`. Without an opener nothing can read as a tag. Nothing else
-changes, so the words stay readable (text without such a character is returned as it is), and
-the escape is reversible (`restore`): an `&lt;` or `&#xHEX;` (or `&amp;lt;`, ...) already in the
-text gains one more `amp;`, so escaping never merges with text that merely looks escaped.
-`fence_forms` still finds tag forms (folded), for the tests and the checks that look for them.
+The host marks parts of a request with a few XML-like tags (its "fences", `FENCE_TAGS`). Text the
+host did not write (message bodies, display names, surface names, the person's own words,
+recalled memory, tool results, file names) must never open or close one of those fences, and
+must otherwise reach the model exactly as written (SPEC §3, "Neutralization, faithful").
+
+So what is escaped is a fence tag form, not a character: an opener (`<` or anything that folds
+to it, `bot.prompt.lookalike`: `＜`, `‹`, `〈`, `˱`, `≺`, `◁`, ...) followed, in the folded text,
+by blanks, an optional slash and one of the fence names spelled in any look-alikes (`＜ｓреаkеr>`,
+`<turn_conтext>`, `</spe\u200baker>`). Only that opener is rewritten: `<` becomes `&lt;`, a
+look-alike `X` becomes `&#xHEX;`. `List<int>`, `<div>`, `a < b`, `よろしく` (whose `く` folds to
+`<`) and `«oui»` are returned as they are. The escape is reversible (`restore`): an `&lt;` or
+`&#xHEX;` (or `&amp;lt;`, ...) already in the text and followed by a fence name gains one more
+`amp;`, so an escape never merges with text that merely looks escaped; any other `&` is left.
+`fence_forms` finds the tag forms (folded), for the tests and the checks that look for them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import bisect
 import re
 import unicodedata
 
-from bot.prompt.lookalike import fold, fold_pieces, word_pattern
+import regex
+
+from bot.prompt.lookalike import alternatives, fold, fold_pieces, letter_forms, word_pattern
 
 # Every tag the host uses as a fence, anywhere in the request (`transcript`: compaction's).
 FENCE_TAGS = (
@@ -35,14 +39,29 @@ FENCE_TAGS = (
     "tool_result",
 )
 
-# After an opener, in folded text: blanks, an optional slash, blanks, then a fence tag name not
-# followed by another name character (so `<speakers>` or `<skill-x` are not fence tags).
-_NAMES = "|".join(word_pattern(tag) for tag in FENCE_TAGS)
-_TAG_AFTER = re.compile(" */? *(?:" + _NAMES + r")(?![\w-])")
-_FOLDED_FORM = re.compile("<" + _TAG_AFTER.pattern)
 # What the escape writes (and so what an earlier escape looks like): case-sensitive on purpose.
 _ESCAPED = re.compile(r"&((?:amp;)*)(lt|#x[0-9A-F]+);")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# After a name: invisible characters, then no letter, digit, `_` or `-` (no longer word).
+_INVISIBLE = regex.compile(r"\p{Default_Ignorable_Code_Point}*+")
+_NAME_END = regex.compile(_INVISIBLE.pattern + r"(?![\p{L}\p{N}_-])")
+
+
+def _tag_after_pattern() -> str:
+    """After an opener, in folded text: blanks, an optional slash, blanks, then a fence name in
+    any look-alikes (its `_` also as `-`, blanks or nothing). That it is not followed by another
+    name character (so `<speakers>` or `<skill-x` are not fence tags) is checked on the text
+    itself (`_Folded.ends_name`): `¢` folds to `c`, but `<speaker¢` still reads as the tag."""
+    joint = alternatives(letter_forms("_") | {"-"}) + "? *"
+    names = "|".join(
+        joint.join(word_pattern(part) for part in tag.split("_")) for tag in FENCE_TAGS
+    )
+    return " */? *(?:" + names + ")"
+
+
+# Built at import (it reads Unicode's confusables table), so no turn pays for it.
+_TAG_AFTER = re.compile(_tag_after_pattern())
+_FOLDED_FORM = re.compile("<" + _TAG_AFTER.pattern)
 
 
 def fence_forms(text: str) -> list[str]:
@@ -54,31 +73,31 @@ def fence_forms(text: str) -> list[str]:
 
 
 def neutralize(text: str) -> str:
-    """Escape every character of `text` that reads as `<`, so nothing in it opens or closes a
-    host fence; text without one (and without an earlier escape) is returned unchanged."""
+    """`text` with the opener of every fence tag form in it escaped, so nothing in it opens or
+    closes a host fence; text without one (and without an earlier escape before a fence name)
+    is returned unchanged."""
     if text.isascii() and "<" not in text and "&" not in text:
         return text
-    if "<" not in fold(text) and "&" not in text:
+    if _FOLDED_FORM.search(fold(text)) is None and _ESCAPED.search(text) is None:
         return text
-    # Each distinct character is folded once; the openers are then found at C speed.
-    distinct = "".join(set(text))
-    openers = [
-        ch for ch, piece in zip(distinct, fold_pieces(distinct), strict=True) if "<" in piece
-    ]
-    edits: dict[int, str] = {}
-    if openers:
-        found = re.finditer("[" + "".join(map(re.escape, openers)) + "]", text)
-        edits = {match.start(): _escape_opener(match.group()) for match in found}
+    folded = _Folded(text)
+    edits = {start: _escape_opener(text[start]) for start, _ in folded.spans()}
     for match in _ESCAPED.finditer(text):
-        edits[match.start()] = "&amp;"  # the `&` of what looks escaped gains one `amp;`
+        if folded.tag_follows(match.end()):
+            edits[match.start()] = "&amp;"  # the `&` of what looks escaped gains one `amp;`
     return _apply(text, edits) if edits else text
 
 
 def restore(text: str) -> str:
     """Undo `neutralize`: restore(neutralize(t)) == t for every string t."""
-    if "&" not in text:
+    if _ESCAPED.search(text) is None:
         return text
-    return _ESCAPED.sub(_restore_one, text)
+    folded = _Folded(text)
+
+    def one(match: re.Match[str]) -> str:
+        return _restore_one(match) if folded.tag_follows(match.end()) else match.group()
+
+    return _ESCAPED.sub(one, text)
 
 
 class _Folded:
@@ -86,20 +105,44 @@ class _Folded:
 
     def __init__(self, text: str) -> None:
         pieces = fold_pieces(text)
+        self.source = text
         self.starts = [0]
         for piece in pieces:
             self.starts.append(self.starts[-1] + len(piece))
         self.text = "".join(pieces)
 
     def spans(self) -> list[tuple[int, int]]:
-        """Where each fence tag form is, as character offsets of the original text."""
+        """Where each fence tag form is, as character offsets of the original text (the start
+        is the opener's)."""
         return [
-            (
-                bisect.bisect_right(self.starts, m.start()) - 1,
-                bisect.bisect_left(self.starts, m.end()),
-            )
+            (self._at(m.start()), bisect.bisect_left(self.starts, m.end()))
             for m in _FOLDED_FORM.finditer(self.text)
+            if self.ends_name(m.end())
         ]
+
+    def tag_follows(self, index: int) -> bool:
+        """Whether the text from character `index` on reads as a fence tag after its opener."""
+        match = _TAG_AFTER.match(self.text, self.starts[index])
+        return match is not None and self.ends_name(match.end())
+
+    def ends_name(self, folded_end: int) -> bool:
+        """Whether the first visible character after a name ending at `folded_end` is no name
+        character (a letter, digit, `_` or `-`) or reads as `<`, so the name is a whole word."""
+        after = bisect.bisect_left(self.starts, folded_end)
+        if after >= len(self.source):
+            return folded_end >= len(self.text)
+        if self.starts[after] > folded_end:  # the name ends inside one character's folded form
+            return _NAME_END.match(self.text, folded_end) is not None
+        visible = _NAME_END.match(self.source, after)
+        if visible is not None:
+            return True
+        # A letter that reads as `<` (`く`, `ᐸ`) starts another tag, and its escape is no letter.
+        start = after + len(_INVISIBLE.match(self.source, after).group())
+        return "<" in fold(self.source[start])
+
+    def _at(self, folded: int) -> int:
+        """The character whose folded form holds folded offset `folded` (dropped ones skipped)."""
+        return bisect.bisect_right(self.starts, folded) - 1
 
 
 def _escape_opener(ch: str) -> str:
@@ -110,7 +153,10 @@ def _restore_one(match: re.Match[str]) -> str:
     ampersands, body = match.group(1), match.group(2)
     if ampersands:
         return "&" + ampersands[len("amp;") :] + body + ";"
-    return "<" if body == "lt" else chr(int(body[2:], 16))
+    if body == "lt":
+        return "<"
+    code = int(body[2:], 16)
+    return chr(code) if code <= 0x10FFFF else match.group()
 
 
 def _apply(text: str, edits: dict[int, str]) -> str:

@@ -1,5 +1,5 @@
 """Conversation history (section 6): stored entries trimmed to the budget and replayed as valid
-Messages API turns.
+neutral messages (`bot.ports.request`).
 
 Trimming drops whole entries, oldest first, and never starts on a tool result whose call was
 dropped. Rendering merges adjacent same-role entries into one message, makes sure the first
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from bot.ports.request import Message, Part, Role, Text, ToolCall, ToolResult
 from bot.prompt.attachments import attachment_tokens, content_blocks, markers
+from bot.prompt.fence import scrub
 from bot.prompt.message import speaker_tag, untrusted
 from bot.turns import AttachmentBlock, Block, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
-
-Message = dict[str, Any]
-ContentBlock = dict[str, Any]
 
 _SUMMARY_PREAMBLE = (
     "The earlier part of this conversation, summarized by the host to save space. It stands in "
@@ -74,29 +72,27 @@ def _opens_on_result(entry: HistoryEntry) -> bool:
 def render(
     entries: Sequence[HistoryEntry], contents: Mapping[str, bytes] | None = None
 ) -> list[Message]:
-    """The entries as Messages API messages: alternating roles, user first, pairs intact.
+    """The entries as neutral messages: alternating roles, user first, pairs intact.
 
     `contents` holds the stored bytes of attachments (by content id): an attachment whose bytes
     are there is replayed as content, any other as its marker alone.
     """
-    messages: list[Message] = []
+    turns: list[tuple[Role, list[Part]]] = []
     for entry in entries:
-        role, blocks = _render_entry(entry, contents or {})
-        if not blocks:
+        role, parts = _render_entry(entry, contents or {})
+        if not parts:
             continue
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(parts)
         else:
-            messages.append({"role": role, "content": blocks})
-    if messages and messages[0]["role"] == "assistant":
-        messages.insert(0, {"role": "user", "content": [_text(LEADING_GAP_TEXT)]})
-    _repair_tool_pairs(messages)
-    return messages
+            turns.append((role, parts))
+    if turns and turns[0][0] == "assistant":
+        turns.insert(0, ("user", [_text(LEADING_GAP_TEXT)]))
+    _repair_tool_pairs(turns)
+    return [Message(role, tuple(parts)) for role, parts in turns]
 
 
-def _render_entry(
-    entry: HistoryEntry, contents: Mapping[str, bytes]
-) -> tuple[str, list[ContentBlock]]:
+def _render_entry(entry: HistoryEntry, contents: Mapping[str, bytes]) -> tuple[Role, list[Part]]:
     if entry.summary:
         text = f"<conversation_summary>\n{_SUMMARY_PREAMBLE}\n\n{untrusted(entry.text)}\n"
         files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
@@ -104,115 +100,108 @@ def _render_entry(
             text += f"\n{_SUMMARY_FILES}\n{markers(files)}\n"
         return "user", [_text(text + "</conversation_summary>")]
     if entry.role == "assistant":
-        return "assistant", [b for b in map(_assistant_block, entry.blocks) if b is not None]
-    return "user", _user_blocks(entry, contents)
+        return "assistant", [b for b in map(_assistant_part, entry.blocks) if b is not None]
+    return "user", _user_parts(entry, contents)
 
 
-def _assistant_block(block: Block) -> ContentBlock | None:
+def _assistant_part(block: Block) -> Part | None:
     if isinstance(block, TextBlock):
         # The model's own words, but they may quote someone else's: neutralized like the rest.
         return _text(untrusted(block.text)) if block.text.strip() else None
     if isinstance(block, ToolUseBlock):
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+        return ToolCall(block.id, block.name, dict(block.input))
     if isinstance(block, AttachmentBlock):
         return _text(markers([block]))
     return _stray_result(block)
 
 
-def _user_blocks(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[ContentBlock]:
-    """Text blocks (the first labelled with the speaker), the attachment markers appended to the
+def _user_parts(entry: HistoryEntry, contents: Mapping[str, bytes]) -> list[Part]:
+    """Text parts (the first labelled with the speaker), the attachment markers appended to the
     last text, then the attachments' content."""
     files = [b for b in entry.blocks if isinstance(b, AttachmentBlock)]
-    blocks = _user_text_blocks(entry)
+    parts = _user_text_parts(entry)
     if not files:
-        return blocks
+        return parts
     listed = markers(files)
-    last = blocks[-1] if blocks and blocks[-1]["type"] == "text" else None
-    if last is not None:
-        text = last["text"]
-        last["text"] = listed if text == EMPTY_TEXT else f"{text}\n\n{listed}"
+    last = parts[-1] if parts else None
+    if isinstance(last, Text):
+        text = last.text
+        parts[-1] = Text(listed if text == EMPTY_TEXT else f"{text}\n\n{listed}")
     else:
-        blocks.append(_text(listed))
-    return blocks + content_blocks(files, contents)
+        parts.append(_text(listed))
+    return parts + content_blocks(files, contents)
 
 
-def _user_text_blocks(entry: HistoryEntry) -> list[ContentBlock]:
-    blocks: list[ContentBlock] = []
+def _user_text_parts(entry: HistoryEntry) -> list[Part]:
+    parts: list[Part] = []
     labelled = entry.speaker is None
+    shown = scrub if entry.host_note else untrusted  # a host note was made safe when written
     for block in entry.blocks:
         if isinstance(block, AttachmentBlock):
             continue
         if isinstance(block, ToolResultBlock):
-            blocks.append(tool_result_block(block))
+            parts.append(tool_result(block))
         elif isinstance(block, ToolUseBlock):
-            blocks.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
+            parts.append(_text(f"[Tool call {block.name} recorded on the wrong side; skipped.]"))
         elif not labelled:
-            blocks.append(_text(f"{speaker_tag(entry.speaker or '')}\n{untrusted(block.text)}"))
+            parts.append(_text(f"{speaker_tag(entry.speaker or '')}\n{shown(block.text)}"))
             labelled = True
         elif block.text.strip():
-            blocks.append(_text(untrusted(block.text)))
+            parts.append(_text(shown(block.text)))
     if not labelled:
-        blocks.append(_text(speaker_tag(entry.speaker or "")))
-    return blocks
+        parts.append(_text(speaker_tag(entry.speaker or "")))
+    return parts
 
 
-def _text(text: str) -> ContentBlock:
-    return {"type": "text", "text": text if text.strip() else EMPTY_TEXT}
+def _text(text: str) -> Text:
+    return Text(text if text.strip() else EMPTY_TEXT)
 
 
-def tool_result_block(block: ToolResultBlock) -> ContentBlock:
-    """A tool result in the Messages API's request form (the tool loop sends the same)."""
-    rendered: ContentBlock = {
-        "type": "tool_result",
-        "tool_use_id": block.tool_use_id,
-        "content": block.aged or block.content,  # an aged result: its short reference
-    }
-    if block.is_error:
-        rendered["is_error"] = True
-    return rendered
+def tool_result(block: ToolResultBlock) -> ToolResult:
+    """A stored tool result as a request part (the tool loop sends the same); an aged result
+    as its short reference."""
+    return ToolResult(block.tool_use_id, block.aged or block.content, block.is_error)
 
 
-def _stray_result(block: ToolResultBlock) -> ContentBlock:
+def _stray_result(block: ToolResultBlock) -> Text:
     outcome = "failed" if block.is_error else "returned"
     return _text(f"[An earlier tool call {outcome}: {untrusted(block.aged or block.content)}]")
 
 
-def _repair_tool_pairs(messages: list[Message]) -> None:
-    """Turn every unpaired tool_use / tool_result into text; put results first in user turns."""
-    for index, message in enumerate(messages):
-        if message["role"] == "assistant":
-            following = messages[index + 1] if index + 1 < len(messages) else None
+def _repair_tool_pairs(turns: list[tuple[Role, list[Part]]]) -> None:
+    """Turn every unpaired tool call / result into text; put results first in user turns."""
+    for index, (role, parts) in enumerate(turns):
+        if role == "assistant":
+            following = turns[index + 1] if index + 1 < len(turns) else None
             answered = _result_ids(following)
-            message["content"] = [_pair_use(b, answered) for b in message["content"]]
+            parts[:] = [_pair_call(p, answered) for p in parts]
         else:
-            before = messages[index - 1] if index > 0 else None
-            called = _use_ids(before)
-            content = [_pair_result(b, called) for b in message["content"]]
-            results = [b for b in content if b["type"] == "tool_result"]
-            message["content"] = results + [b for b in content if b["type"] != "tool_result"]
+            before = turns[index - 1] if index > 0 else None
+            called = _call_ids(before)
+            content = [_pair_result(p, called) for p in parts]
+            results = [p for p in content if isinstance(p, ToolResult)]
+            parts[:] = results + [p for p in content if not isinstance(p, ToolResult)]
 
 
-def _result_ids(message: Message | None) -> set[str]:
-    if message is None:
+def _result_ids(turn: tuple[Role, list[Part]] | None) -> set[str]:
+    if turn is None:
         return set()
-    return {b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"}
+    return {p.call_id for p in turn[1] if isinstance(p, ToolResult)}
 
 
-def _use_ids(message: Message | None) -> set[str]:
-    if message is None or message["role"] != "assistant":
+def _call_ids(turn: tuple[Role, list[Part]] | None) -> set[str]:
+    if turn is None or turn[0] != "assistant":
         return set()
-    return {b["id"] for b in message["content"] if b["type"] == "tool_use"}
+    return {p.id for p in turn[1] if isinstance(p, ToolCall)}
 
 
-def _pair_use(block: ContentBlock, answered: set[str]) -> ContentBlock:
-    if block["type"] != "tool_use" or block["id"] in answered:
-        return block
-    return _text(f"[Called the tool {block['name']}; no result was recorded.]")
+def _pair_call(part: Part, answered: set[str]) -> Part:
+    if not isinstance(part, ToolCall) or part.id in answered:
+        return part
+    return _text(f"[Called the tool {part.name}; no result was recorded.]")
 
 
-def _pair_result(block: ContentBlock, called: set[str]) -> ContentBlock:
-    if block["type"] != "tool_result" or block["tool_use_id"] in called:
-        return block
-    return _stray_result(
-        ToolResultBlock(block["tool_use_id"], str(block["content"]), bool(block.get("is_error")))
-    )
+def _pair_result(part: Part, called: set[str]) -> Part:
+    if not isinstance(part, ToolResult) or part.call_id in called:
+        return part
+    return _stray_result(ToolResultBlock(part.call_id, part.content, part.is_error))

@@ -163,11 +163,13 @@ def preceding_fence(messages: Sequence[PrecedingMessage], zone: tzinfo) -> Prece
 # --- the person's message -----------------------------------------------------------------------
 
 
-def person_text(text: str, blocks: Sequence[AttachmentBlock]) -> str:
+def person_text(text: str, blocks: Sequence[AttachmentBlock], *, host: bool = False) -> str:
     """What the person sent, rendered for the request: their text made safe, then one marker per
-    attachment (the markers neutralize the names themselves)."""
+    attachment (the markers neutralize the names themselves). A `host` text is the host's own
+    note (a continuation's), placed as written: its fences are the host's, and what it quotes
+    was neutralized once when the note was made."""
     listed = markers(blocks)
-    said = untrusted(text)
+    said = scrub(text) if host else untrusted(text)
     if not listed:
         return said
     return f"{said}\n\n{listed}" if text.strip() else listed

@@ -47,4 +47,5 @@ class MemoryConsoleBook(ConsoleBook):
 
     async def audited(self, *, limit: int = 200) -> list[AuditEntry]:
         self._opened.check_open()
-        return sorted(self._opened.tables.console_audit, key=lambda e: e.at, reverse=True)[:limit]
+        newest = reversed(self._opened.tables.console_audit)  # the later of two at one time first
+        return sorted(newest, key=lambda e: e.at, reverse=True)[:limit]

@@ -103,6 +103,11 @@ class MemoryInbox(Inbox):
         row = self._opened.tables.items.get(item_id)
         return None if row is None else row.state
 
+    async def consumed_by(self, item_id: int) -> str | None:
+        """The turn that took the item in beside its own (for tests and inspection)."""
+        row = self._opened.tables.items.get(item_id)
+        return None if row is None else row.consumed_by
+
     async def prune(self) -> None:
         self._opened.write("events", "inbox", "outbox")
         self._prune()
@@ -180,12 +185,11 @@ class MemoryOutbox(Outbox):
         item = None
         if publication.item_id is not None and publication.state is not None:
             item = tables.items.get(publication.item_id)
-            if (
-                item is not None
-                and self._opened.shared
-                and item.owner not in ("", self._opened.owner)
-            ):
-                raise ClaimLost(f"inbox item {publication.item_id} is another replica's now")
+        consumed = [tables.items[i] for i in publication.consumed if i in tables.items]
+        for mine in [item, *consumed]:
+            theirs = mine is not None and mine.owner not in ("", self._opened.owner)
+            if mine is not None and self._opened.shared and theirs:
+                raise ClaimLost(f"inbox item {mine.item_id} is another replica's now")
         # Checked: from here on nothing refuses, so all of it is written.
         if written:
             self._history.write(key, fresh, publication.replace)
@@ -198,6 +202,9 @@ class MemoryOutbox(Outbox):
                 del tables.streams[stream]
         if item is not None and publication.state is not None:
             item.state, item.finished_at = publication.state, now
+        by = publication.record.turn_id if publication.record is not None else None
+        for taken in consumed:
+            taken.state, taken.finished_at, taken.consumed_by = InboxState.CONSUMED, now, by
         if publication.record is not None:
             self._records.write(publication.record)
         if publication.usage is not None and self._usage is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.ports.leadership import Leadership
 from bot.ports.stores import OpenStore
+from bot.testing.access import MemoryAccess
 from bot.testing.console import MemoryConsoleBook
 from bot.testing.cron import MemoryCronRuns
 from bot.testing.history import MemoryChatBuffer, MemoryHistory
@@ -72,6 +73,7 @@ class MemoryStore:
     outbox: MemoryOutbox
     usage: MemoryUsage
     approvals: MemoryApprovals
+    access: MemoryAccess
     attachments: MemoryAttachments
     console: MemoryConsoleBook
     leadership: MemoryLeadership | None
@@ -133,6 +135,7 @@ def open_memory_store(
         outbox=MemoryOutbox(opened, history, records, usage=usage, memory=memories),
         usage=usage,
         approvals=MemoryApprovals(opened),
+        access=MemoryAccess(opened),
         attachments=MemoryAttachments(opened, attachments or AttachmentSettings()),
         console=MemoryConsoleBook(opened),
         leadership=MemoryLeadership(opened) if shared else None,

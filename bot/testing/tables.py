@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from bot.errors import StoreClosedError, StoreFault
+from bot.ports.access import Admitted
 from bot.ports.approvals import Approval
 from bot.ports.console import AuditEntry, ConsoleSession
 from bot.ports.cron import ChatSchedule, CronRun, JobPause
@@ -25,6 +26,17 @@ from bot.ports.outbox import InboxState, OutboxPart
 from bot.ports.records import UsageEntry
 from bot.store.sql.history import Staged
 from bot.turns import TurnRequest
+
+
+@dataclass
+class CodeRow:
+    """A pairing code given out (`bot.store.sql.access`'s access_codes row)."""
+
+    person: str
+    label: str
+    asked_at: float
+    expires_at: float
+    used_at: float | None = None
 
 
 @dataclass
@@ -37,6 +49,7 @@ class ItemRow:
     state: InboxState = InboxState.PENDING
     finished_at: float | None = None
     owner: str = ""  # "" until a replica adopts its conversation
+    consumed_by: str | None = None  # the turn that took it in beside its own (SPEC §19)
 
     @property
     def conversation_key(self) -> str:
@@ -120,6 +133,8 @@ class Tables:
     attachments: dict[str, AttachmentRow] = field(default_factory=dict)
     attachment_refs: set[tuple[str, str]] = field(default_factory=set)  # (key, content id)
     approvals: dict[str, Approval] = field(default_factory=dict)
+    access_codes: dict[str, CodeRow] = field(default_factory=dict)  # pairing, by digest
+    access_people: dict[str, Admitted] = field(default_factory=dict)
     cron_runs: dict[str, tuple[int, CronRun]] = field(default_factory=dict)  # id -> (seq, run)
     cron_slots: dict[tuple[str, float], float] = field(default_factory=dict)
     cron_pauses: dict[str, JobPause] = field(default_factory=dict)

@@ -47,7 +47,7 @@ from bot.ports.approvals import (
 )
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
-from bot.prompt.fence import person_label
+from bot.prompt.fence import neutralize, person_label, scrub
 from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -396,11 +396,15 @@ class ApprovalDesk:
             log.error("approval_continuation_unknown", approval_id=continuation.key)
             return replies.APPROVAL_LOST
         at = datetime.fromtimestamp(approval.decided_at or self._clock(), UTC)
+        # The note is placed as written (the host's own text), so what the model wrote is
+        # neutralized here, once; the outcome is the tool's rendered result (fenced, neutralized
+        # once by the tool, as in a tool round) or a host sentence.
+        arguments = neutralize(scrub(approval.arguments))
         if approval.state != APPROVED:
             await self._book.finish(approval.id, "")
-            return replies.approval_refused(approval.tool, approval.arguments, approval.state, at)
+            return replies.approval_refused(approval.tool, arguments, approval.state, at)
         outcome = await self._outcome(approval)
-        return replies.approval_ran(approval.tool, approval.arguments, at, outcome)
+        return replies.approval_ran(approval.tool, arguments, at, outcome)
 
     async def _outcome(self, approval: Approval) -> str:
         """The approved call's outcome: kept by an earlier run of this continuation, or the

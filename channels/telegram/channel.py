@@ -29,6 +29,7 @@ from telegram.request import HTTPXRequest
 
 from bot.config import Secrets
 from bot.errors import ConfigError
+from bot.ports.access import Pairing
 from bot.ports.approvals import Card, PressDesk
 from bot.ports.history import ChatBuffer
 from bot.ports.intake import TurnSink
@@ -102,6 +103,7 @@ class TelegramChannel:
         leader: Leadership | None = None,
         tls: ssl.SSLContext | None = None,
         schedules: bool = False,
+        pairing: Pairing | None = None,
     ) -> None:
         """`tls`: the TLS client context for the Bot API (shared with the other HTTPS clients);
         None builds PTB's own (one per HTTP client). `schedules`: schedules from chat are on, so
@@ -135,13 +137,18 @@ class TelegramChannel:
         self._intake = UpdateIntake(
             self._app.bot,
             buffer,
-            Access(frozenset(settings.allowed_chat_ids), frozenset(settings.allowed_user_ids)),
+            Access(
+                frozenset(settings.allowed_chat_ids),
+                frozenset(settings.allowed_user_ids),
+                pairing=pairing is not None,
+            ),
             # Keys the pseudonymous surface ids of private chats; derived from the token (a
             # secret that is stable across restarts), so the same DM keeps its id and memory
             # scope.
             dm_key=hashlib.sha256(b"telegram-dm-surface\0" + token.encode()).digest(),
             group_buffer=settings.group_buffer,
             departures=departures,
+            pairing=pairing,
         )
         self._poller = Poller(
             self._app.bot, self._intake.take, timeout=settings.poll_timeout, leader=leader

@@ -20,8 +20,11 @@ from typing import Any
 
 import structlog
 from telegram import Bot
+from telegram.error import TelegramError
 
+from bot import replies
 from bot.errors import IntakeUnavailable
+from bot.ports.access import Pairing
 from bot.ports.approvals import PressDesk
 from bot.ports.history import ChatBuffer, Chatter
 from bot.ports.intake import Admission, TurnSink
@@ -35,7 +38,9 @@ from channels.telegram.mapping import (
     Keep,
     Left,
     StartTurn,
+    Unknown,
     decide,
+    person_id,
 )
 
 log = structlog.get_logger(__name__)
@@ -53,15 +58,18 @@ class UpdateIntake:
         dm_key: bytes,
         group_buffer: int,
         departures: Departures | None,
+        pairing: Pairing | None = None,
     ) -> None:
         """`dm_key` keys the pseudonymous surface ids of private chats; `group_buffer` is how
-        many kept messages a chat's buffer holds."""
+        many kept messages a chat's buffer holds; `pairing`: the admitted people and their codes
+        when `[access] unknown = "pair"` (None: the allowlists alone)."""
         self._bot = bot
         self._buffer = buffer
         self._access = access
         self._dm_key = dm_key
         self._group_buffer = group_buffer
         self._departures = departures
+        self._pairing = pairing
         self._sink: TurnSink | None = None
         self._me: BotIdentity | None = None
         self._desk: PressDesk | None = None  # where presses on approval cards go
@@ -98,13 +106,17 @@ class UpdateIntake:
         decision = decide(
             payload,
             self._me,
-            self._access,
+            await self._access_for(payload),
             turn_id=uuid.uuid4().hex,
             received_at=datetime.now(UTC),
             dm_key=self._dm_key,
         )
         if isinstance(decision, StartTurn):
             return await self._start_turn(decision, update_id)
+        if isinstance(decision, Unknown):
+            if await self._sink.note(source=PLATFORM, marks=[update_id]):
+                await self._offer_code(decision)
+            return True
         # A kept message is buffered in the transaction that records its update as seen: a
         # crash cannot lose it nor, after the redelivery, buffer it twice.
         chatter = None
@@ -123,6 +135,30 @@ class UpdateIntake:
                 "telegram_message_kept", conversation_key=decision.key, reason=decision.reason
             )
         return True
+
+    async def _access_for(self, payload: dict[str, Any]) -> Access:
+        """The allowlists for this update: with pairing, its sender is known too when an
+        operator admitted them (read each time: an approval elsewhere counts at once)."""
+        sender = (payload.get("message") or {}).get("from")
+        access = self._access
+        if self._pairing is None or not isinstance(sender, dict) or "id" not in sender:
+            return access
+        if access.knows(sender) or not await self._pairing.admitted(person_id(sender["id"])):
+            return access
+        return replace(access, user_ids=access.user_ids | {int(sender["id"])})
+
+    async def _offer_code(self, unknown: Unknown) -> None:
+        """Send an unknown person a one-time code in private (at most a few an hour: beyond,
+        nothing). The code is in that message only: never logged."""
+        assert self._pairing is not None
+        code = await self._pairing.ask(unknown.person, unknown.label)
+        log.info("telegram_pairing_offered", offered=code is not None)
+        if code is None:
+            return
+        try:
+            await self._bot.send_message(unknown.chat_id, replies.pairing_code(code))
+        except TelegramError as exc:
+            log.warning("telegram_pairing_not_sent", error=type(exc).__name__)
 
     async def _start_turn(self, decision: StartTurn, update_id: str) -> bool:
         assert self._sink is not None

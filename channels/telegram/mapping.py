@@ -58,10 +58,18 @@ class BotIdentity:
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Optional allowlists; an empty one allows everybody."""
+    """Optional allowlists; an empty one allows everybody, unless `pairing` (`[access] unknown =
+    "pair"`): then only the listed users and those admitted by code (the channel adds them to
+    `user_ids` for the update at hand) are known, and an unknown one in private is `Unknown`."""
 
     chat_ids: frozenset[int] = frozenset()
     user_ids: frozenset[int] = frozenset()
+    pairing: bool = False
+
+    def knows(self, sender: object) -> bool:
+        if not self.user_ids and not self.pairing:
+            return True
+        return isinstance(sender, Mapping) and int(sender["id"]) in self.user_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,16 @@ class Ignore:
 
 
 @dataclass(frozen=True, slots=True)
+class Unknown:
+    """Someone on no allowlist wrote in private while pairing is on: they may get a code.
+    `label` is the name they write under (untrusted: for the operator's listing)."""
+
+    person: str
+    chat_id: int
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
 class Left:
     """A member left (or was removed from) a group: `person` no longer takes part in it."""
 
@@ -94,7 +112,7 @@ class Left:
     at: datetime
 
 
-Decision = StartTurn | Keep | Ignore | Left
+Decision = StartTurn | Keep | Ignore | Left | Unknown
 
 
 def conversation_key(chat_id: int, topic_id: int | None = None) -> str:
@@ -145,10 +163,10 @@ def decide(
         return Ignore("no text or file (a service message)")
     topic = _topic(message)
     key = conversation_key(chat_id, topic)
-    allowed = not access.user_ids or (
-        isinstance(sender, Mapping) and int(sender["id"]) in access.user_ids
-    )
+    allowed = access.knows(sender)
     if kind is SurfaceKind.DM:
+        if not allowed and access.pairing and isinstance(sender, Mapping):
+            return Unknown(person_id(sender["id"]), chat_id, _sender_label(sender))
         if not allowed:
             return Ignore("user not in telegram.allowed_user_ids")
         surface_id = dm_surface_id(chat_id, dm_key)
@@ -362,3 +380,9 @@ def person_id(user_id: object) -> str:
     """Who a person is across conversations (memory attribution, rates): the Telegram user id.
     `bot preview` builds it with this function too."""
     return f"{PLATFORM}:{user_id}"
+
+
+def _sender_label(sender: Mapping[str, Any]) -> str:
+    name = " ".join(str(sender.get(k) or "") for k in ("first_name", "last_name")).strip()
+    handle = sender.get("username")
+    return f"{name} (@{handle})" if handle else name or "someone"

@@ -131,25 +131,18 @@ async def world(bot_command: list[str], folder: Path) -> AsyncIterator[World]:
         )
         log = await asyncio.to_thread(open, folder / "bot.log", "ab")
         try:
-            async with Bots(bot_command, env, output=log) as bots:
+            async with Bots(bot_command, env, output=log) as bots, async_playwright() as pw:
                 await bots.start("--config", str(config), "run")
-                await _healthy(f"http://127.0.0.1:{port}/healthz")
-                async with async_playwright() as playwright:
-                    browser = await playwright.chromium.launch(
-                        executable_path=str(CHROMIUM), args=LAUNCH_ARGS
-                    )
-                    try:
-                        yield World(
-                            claude,
-                            slack,
-                            calls,
-                            config,
-                            env,
-                            f"http://127.0.0.1:{port}/console",
-                            browser,
-                        )
-                    finally:
-                        await browser.close()
+                # The browser starts while the host does.
+                browser, _ = await asyncio.gather(
+                    pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS),
+                    _healthy(f"http://127.0.0.1:{port}/healthz"),
+                )
+                base = f"http://127.0.0.1:{port}/console"
+                try:
+                    yield World(claude, slack, calls, config, env, base, browser)
+                finally:
+                    await browser.close()
         finally:
             log.close()
 

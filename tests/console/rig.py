@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,12 +14,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from argon2 import PasswordHasher
 
 from bot.console.app import build_console, mount
 from bot.console.parts import ConsoleParts
-from bot.console.passwords import hash_password
 from bot.console.settings import ConsoleSettings, Operator
 from bot.policy.budget import BudgetSettings
+from bot.testing.cron import MemoryCronRuns
 from bot.testing.store import MemoryStore, open_memory_store
 
 PASSWORD = "correct horse battery staple"
@@ -29,7 +30,9 @@ SECRET = "sk-ant-api03-SECRET-VALUE-0123456789"
 
 @functools.cache
 def password_hash() -> str:
-    return hash_password(PASSWORD)
+    """An argon2id hash at the lowest cost (checking one reads its cost from the hash), so a
+    sign-in in a test takes milliseconds; `bot console passwd` uses the library's defaults."""
+    return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1).hash(PASSWORD)
 
 
 def settings(**changes: Any) -> ConsoleSettings:
@@ -105,12 +108,19 @@ class Rig:
     clock: Clock
     client: Client
     app: web.Application
+    runs: Callable[[], Awaitable[MemoryCronRuns]]
 
 
 @asynccontextmanager
-async def console_rig(**part_changes: Any) -> AsyncIterator[Rig]:
+async def console_rig(*, cron: bool = False, **part_changes: Any) -> AsyncIterator[Rig]:
+    """The console over a new in-memory store; `cron`: with its cron records (pause, resume)."""
     clock = Clock()
     store = open_memory_store(clock=clock)
+    records = MemoryCronRuns(store.opened)
+
+    async def runs() -> MemoryCronRuns:
+        return records
+
     parts = ConsoleParts(
         settings=settings(),
         store=store,
@@ -118,6 +128,7 @@ async def console_rig(**part_changes: Any) -> AsyncIterator[Rig]:
         timezone="UTC",
         secrets={"CONSOLE_TOKEN": TOKEN, "ANTHROPIC_API_KEY": SECRET},
         clock=clock,
+        runs=runs if cron else None,
     )
     parts = replace(parts, **part_changes)
     host = web.Application()
@@ -129,7 +140,7 @@ async def console_rig(**part_changes: Any) -> AsyncIterator[Rig]:
         async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
             base = f"http://127.0.0.1:{server.port}"
             client = Client(session, base, parts.settings.path_prefix + "/console")
-            yield Rig(store, parts, clock, client, console)
+            yield Rig(store, parts, clock, client, console, runs)
     finally:
         await server.close()
         await store.aclose()

@@ -1,17 +1,22 @@
 """The console in a real browser (SPEC §18): headless Chromium driven by Playwright against a real
 `bot run` with the fakes. Sign-in refused then accepted; a conversation shows its Slack thread
-with its speakers; a change posted without its CSRF token is refused; screenshots of the pages
-are kept in test-artifacts/console/."""
+with its speakers; an approval decided in the console runs the tool once and updates the Slack
+card; the usage chart's totals equal `bot usage`; a change posted without its CSRF token is
+refused; screenshots of the pages are kept in test-artifacts/console/."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tests.console.browser import (
     ALICE,
+    BOB,
     GENERAL,
     HOSTILE_NAME,
     World,
@@ -20,6 +25,7 @@ from tests.console.browser import (
     signed_in,
     world,
 )
+from tests.fakes.anthropic import Reply, ToolCall
 from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -102,4 +108,101 @@ async def test_every_page_is_drawn_and_kept_as_a_screenshot(bot_world: World) ->
     await page.set_viewport_size({"width": 390, "height": 800})
     await page.goto(bot_world.base + "/")
     await shoot(page, "overview-phone")
+    await page.context.close()
+
+
+async def test_an_approval_decided_in_the_console_runs_the_tool_once_and_updates_the_card(
+    bot_world: World,
+) -> None:
+    slack, claude, calls = bot_world.slack, bot_world.claude, bot_world.calls
+    claude.script(
+        Reply(tool_calls=[ToolCall("notes__delete", {"text": "the <b>milk</b> note"})]),
+        "It waits for an approval.",
+        "Deleted the milk note.",
+    )
+    await slack.push(slack.mention(GENERAL, ALICE, "delete the milk note"))
+    await until(lambda: any(post["blocks"] for post in slack.posts), within=30)
+    [card] = [post for post in slack.posts if post["blocks"]]
+    page = await signed_in(bot_world)
+    await page.goto(bot_world.base + "/approvals")
+    assert "the <b>milk</b> note" in await page.inner_text("#pending-title + article pre")
+    await shoot(page, "approvals-waiting")
+    await page.click("button:text('Approve')")
+    await page.wait_for_selector("#approval-notice")
+    await until(lambda: any(p["text"] == "Deleted the milk note." for p in slack.posts), within=30)
+    assert calls.tools() == ["delete"]
+    closed = next(post for post in slack.posts if post["ts"] == card["ts"])
+    assert f"approved by slack:{BOB}" in closed["text"]
+    assert not closed["blocks"] or all(b["type"] != "actions" for b in closed["blocks"])
+    await page.goto(bot_world.base + "/approvals")
+    assert "Nothing waits for a decision." in await page.content()
+    await shoot(page, "approvals-decided")
+    await page.goto(bot_world.base + "/audit")
+    assert "approve" in await page.inner_text("table")
+    await page.context.close()
+
+
+async def _bot_usage(bot_command: list[str], world: World) -> list[dict[str, Any]]:
+    process = await asyncio.create_subprocess_exec(
+        *bot_command,
+        "--config",
+        str(world.config),
+        "usage",
+        "--json",
+        env=world.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    lines: list[dict[str, Any]] = json.loads(out)
+    return lines
+
+
+async def test_the_usage_charts_totals_equal_bot_usage(
+    bot_world: World, bot_command: list[str]
+) -> None:
+    slack, claude = bot_world.slack, bot_world.claude
+    claude.script("Counted.")
+    await slack.push(slack.mention(GENERAL, ALICE, "count this turn"))
+    await until(lambda: any(post["text"] == "Counted." for post in slack.posts), within=30)
+    async with asyncio.timeout(30):
+        while not (lines := await _bot_usage(bot_command, bot_world))[-1]["turns"]:
+            await asyncio.sleep(0.1)
+    total = lines[-1]
+    page = await signed_in(bot_world)
+    await page.goto(bot_world.base + "/usage")
+    spend = await page.get_attribute("svg.chart >> nth=0", "data-total")
+    tokens = await page.get_attribute("svg.chart >> nth=1", "data-total")
+    assert round(float(spend or 0), 6) == total["cost_usd"]
+    assert float(tokens or 0) == sum(
+        total[k]
+        for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+    )
+    assert await page.inner_text("#usage-total-usd") == f"${total['cost_usd']:.4f}"
+    await shoot(page, "usage")
+    await page.context.close()
+
+
+async def test_the_overview_and_a_conversation_update_without_a_reload(bot_world: World) -> None:
+    slack, claude = bot_world.slack, bot_world.claude
+    claude.script("First answer.", "Second answer.")
+    mention = slack.mention(GENERAL, ALICE, "start a live thread")
+    await slack.push(mention)
+    await until(lambda: any(post["text"] == "First answer." for post in slack.posts), within=30)
+    page = await signed_in(bot_world)
+    overview = await page.context.new_page()
+    await overview.goto(bot_world.base + "/")
+    before = await overview.inner_text("#turns-hour")
+    await page.goto(bot_world.base + "/conversations")
+    thread = mention["event"]["ts"]
+    await page.click(f"a:text-matches('{thread.replace('.', '[.]')}$')")
+    await page.wait_for_selector("text=First answer.")
+    await slack.push(slack.mention(GENERAL, ALICE, "and once more", thread_ts=thread))
+    # Neither page is reloaded: their live part is refreshed from the store.
+    await page.wait_for_selector("text=Second answer.", timeout=30_000)
+    await overview.wait_for_function(
+        f"document.querySelector('#turns-hour').textContent.trim() !== '{before}'",
+        timeout=30_000,
+    )
     await page.context.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bot import replies
+from bot.model.wire import encode
 from bot.ports.intake import Admission
 from bot.ports.outbox import InboxState
 from bot.prompt import TokenCounter
@@ -94,7 +95,8 @@ async def test_a_continuation_waits_for_the_turn_running_in_its_conversation(
     assert [p.turn_id for p in r.model.plans] == ["turn-1", "turn-2", "turn-1.c"]
     continued = r.model.plans[2]
     assert len(continued.history) == 4  # turns 1 and 2, published before it ran
-    user = continued.builder.build(continued.prompt, continued.history).body["messages"][-1]
+    built = continued.builder.build(continued.prompt, continued.history)
+    user = encode(built.request)["messages"][-1]
     assert "[Host note] appr-1 was decided" in str(user["content"])
     await r.host.close(grace=0)
 

@@ -255,7 +255,7 @@ async def test_compact_with_instructions_hands_them_to_the_summary(
     result, history, _ = await _after_three_facts(make_config, "/compact focus on the open tickets")
     assert result.outcome == "ok"
     assert history[0].summary
-    summary_request = fake.requests[-1]["messages"][0]["content"]
+    summary_request = fake.requests[-1]["messages"][0]["content"][0]["text"]
     assert "<focus>\nfocus on the open tickets\n</focus>" in summary_request
 
 

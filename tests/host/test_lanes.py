@@ -96,3 +96,21 @@ def test_person_rate_forgets_quiet_people_past_its_bound() -> None:
     now[0] = 120.0
     rate.allow("late")
     assert len(rate._stamps) == 1
+
+
+async def test_take_removes_the_wanted_items_at_the_head_and_keeps_the_rest_in_order() -> None:
+    log: list[str] = []
+    gate = asyncio.Event()
+    lanes = _lanes(log, gate)
+    running = lanes.put("a", "x")
+    await _until(lambda: lanes.running("a"))
+    futures = {item: lanes.put("a", item) for item in ("y1", "y2", "z", "y3")}
+    taken = lanes.take("a", lambda item: item.startswith("y"))
+    assert [item for item, _ in taken] == ["y1", "y2"]  # up to the first one not wanted
+    assert [future for _, future in taken] == [futures["y1"], futures["y2"]]
+    assert lanes.waiting("a") == 2
+    assert lanes.take("b", lambda item: True) == []
+    gate.set()
+    assert await asyncio.gather(running, futures["z"], futures["y3"]) == ["X", "Z", "Y3"]
+    assert not futures["y1"].done()  # the taker resolves what it took
+    assert not lanes.running("a")

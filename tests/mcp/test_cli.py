@@ -44,7 +44,7 @@ def test_doctor_lists_a_good_servers_tools_and_names_each_failure_without_secret
     [good] = [line for line in lines if "mcp server notes" in line]
     assert good.startswith("ok")
     assert (
-        "stdio: 13 tool(s): add, auth, big, boom, crash, data, delete, grow, image, refuse, search"
+        "stdio: 14 tool(s): add, auth, big, boom, crash, data, delete, grow, image, refuse, search"
         in good
     )
     [leaky] = [line for line in lines if "mcp server leaky" in line]

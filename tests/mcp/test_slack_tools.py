@@ -67,7 +67,7 @@ async def test_an_allowed_channel_runs_the_call_with_its_arguments_and_fences_th
     # What the server echoes back cannot close the fence (it is escaped like preceding messages).
     assert found["content"].count("</tool_result>") == 1
     assert "&lt;/tool_result>" in found["content"]
-    assert "&lt;b>milk&lt;/b>" in found["content"]  # every '<' of untrusted text, readable
+    assert "buy <b>milk</b> &lt;/tool_result>" in found["content"]  # only the fence tag escaped
     assert [post["text"] for post in slack.posts] == ["Noted."]
     # Long-term memory keeps what the person said and the answer, never a tool's output.
     assert remembered

@@ -3,10 +3,12 @@
 Tools: `add`, `search` and `delete` (notes kept in memory; `delete` is destructive, so it waits
 for an approval), `secret` (whether NOTES_TOKEN arrived), `auth`
 (whether an HTTP request's Authorization header is NOTES_EXPECT), `big` (a result of N bytes),
-`sleep` (hangs for N seconds), `crash` (the process exits at once), `boom` (raises: an error
-result), `refuse` (a JSON-RPC error instead of a result), `image` (a tiny PNG), `data`
-(structured content), `grow` (adds a tool and says the list changed). Each call is appended to
-the file in NOTES_CALLS, when set, so a test sees exactly what reached the server.
+`sleep` (hangs for N seconds), `wait` (holds the call open until a line is written to the named
+pipe it is given: a test releases it when it is ready, no clock involved), `crash` (the process
+exits at once), `boom` (raises: an error result), `refuse` (a JSON-RPC error instead of a
+result), `image` (a tiny PNG), `data` (structured content), `grow` (adds a tool and says the
+list changed). Each call is appended to the file in NOTES_CALLS, when set, so a test sees
+exactly what reached the server.
 """
 
 from __future__ import annotations
@@ -96,6 +98,18 @@ async def sleep(seconds: float) -> str:
     _record("sleep", {"seconds": seconds})
     await asyncio.sleep(seconds)
     return "slept"
+
+
+def _read_line(path: str) -> str:
+    with open(path, encoding="utf-8") as pipe:  # a FIFO: blocks until a writer opens it
+        return pipe.readline().strip()
+
+
+@server.tool()
+async def wait(path: str) -> str:
+    """Hold the call open until a line arrives on the named pipe at `path`, then answer it."""
+    _record("wait", {"path": path})
+    return f"released: {await asyncio.to_thread(_read_line, path)}"
 
 
 @server.tool()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,18 @@ import pytest
 from bot.cli.compose import client_tls
 from bot.config import ModelSettings
 from bot.model import AnthropicRuntime
+from bot.model.wire import encode
 from bot.ports.model import AssembledRequest, TurnPlan, TurnPrompt
+from bot.ports.request import (
+    Message,
+    ModelRequest,
+    Part,
+    Section,
+    Text,
+    ToolCall,
+    ToolDef,
+    ToolResult,
+)
 from bot.ports.tools import Tool, ToolSpec
 from bot.turns import (
     ConversationKind,
@@ -55,26 +67,17 @@ class FakeTime:
         self.now += seconds
 
 
-def entry_message(entry: HistoryEntry) -> dict[str, Any]:
-    blocks: list[dict[str, Any]] = []
+def entry_message(entry: HistoryEntry) -> Message:
+    parts: list[Part] = []
     for block in entry.blocks:
         if isinstance(block, TextBlock):
             label = f"{entry.speaker}: " if entry.speaker else ""
-            blocks.append({"type": "text", "text": label + block.text})
+            parts.append(Text(label + block.text))
         elif isinstance(block, ToolUseBlock):
-            blocks.append(
-                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-            )
+            parts.append(ToolCall(block.id, block.name, block.input))
         elif isinstance(block, ToolResultBlock):
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": block.tool_use_id,
-                "content": block.content,
-            }
-            if block.is_error:
-                result["is_error"] = True
-            blocks.append(result)
-    return {"role": entry.role, "content": blocks}
+            parts.append(ToolResult(block.tool_use_id, block.content, block.is_error))
+    return Message(entry.role, tuple(parts))
 
 
 def make_assemble(
@@ -83,27 +86,18 @@ def make_assemble(
     def assemble(history: Sequence[HistoryEntry]) -> AssembledRequest:
         messages = [entry_message(entry) for entry in history]
         if messages:
-            last = messages[-1]["content"]
-            last[-1] = {**last[-1], "cache_control": {"type": "ephemeral"}}
-        messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-        body: dict[str, Any] = {
-            "model": MODEL,
-            "max_tokens": max_tokens,
-            "system": [
-                {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}},
-            ],
-            "messages": messages,
-        }
-        if tools:
-            body["tools"] = [
-                {
-                    "name": t.spec.name,
-                    "description": t.spec.description,
-                    "input_schema": dict(t.spec.input_schema),
-                }
-                for t in tools
-            ]
-        return AssembledRequest(body, count_request(body), len(history))
+            messages[-1] = replace(messages[-1], cache="5m")
+        messages.append(Message("user", (Text(text),)))
+        request = ModelRequest(
+            model=MODEL,
+            max_tokens=max_tokens,
+            sections=(Section(SYSTEM, cache="5m"),),
+            messages=tuple(messages),
+            tools=tuple(
+                ToolDef(t.spec.name, t.spec.description, dict(t.spec.input_schema)) for t in tools
+            ),
+        )
+        return AssembledRequest(request, count_request(encode(request)), len(history))
 
     return assemble
 

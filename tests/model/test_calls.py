@@ -11,6 +11,7 @@ import pytest
 from bot.config import ModelSettings
 from bot.errors import ModelAuthError, ModelError, TurnFailed
 from bot.model import AnthropicRuntime
+from bot.model.wire import encode
 from bot.ports.model import AssembledRequest
 from bot.ports.records import Usage
 from bot.prompt.tokens import TokenCounter
@@ -55,7 +56,7 @@ async def test_sends_the_key_and_the_assembled_body_as_is(
 ) -> None:
     p = plan("hello")
     await runtime.run(p)
-    expected = dict(p.builder.build(p.prompt, ()).body)
+    expected = encode(p.builder.build(p.prompt, ()).request)
     sent = {k: v for k, v in fake.requests[0].items() if k != "stream"}
     assert sent == expected
 

@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from bot.errors import TurnFailed
 from bot.model import AnthropicRuntime
-from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_body, transcript
+from bot.model.compaction import SUMMARY_SYSTEM, split_point, summary_request, transcript
+from bot.ports.request import Text
 from bot.prompt.fence import fence_forms
 from bot.prompt.history import render
 from bot.turns import AttachmentBlock, HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
@@ -26,7 +27,7 @@ SUMMARY = "Alice asked for the deploy at /srv/app (ticket OPS-42); still open."
 
 
 def is_summary(body: dict[str, Any]) -> bool:
-    return body.get("system") == SUMMARY_SYSTEM
+    return body.get("system") == [{"type": "text", "text": SUMMARY_SYSTEM}]
 
 
 def summarizing(body: dict[str, Any]) -> str | None:
@@ -86,7 +87,7 @@ async def test_summary_request_carries_the_older_history(
     outcome = await runtime.run(plan("next", history))
     await runtime.aclose()
     summary_body = next(body for body in fake.requests if is_summary(body))
-    sent = summary_body["messages"][0]["content"]
+    sent = summary_body["messages"][0]["content"][0]["text"]
     assert "question 0" in sent
     assert "User (Alice (@alice)): question 0" in sent
     assert "question 4" not in sent  # the kept tail is not summarized
@@ -252,8 +253,10 @@ def _entries(draw: st.DrawFn) -> list[HistoryEntry]:
 def test_no_message_can_forge_a_transcript_entry_or_close_the_fence(
     entries: list[HistoryEntry],
 ) -> None:
-    body = summary_body("m", 1000, entries, 200_000)
-    request = body["messages"][0]["content"]
+    [message] = summary_request("m", 1000, entries, 200_000).messages
+    [part] = message.parts
+    assert isinstance(part, Text)
+    request = part.text
     assert [form.replace(" ", "") for form in fence_forms(request)] == [
         "<transcript",
         "</transcript",
@@ -281,8 +284,8 @@ async def test_the_summary_uses_the_turns_own_model(
 
     def assemble(history: Any) -> AssembledRequest:
         built = inner(history)
-        body = {**built.body, "model": "claude-opus-4-1"}
-        return AssembledRequest(body, built.estimated_tokens, built.history_used)
+        request = replace(built.request, model="claude-opus-4-1")
+        return AssembledRequest(request, built.estimated_tokens, built.history_used)
 
     await runtime.run(
         TurnPlan("t", "console:x", tuple(conversation(12, 40)), PROMPT, Builder(assemble))
@@ -331,7 +334,7 @@ async def test_compact_with_instructions_passes_them_to_the_summary(
         plan("/compact", conversation(4), compact_only=True, compact_focus="the open tickets")
     )
     [body] = fake.requests
-    sent = body["messages"][0]["content"]
+    sent = body["messages"][0]["content"][0]["text"]
     assert "<focus>\nthe open tickets\n</focus>" in sent
     assert sent.index("</transcript>") < sent.index("<focus>")
 
@@ -347,6 +350,8 @@ async def test_a_summary_names_the_files_of_the_part_it_replaces(
     assert outcome.history is not None
     summary = outcome.history[0]
     assert summary.blocks[1:] == (shared,)
-    assert "plan.pdf" in fake.requests[0]["messages"][0]["content"]  # in the transcript too
-    rendered = render([summary])[0]["content"][0]["text"]
+    assert "plan.pdf" in fake.requests[0]["messages"][0]["content"][0]["text"]  # transcript too
+    first = render([summary])[0].parts[0]
+    assert isinstance(first, Text)
+    rendered = first.text
     assert "[attachment 1: plan.pdf" in rendered

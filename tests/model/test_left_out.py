@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,18 +15,15 @@ import pytest
 from bot.errors import TurnFailed
 from bot.model import AnthropicRuntime
 from bot.ports.model import AssembledRequest, LeftOut, TurnPlan
+from bot.ports.request import Image, Message
 from bot.turns import HistoryEntry
 from tests.attachments import files
 from tests.fakes.anthropic import FakeAnthropic
 from tests.model.conftest import PROMPT, Builder, make_assemble
 
 
-def _image(data: bytes) -> dict[str, Any]:
-    encoded = base64.b64encode(data).decode("ascii")
-    return {
-        "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": encoded},
-    }
+def _image(data: bytes) -> Image:
+    return Image("image/png", base64.b64encode(data).decode("ascii"))
 
 
 def _plan(*images: bytes) -> TurnPlan:
@@ -33,10 +31,10 @@ def _plan(*images: bytes) -> TurnPlan:
 
     def assemble(history: Sequence[HistoryEntry]) -> AssembledRequest:
         built = base(history)
-        body = dict(built.body)
-        last = body["messages"][-1]
-        body["messages"][-1] = {**last, "content": [*last["content"], *map(_image, images)]}
-        return AssembledRequest(body, built.estimated_tokens, built.history_used)
+        *before, last = built.request.messages
+        with_images = Message(last.role, (*last.parts, *map(_image, images)))
+        request = replace(built.request, messages=(*before, with_images))
+        return AssembledRequest(request, built.estimated_tokens, built.history_used)
 
     return TurnPlan("turn-1", "console:test", (), PROMPT, Builder(assemble))
 

@@ -14,6 +14,7 @@ from bot.errors import ToolError
 from bot.model import AnthropicRuntime
 from bot.model.tooloutput import TOOL_OUTPUT_MAX_BYTES, bound_tool_output
 from bot.model.wire import count_breakpoints
+from bot.ports.request import Section
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall
 from tests.model.conftest import Builder, RecordingTool, make_assemble, plan
@@ -114,13 +115,10 @@ async def test_rounds_give_way_when_the_assembler_used_every_breakpoint(
     base = make_assemble("now", [tool])
 
     def four_breakpoints(history: Any) -> Any:
-        request = base(history)
-        body = dict(request.body)
-        marked = {"type": "ephemeral"}
-        body["system"] = [
-            {"type": "text", "text": f"part {i}", "cache_control": marked} for i in range(3)
-        ]
-        return type(request)(body, request.estimated_tokens, request.history_used)
+        built = base(history)
+        sections = tuple(Section(f"part {i}", cache="5m") for i in range(3))
+        request = replace(built.request, sections=sections)
+        return type(built)(request, built.estimated_tokens, built.history_used)
 
     history = [
         HistoryEntry("user", (TextBlock("q"),)),

@@ -101,6 +101,7 @@ def test_rules_load_with_instruction_files_relative_to_the_config(agent_dir: Pat
     [
         ("[[surfaces]]\nplatform = 'Slack!'\n", "surfaces[0].platform"),
         ("[[surfaces]]\nplatform = 'slack'\nkind = 'room'\n", "surfaces[0].kind"),
+        ("[[surfaces]]\nplatform = 'slack'\nbusy = 'later'\n", "surfaces[0].busy"),
         ("[[surfaces]]\nplatform = 'slack'\nmodle = 'x'\n", "surfaces[0].modle: unknown key"),
         (
             "[[surfaces]]\nplatform = 'slack'\ninstructions = 'a'\ninstructions_path = 'b'\n",

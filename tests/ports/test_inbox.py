@@ -273,6 +273,32 @@ async def test_a_failed_publication_writes_nothing(store: OpenStore) -> None:
     assert await store.outbox.undelivered() == []
 
 
+async def test_a_publication_ends_the_items_its_turn_took_in_as_consumed_by_it(
+    store: OpenStore,
+) -> None:
+    items = [
+        await store.inbox.accept(request(n), source="slack", marks=[f"Ev{n}"]) for n in (1, 2, 3)
+    ]
+    first, second, third = (item.item_id for item in items if item is not None)
+    took_in = Publication(
+        conversation_key="slack:T1:C1:1.0",
+        entries=[user("question 1"), user("question 2"), assistant("answer 1 and 2")],
+        parts=[part(1, 0), part(1, 0)],  # refused first: nothing of it is written
+        item_id=first,
+        state=InboxState.ANSWERED,
+        record=record(1),
+        consumed=(second,),
+    )
+    with pytest.raises(DuplicateKey):
+        await store.outbox.publish(took_in)
+    assert [p.item_id for p in await store.inbox.pending()] == [first, second, third]
+    await store.outbox.publish(replace(took_in, parts=[part(1, 0)]))
+    assert [p.item_id for p in await store.inbox.pending()] == [third]
+    assert await store.inbox.state(second) == InboxState.CONSUMED
+    assert await store.inbox.consumed_by(second) == "turn1"
+    assert await store.inbox.consumed_by(first) is None
+
+
 async def test_parts_are_delivered_or_abandoned_once(store: OpenStore) -> None:
     await store.outbox.publish(
         Publication("k", parts=[part(1, 0, "k"), part(1, 1, "k"), part(2, 0, "k")])

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from bot.model.wire import encode
 from bot.ports.memory import MemoryHit
+from bot.ports.model import AssembledRequest
 from bot.ports.tools import ToolSpec
 from bot.prompt import AgentTexts, Assembler, ModelLimits, Skill, Template, Templates, TokenCounter
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE
@@ -21,6 +24,12 @@ from bot.turns import (
     ToolUseBlock,
     TurnRequest,
 )
+
+
+def wire_body(assembled: AssembledRequest) -> dict[str, Any]:
+    """The request as the Anthropic wire sends it (what these tests were written against)."""
+    return encode(assembled.request)
+
 
 CLOCK = datetime(2026, 3, 17, 9, 30, 15, tzinfo=UTC)  # a Tuesday
 

@@ -108,3 +108,153 @@ def lookalike_tag(draw: st.DrawFn) -> str:
         if rnd.random() < 0.25:
             out.append(rnd.choice(ignorables))
     return "".join(out) + rnd.choice([">", " a=1>", " ", "\n", "/>"])
+
+
+# --- what reads as a fence tag, judged here (not by the code under test's folding) ---------------
+
+# Letters of other scripts that read as Latin ones; some (т, м, κ, ᴛ) fold by Unicode's
+# confusables table to something other than the Latin letter.
+CROSS_SCRIPT = {
+    "a": "аαᴀ",  # Cyrillic, Greek, small capital
+    "c": "сϲᴄ",
+    "e": "еεᴇ",
+    "i": "іιɪ",
+    "k": "кκᴋ",
+    "l": "ӏ",
+    "m": "мʍᴍ",
+    "n": "пηո",  # Armenian ո
+    "o": "оοօᴏ",  # Armenian օ
+    "p": "рρᴘ",
+    "r": "гᴦʀ",
+    "s": "ѕꜱ",
+    "t": "тτᴛ",
+    "u": "υսᴜ",  # Armenian ս
+    "x": "хχ",
+    "y": "уγʏ",
+}
+# The openers confusables.txt leaves out (issue 37) and a few more a reader takes for `<`.
+EXTRA_OPENERS = "\u02f1\u227a\u22b2\u25c1\u25c0\u2329\u3008\u276e\u29fc\u300a\u00ab"
+_COMBINING = "\u0301\u0308\u0332\u0338\u20d2"
+_INVISIBLE = r"[\p{Default_Ignorable_Code_Point}\p{Mn}\p{Me}\p{Cf}\u2800]"
+
+
+@functools.cache
+def _openers() -> str:
+    return "".join(sorted({*_variants()["<"], *EXTRA_OPENERS}))
+
+
+def _letter_class(ch: str) -> str:
+    chars = {
+        *_variants().get(ch, [ch]),
+        *_variants().get(ch.upper(), []),
+        *CROSS_SCRIPT.get(ch, ""),
+    }
+    return "[" + "".join(regex.escape(c) for c in sorted(chars)) + "]"
+
+
+@functools.cache
+def _reading() -> regex.Pattern[str]:
+    """A fence tag as a reader sees one: an opener, invisible characters and blanks anywhere,
+    an optional slash, a fence name in look-alike letters (its `_` also `-`, blank or nothing),
+    then, past invisible characters, no name character (letter, digit, `_`, `-`) or an opener."""
+    gap = _INVISIBLE + "*+"
+    blanks = r"(?:[\s" + "".join(_variants().get(" ", [" "])) + "]" + gap + ")*"
+    slash = "(?:" + _letter_class("/") + gap + ")?"
+    joint = gap + "(?:" + _letter_class("_") + "|-)?" + gap + blanks
+    names = "|".join(
+        joint.join(gap.join(_letter_class(c) for c in part) for part in tag.split("_"))
+        for tag in FENCE_TAGS
+    )
+    opener = "[" + regex.escape(_openers()) + "]"
+    ending = r"\p{Default_Ignorable_Code_Point}*+(?:(?=" + opener + r")|(?![\p{L}\p{N}_-]))"
+    return regex.compile(opener + gap + blanks + slash + blanks + "(?:" + names + ")" + ending)
+
+
+def reads_as_fence(text: str) -> bool:
+    """Whether a reader would take something in `text` for a host fence tag."""
+    return _reading().search(text) is not None
+
+
+@st.composite
+def spelled_tag(draw: st.DrawFn) -> str:
+    """A fence tag (opening or closing) in mixed scripts and cases, with invisible characters
+    and combining marks between its letters, after any opener (the four new ones included)."""
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    out = [rnd.choice(_openers())]
+    out += [rnd.choice(["", "/", " /", "/ ", "\u200b/"])]
+    for ch in rnd.choice(FENCE_TAGS):
+        choices = [ch, ch.upper(), *CROSS_SCRIPT.get(ch, ""), *_variants().get(ch, [])]
+        out.append(rnd.choice(choices))
+        if rnd.random() < 0.2:
+            out.append(rnd.choice([*_ignorables()[:40], *_COMBINING]))
+    return "".join(out) + rnd.choice([">", " a=1>", " ", "\n", "/>", ""])
+
+
+# --- ordinary text: what must reach the model byte for byte --------------------------------------
+
+_SCRIPTS = {
+    "kana": (0x3041, 0x30FF),
+    "cjk": (0x4E00, 0x9FFF),
+    "hangul": (0xAC00, 0xD7A3),
+    "syllabics": (0x1400, 0x167F),
+    "cyrillic": (0x0400, 0x04FF),
+    "greek": (0x0370, 0x03FF),
+    "armenian": (0x0531, 0x058F),
+    "arabic": (0x0600, 0x06FF),
+    "devanagari": (0x0900, 0x097F),
+    "arrows": (0x2190, 0x21FF),
+    "math": (0x2200, 0x22FF),
+    "shapes": (0x25A0, 0x25FF),
+    "emoji": (0x1F300, 0x1FAFF),
+}
+QUOTES = "«»‹›《》〈〉「」『』„“”‚‘’❮❯⟨⟩"
+CODE = [
+    "a < b",
+    "List<int>",
+    "Map<String, List<Integer>>",
+    "<div>",
+    "</div>",
+    '<a href="x">',
+    "x<y && y>z",
+    "<<EOF",
+    "<-",
+    "<=",
+    "<3",
+    "&lt;div&gt;",
+    "&amp;",
+    "&#x3C;",
+    "<br/>",
+    "<!-- note -->",
+    "std::vector<T>",
+    "fn f<'a>()",
+]
+
+
+@st.composite
+def near_miss_tag(draw: st.DrawFn) -> str:
+    """`<` then a fence name made into another word: a letter added or left out."""
+    name = draw(st.sampled_from(FENCE_TAGS))
+    cut = draw(st.integers(0, len(name) - 1))
+    if draw(st.booleans()) or name[cut] == "_":
+        word = name + draw(st.sampled_from(["s", "-x", "_x", "2", "é"]))
+    else:
+        word = name[:cut] + name[cut + 1 :]
+    return draw(st.sampled_from(["<", "</", "く", "«"])) + word + ">"
+
+
+@functools.cache
+def ordinary_text(max_pieces: int = 8) -> st.SearchStrategy[str]:
+    """Text in many scripts, code and HTML, quotation marks, arrows, math and emoji."""
+    scripts = [
+        st.text(st.characters(min_codepoint=a, max_codepoint=b), min_size=1, max_size=12)
+        for a, b in _SCRIPTS.values()
+    ]
+    piece = st.one_of(
+        *scripts,
+        st.text(st.sampled_from(QUOTES), min_size=1, max_size=3),
+        st.sampled_from(CODE),
+        near_miss_tag(),
+        st.text(st.characters(blacklist_categories=["Cs"]), max_size=12),
+        st.sampled_from([" ", "\n", "  "]),
+    )
+    return st.lists(piece, max_size=max_pieces).map("".join)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.errors import ToolError
+from bot.ports.request import ToolResult
 from bot.prompt.ageing import FETCH_TOOL, ResultFetch, aged, has_aged, reference
 from bot.prompt.history import render
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
@@ -43,7 +44,9 @@ def test_results_older_than_the_newest_turns_become_references() -> None:
     assert has_aged(history)
     assert aged(history, 3) == history  # ageing again changes nothing
     replayed = render(history)
-    assert replayed[2]["content"][0]["content"] == old[0].aged
+    [part] = replayed[2].parts
+    assert isinstance(part, ToolResult)
+    assert part.content == old[0].aged
 
 
 def test_nothing_ages_with_few_turns_zero_or_short_results() -> None:

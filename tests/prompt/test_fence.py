@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -12,7 +11,6 @@ from hypothesis import strategies as st
 
 from bot.prompt import speaker_label
 from bot.prompt.fence import (
-    FENCE_TAGS,
     fence_forms,
     neutralize,
     one_line,
@@ -20,7 +18,6 @@ from bot.prompt.fence import (
     restore,
     scrub,
 )
-from bot.prompt.lookalike import fold
 from bot.prompt.message import (
     PRECEDING_MAX_ENTRY_BYTES,
     PRECEDING_MAX_MESSAGES,
@@ -29,7 +26,14 @@ from bot.prompt.message import (
 )
 from bot.turns import PrecedingMessage, Speaker
 
-from .strategies import long_text, lookalike_tag, untrusted_text
+from .strategies import (
+    long_text,
+    lookalike_tag,
+    ordinary_text,
+    reads_as_fence,
+    spelled_tag,
+    untrusted_text,
+)
 
 ZONE = ZoneInfo("Europe/Berlin")
 
@@ -45,63 +49,88 @@ def test_neutralization_is_reversible(text: str) -> None:
 
 
 @given(st.text())
-def test_text_without_an_opener_is_untouched(text: str) -> None:
-    assume("<" not in fold(text))
+def test_text_without_a_fence_tag_form_is_untouched(text: str) -> None:
+    assume(fence_forms(text) == [])
     assume("&" not in text)
     assert neutralize(text) == text
 
 
-# Letters of other scripts that read as Latin ones; some (т, м, κ, ᴛ) fold by Unicode's
-# confusables table to something other than the Latin letter, so no tag matching catches them.
-CROSS_SCRIPT = {
-    "a": "аαᴀ",  # Cyrillic, Greek, small capital
-    "c": "сϲᴄ",
-    "e": "еεᴇ",
-    "k": "кκᴋ",
-    "m": "мʍᴍ",
-    "n": "пηոᴎ",  # Armenian ո
-    "o": "оοօᴏ",  # Armenian օ
-    "p": "рρᴘ",
-    "r": "гᴦʀ",
-    "s": "ѕꜱ",
-    "t": "тτᴛ",
-    "u": "υսᴜ",  # Armenian ս
-    "x": "хχ",
-}
-OPENERS = "<＜﹤‹〈⟨˂❮❬⧼〈"
-
-
-@st.composite
-def cross_script_tag(draw: st.DrawFn) -> str:
-    name = draw(st.sampled_from(FENCE_TAGS))
-    letters = "".join(
-        draw(st.sampled_from(CROSS_SCRIPT[ch] + ch)) if ch in CROSS_SCRIPT else ch for ch in name
-    )
-    opener = draw(st.sampled_from(OPENERS))
-    slash = draw(st.sampled_from(["", "/", " / "]))
-    return f"{opener}{slash}{letters}{draw(st.sampled_from(['>', ' x=1>', '', chr(10)]))}"
-
-
-def _reads_as_opener(ch: str) -> bool:
-    name = unicodedata.name(ch, "")
-    return ch == "<" or "LESS-THAN" in name or ("LEFT" in name and "ANGLE" in name)
-
-
-@given(st.lists(st.one_of(cross_script_tag(), st.text(max_size=8)), max_size=6).map("".join))
-def test_cross_script_tag_names_cannot_open_a_fence(text: str) -> None:
-    """`<turn_conтext>`, `</speaкer>`: whatever the name, its opener is escaped, and only it."""
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(spelled_tag(), st.text(max_size=6)), min_size=1, max_size=6))
+def test_spelled_fence_tags_never_survive(pieces: list[tuple[str, str]]) -> None:
+    """Opening and closing fence tags in mixed scripts, cases, invisible characters and
+    combining marks, after any opener: none still reads as a tag once neutralized (as judged by
+    `reads_as_fence`, built from Unicode's tables, not from the code's folding)."""
+    for tag, _ in pieces:
+        assert reads_as_fence(tag), tag
+    text = "".join(tag + filler for tag, filler in pieces)
     shown = neutralize(text)
-    assert not any(_reads_as_opener(ch) for ch in shown)
+    assert not reads_as_fence(shown)
     assert fence_forms(shown) == []
     assert restore(shown) == text
-    assert [ch for ch in shown if ch.isalpha() and not ch.isascii()] == [
-        ch for ch in text if ch.isalpha() and not ch.isascii() and not _reads_as_opener(ch)
-    ]  # the letters stay as they were: readable
 
 
-@pytest.mark.parametrize("text", ["<turn_conтext>", "</speaкer>", "<recalled_meмory>", "<ѕkill>"])
+@settings(max_examples=300, deadline=None)
+@given(ordinary_text())
+def test_ordinary_text_reaches_the_model_as_written(text: str) -> None:
+    """Code and HTML, kana (く ぐ), CJK, syllabics, every quotation mark, arrows, math, emoji,
+    any script's letters, near-miss tags (`<speakers>`): unchanged, byte for byte."""
+    assume(not reads_as_fence(text))
+    assert neutralize(text) == text
+    assert fence_forms(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "よろしくお願いします <div>a < b</div> «oui»",
+        "ぐっすり眠れました",
+        "List<int> and Map<String, List<Integer>>",
+        "《三体》‹tip› 〈注〉 ᐸᐅ ᑕᑐ",
+        "<speakers> <skill-x> <tool> <speak> <results>",
+        "&lt;div&gt; &amp; &#x3C;b",
+        "a ≺ b ⊲ c ◁ d ˱e",
+        "→ ← ≤ ≥ ∑ 😀👍🏽",
+        "привет <мир>",
+    ],
+)
+def test_known_ordinary_text_is_unchanged(text: str) -> None:
+    # Each of these was escaped before (`く` as `&#x304F;`, `<` as `&lt;`, `«` as `&#xAB;`).
+    assert neutralize(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<turn_conтext>",
+        "</speaкer>",
+        "<recalled_meмory>",
+        "<ѕkill>",
+        "<тυгп_соптехт>",  # Cyrillic п for n: the confusables table folds it to π
+        "<preceding_messages>",
+        "<ATTACHMENT>",
+        "<tool-result>",
+    ],
+)
 def test_the_issues_look_alikes_are_escaped(text: str) -> None:
     assert neutralize(text) == "&lt;" + text[1:]
+
+
+@pytest.mark.parametrize(
+    ("text", "escaped"),
+    [
+        ("\u02f1speaker>", "&#x2F1;speaker>"),
+        ("\u227a/preceding_messages>", "&#x227A;/preceding_messages>"),
+        ("\u22b2tool_result>", "&#x22B2;tool_result>"),
+        ("\u25c1/skill>", "&#x25C1;/skill>"),
+        ("く/preceding_messages>", "&#x304F;/preceding_messages>"),
+        ("«speaker»", "&#xAB;speaker»"),
+        ("&lt;speaker>", "&amp;lt;speaker>"),
+    ],
+)
+def test_look_alike_openers_are_escaped_before_a_fence_name(text: str, escaped: str) -> None:
+    assert neutralize(text) == escaped
+    assert restore(escaped) == text
 
 
 # Look-alikes from the issue: other default-ignorables, `<` look-alikes, confusable letters.

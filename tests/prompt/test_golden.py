@@ -34,6 +34,7 @@ from .builders import (
     make_assembler,
     slack_request,
     tool_round,
+    wire_body,
 )
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -107,7 +108,7 @@ def _snapshot(result: AssembledRequest) -> dict[str, Any]:
         "estimated_tokens": result.estimated_tokens,
         "history_used": result.history_used,
         "floor_unmet": result.floor_unmet,
-        "body": result.body,
+        "body": wire_body(result),
     }
 
 

@@ -37,7 +37,7 @@ from bot.turns import (
     Viewing,
 )
 
-from .builders import make_assembler
+from .builders import make_assembler, wire_body
 from .strategies import untrusted_text
 
 ASSEMBLER = make_assembler(TokenCounter())
@@ -198,7 +198,7 @@ def _blanked(
 
 def _assemble(turn: Turn) -> dict[str, Any]:
     request, history, memory, files = turn
-    return ASSEMBLER.assemble(request, history, memory, attached=files).body
+    return wire_body(ASSEMBLER.assemble(request, history, memory, attached=files))
 
 
 # (a) as one test: generating a turn is most of the time, so each generated turn is checked for
@@ -264,7 +264,7 @@ def test_hidden_values_never_reach_the_request(
         person=person,
     )
     assembler: Assembler = ASSEMBLER
-    body = assembler.assemble(hidden, history, memory, attached=files).body
+    body = wire_body(assembler.assemble(hidden, history, memory, attached=files))
     entry = assembler.user_entry(hidden, files)
     for serialized in (
         json.dumps(body),

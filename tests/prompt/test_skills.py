@@ -14,7 +14,7 @@ from bot.errors import ConfigError, UnknownSkill
 from bot.prompt import Skill, TokenCounter
 from bot.prompt.skills import INDEX_MAX_BYTES, capped_body, render_index
 
-from .builders import make_agent, make_assembler, slack_request
+from .builders import make_agent, make_assembler, slack_request, wire_body
 
 # --- body cap -----------------------------------------------------------------------------------
 
@@ -35,8 +35,8 @@ def test_capped_body_is_a_utf8_safe_prefix_with_a_note(body: str, limit: int) ->
 
 def test_selected_body_is_capped_in_the_system_prompt(counter: TokenCounter) -> None:
     agent = make_agent(selected=("huge",), skills=(Skill("huge", "d", "ü" * 1000),))
-    body = (
-        make_assembler(counter, agent=agent, skill_max_bytes=256).assemble(slack_request(), []).body
+    body = wire_body(
+        make_assembler(counter, agent=agent, skill_max_bytes=256).assemble(slack_request(), [])
     )
     section = body["system"][2]["text"]
     assert section.startswith("# Skill: huge\n\n" + "ü" * 128 + "\n\n[Skill 'huge' is cut here")
@@ -63,7 +63,7 @@ def test_index_is_bounded_with_an_omitted_count() -> None:
 
 def test_no_index_when_every_skill_is_selected(counter: TokenCounter) -> None:
     agent = make_agent(selected=("summarize", "research", "standup"))
-    body = make_assembler(counter, agent=agent).assemble(slack_request(), []).body
+    body = wire_body(make_assembler(counter, agent=agent).assemble(slack_request(), []))
     assert not any("Skills you can load" in b["text"] for b in body["system"])
     assert [b["text"].split("\n")[0] for b in body["system"][2:-1]] == [
         "# Skill: summarize",

@@ -4,6 +4,7 @@ the slot and the fix named; per-surface instructions and skills stay out of the 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,14 @@ from bot.prompt.template import DEFAULT_SESSION, DEFAULT_TURN
 from bot.prompt.tokens import TokenCounter
 from bot.turns import Surface, SurfaceKind
 
-from .builders import console_request, cron_request, make_agent, make_assembler, slack_request
+from .builders import (
+    console_request,
+    cron_request,
+    make_agent,
+    make_assembler,
+    slack_request,
+    wire_body,
+)
 
 FULL_SESSION = DEFAULT_SESSION
 
@@ -109,12 +117,12 @@ def test_a_custom_template_renders_the_facts_it_names() -> None:
     )
     assembler = make_assembler(TokenCounter(), session_template=session)
     body = assembler.assemble(slack_request(), [])
-    block = body.body["system"][-1]["text"]
+    block = wire_body(body)["system"][-1]["text"]
     assert block.startswith("Kind: push. Surface channel C0A1B2C3D, parts of 3800.")
 
 
-def _system(body: dict[str, object]) -> list[str]:
-    return [block["text"] for block in body["system"]]  # type: ignore[index, union-attr]
+def _system(body: dict[str, Any]) -> list[str]:
+    return [block["text"] for block in body["system"]]
 
 
 def test_the_agent_wide_part_is_byte_identical_across_surfaces_with_different_rules() -> None:
@@ -127,12 +135,14 @@ def test_the_agent_wide_part_is_byte_identical_across_surfaces_with_different_ru
         key="slack:T1:C2:1.0",
         surface=Surface(SurfaceKind.CHANNEL, "C2", "sales", True, 3800, "Slack", True),
     )
-    a = assembler.assemble(
-        here, [], surface=SurfacePrompt("Answer in one line.", ("summarize",))
-    ).body
-    b = assembler.assemble(
-        there, [], surface=SurfacePrompt("Be thorough; cite the wiki.", ("research",))
-    ).body
+    a = wire_body(
+        assembler.assemble(here, [], surface=SurfacePrompt("Answer in one line.", ("summarize",)))
+    )
+    b = wire_body(
+        assembler.assemble(
+            there, [], surface=SurfacePrompt("Be thorough; cite the wiki.", ("research",))
+        )
+    )
     agent_a, agent_b = _system(a)[:-1], _system(b)[:-1]
     assert json.dumps(a["system"][:-1]) == json.dumps(b["system"][:-1])  # cache_control too
     assert agent_a == agent_b
@@ -148,26 +158,28 @@ def test_the_agent_wide_part_is_byte_identical_across_surfaces_with_different_ru
 def test_a_surface_skill_already_agent_wide_is_not_repeated() -> None:
     assembler = make_assembler(TokenCounter(), agent=make_agent(selected=("standup",)))
     body = assembler.assemble(slack_request(), [], surface=SurfacePrompt(skills=("standup",)))
-    assert "Skill: standup" not in _system(body.body)[-1]
-    assert sum("Skill: standup" in text for text in _system(body.body)) == 1
+    assert "Skill: standup" not in _system(wire_body(body))[-1]
+    assert sum("Skill: standup" in text for text in _system(wire_body(body))) == 1
 
 
 def test_the_surface_model_and_answer_limit_go_in_the_body() -> None:
     assembler = make_assembler(TokenCounter())
-    body = assembler.assemble(
-        slack_request(), [], surface=SurfacePrompt(model="claude-opus-4-1", max_tokens=512)
-    ).body
+    body = wire_body(
+        assembler.assemble(
+            slack_request(), [], surface=SurfacePrompt(model="claude-opus-4-1", max_tokens=512)
+        )
+    )
     assert (body["model"], body["max_tokens"]) == ("claude-opus-4-1", 512)
-    default = assembler.assemble(slack_request(), []).body
+    default = wire_body(assembler.assemble(slack_request(), []))
     assert (default["model"], default["max_tokens"]) == ("claude-sonnet-4-5", 4096)
 
 
 def test_instructions_stay_byte_identical_across_turns_and_out_of_the_user_message() -> None:
     assembler = make_assembler(TokenCounter())
     rule = SurfacePrompt("Only talk about the release.")
-    first = assembler.assemble(slack_request("one"), [], surface=rule).body
+    first = wire_body(assembler.assemble(slack_request("one"), [], surface=rule))
     later = slack_request("two", at=slack_request().received_at.replace(hour=17))
-    second = assembler.assemble(later, [], surface=rule).body
+    second = wire_body(assembler.assemble(later, [], surface=rule))
     assert first["system"] == second["system"]
     assert "Only talk about" not in json.dumps(first["messages"])
 
@@ -175,6 +187,6 @@ def test_instructions_stay_byte_identical_across_turns_and_out_of_the_user_messa
 @pytest.mark.parametrize("request_", [console_request(), cron_request()])
 def test_surfaceless_turns_render_as_before(request_: object) -> None:
     assembler = make_assembler(TokenCounter())
-    block = _system(assembler.assemble(request_, []).body)[-1]  # type: ignore[arg-type]
+    block = _system(wire_body(assembler.assemble(request_, [])))[-1]  # type: ignore[arg-type]
     assert block.startswith("# This conversation\n\n")
     assert "\n\n\n" not in block

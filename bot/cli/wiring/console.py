@@ -46,6 +46,14 @@ def install_console(
         return False
     from bot.console.app import build_console, mount
 
+    for operator in settings.console.operators:
+        if operator.token_env is not None and not config.secrets.get(operator.token_env):
+            log.warning(
+                "console_operator_cannot_sign_in",
+                operator=operator.name,
+                why=f"{operator.token_env} is not set",
+            )
+
     parts = ConsoleParts(
         settings=settings.console,
         store=store,

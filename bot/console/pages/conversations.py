@@ -20,6 +20,9 @@ from bot.usage import AGENT, NOBODY
 
 RECENT_TURNS = 500  # turn records read to tell each conversation's surface and people
 MAX_LISTED = 500
+# What a redirect after a change says, by a code (never text from the query: a link could say
+# anything then).
+NOTICES = {"reset": "The conversation was reset.", "nothing": "Nothing was stored: no change."}
 
 
 @dataclass
@@ -86,7 +89,7 @@ def _listing(console: Console) -> Any:
             people=sorted({who for p in every for who in p.people}),
             surface=surface,
             person=person,
-            notice=request.query.get("notice", ""),
+            notice=NOTICES.get(request.query.get("done", ""), ""),
         )
 
     return handler
@@ -158,9 +161,7 @@ def _reset(console: Console) -> Any:
         forgot = await console.parts.store.history.reset(key) if key else False
         outcome = "reset" if forgot else "nothing stored"
         await console.audit(request, "reset conversation", key, outcome)
-        return console.see_other(
-            "conversations?notice=" + ("Reset." if forgot else "Nothing+was+stored.")
-        )
+        return console.see_other("conversations?done=" + ("reset" if forgot else "nothing"))
 
     return handler
 

@@ -1,10 +1,10 @@
-// Live pages: every few seconds, fetch this page again and swap in its [data-live] part (the
+// Live pages: every three seconds, fetch this page again and swap in its [data-live] part (the
 // server renders it from the shared store, so any replica answers). Paused while hidden.
 (function () {
   "use strict";
   var part = document.querySelector("[data-live]");
   if (!part) { return; }
-  var every = 5000;
+  var every = 3000;
   function refresh() {
     if (document.hidden) { return; }
     fetch(window.location.href, { headers: { "X-Console-Live": "1" }, credentials: "same-origin" })

@@ -22,6 +22,7 @@ from bot.store.postgres.fts import TSVECTOR
 from bot.store.postgres.leader import PgLeadership
 from bot.store.postgres.owners import Replica, duty, hold, new_owner
 from bot.store.postgres.schema import SCHEMA_VERSION, schema_version
+from bot.store.sql.access import SqlAccess
 from bot.store.sql.approvals import SqlApprovals
 from bot.store.sql.attachments import SqlAttachments
 from bot.store.sql.buffer import SqlChatBuffer
@@ -50,6 +51,7 @@ class PgStore:
     share: PgWorkShare
     usage: SqlUsageLedger
     approvals: SqlApprovals
+    access: SqlAccess
     attachments: SqlAttachments
     console: SqlConsoleBook
     owner: str  # this replica, in the inbox and outbox (see bot.store.postgres.owners)
@@ -108,6 +110,7 @@ async def open_pg_store(
         share=PgWorkShare(db, owner),
         usage=usage,
         approvals=SqlApprovals(db),
+        access=SqlAccess(db, clock),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
         console=SqlConsoleBook(db),
         owner=owner,

@@ -68,13 +68,21 @@ class Replica(Owners):
             [(*part, now, self._owner) for part in parts],
         )
 
-    async def finish(self, tx: Sql, item_id: int, state: InboxState, now: float) -> None:
+    async def finish(
+        self,
+        tx: Sql,
+        item_id: int,
+        state: InboxState,
+        now: float,
+        consumed_by: str | None = None,
+    ) -> None:
         # Still ours (or never adopted, as in store-level use): else roll it all back.
         found = await tx.fetch_value(
-            """UPDATE inbox SET state = ?, finished_at = ?
+            """UPDATE inbox SET state = ?, finished_at = ?, consumed_by = ?
                WHERE id = ? AND owner IN ('', ?) RETURNING id""",
             state.value,
             now,
+            consumed_by,
             item_id,
             self._owner,
         )

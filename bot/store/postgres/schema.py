@@ -304,6 +304,28 @@ _V_CONSOLE = (
     "CREATE INDEX console_audit_by_time ON console_audit (at)",
 )
 
+# An item taken into another turn (steered or collected, SPEC §19) names that turn.
+_V_CONSUMED_BY = ("ALTER TABLE inbox ADD COLUMN consumed_by TEXT",)
+
+# Pairing (SPEC §19): codes given out (by digest; the code itself is never stored) and the people
+# an operator admitted with one.
+_V_ACCESS = (
+    """CREATE TABLE IF NOT EXISTS access_codes (
+        digest TEXT PRIMARY KEY,
+        person TEXT NOT NULL,
+        label TEXT NOT NULL,
+        asked_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        used_at DOUBLE PRECISION
+    )""",
+    "CREATE INDEX IF NOT EXISTS access_codes_by_person ON access_codes (person, asked_at)",
+    """CREATE TABLE IF NOT EXISTS access_people (
+        person TEXT PRIMARY KEY,
+        label TEXT NOT NULL,
+        admitted_at DOUBLE PRECISION NOT NULL
+    )""",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER_RUNS + _V1_INBOX_OUTBOX + _V1_USAGE,
     _V2_CLAIMS,
@@ -315,6 +337,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_APPROVAL_RUNS,
     _V_SCHEDULE_TOOLS,
     _V_CONSOLE,
+    _V_CONSUMED_BY,
+    _V_ACCESS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

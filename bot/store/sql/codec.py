@@ -37,6 +37,8 @@ def encode_entry(entry: HistoryEntry) -> str:
         body["speaker"] = entry.speaker
     if entry.summary:
         body["summary"] = True
+    if entry.host_note:
+        body["host_note"] = True
     if entry.at is not None:
         body["at"] = entry.at.isoformat()
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
@@ -81,6 +83,7 @@ def decode_entry(text: str) -> HistoryEntry:
         tokens=_int(body.get("tokens", 0), "tokens"),
         summary=body.get("summary", False) is True,
         at=_time(body.get("at")),
+        host_note=body.get("host_note", False) is True,
     )
 
 

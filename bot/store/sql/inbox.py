@@ -64,10 +64,22 @@ class Owners:
             [(*part, now) for part in parts],
         )
 
-    async def finish(self, tx: Sql, item_id: int, state: InboxState, now: float) -> None:
-        """Mark an item finished (it is this process's, so no check)."""
+    async def finish(
+        self,
+        tx: Sql,
+        item_id: int,
+        state: InboxState,
+        now: float,
+        consumed_by: str | None = None,
+    ) -> None:
+        """Mark an item finished (it is this process's, so no check); `consumed_by`: the turn
+        that took it in beside its own."""
         await tx.execute(
-            "UPDATE inbox SET state = ?, finished_at = ? WHERE id = ?", state.value, now, item_id
+            "UPDATE inbox SET state = ?, finished_at = ?, consumed_by = ? WHERE id = ?",
+            state.value,
+            now,
+            consumed_by,
+            item_id,
         )
 
 
@@ -165,6 +177,13 @@ class SqlInbox:
         )
         return inbox_items(rows)
 
+    async def consumed_by(self, item_id: int) -> str | None:
+        """The turn that took the item in beside its own (for tests and inspection)."""
+        found = await self._db.reads().fetch_value(
+            "SELECT consumed_by FROM inbox WHERE id = ?", item_id
+        )
+        return str(found) if found is not None else None
+
     async def state(self, item_id: int) -> InboxState | None:
         """The item's state (for tests and inspection); None when there is no such item."""
         found = await self._db.reads().fetch_value("SELECT state FROM inbox WHERE id = ?", item_id)
@@ -244,6 +263,9 @@ class SqlOutbox:
             await tx.execute_many("DELETE FROM streams WHERE turn_id = ?", [(t,) for t in turns])
             if publication.item_id is not None and publication.state is not None:
                 await self._owners.finish(tx, publication.item_id, publication.state, now)
+            by = record.turn_id if record is not None else None
+            for item_id in publication.consumed:
+                await self._owners.finish(tx, item_id, InboxState.CONSUMED, now, consumed_by=by)
             if record is not None and document is not None:
                 await self._records.write_staged(tx, record, document)
             if publication.usage is not None and self._usage is not None:

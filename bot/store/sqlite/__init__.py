@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.config import AttachmentSettings, MemorySettings, StoreSettings
 from bot.errors import StoreOpenError
+from bot.store.sql.access import SqlAccess
 from bot.store.sql.approvals import SqlApprovals
 from bot.store.sql.attachments import SqlAttachments
 from bot.store.sql.buffer import SqlChatBuffer
@@ -46,6 +47,7 @@ class SqliteStore:
     outbox: SqlOutbox
     usage: SqlUsageLedger
     approvals: SqlApprovals
+    access: SqlAccess
     attachments: SqlAttachments
     console: SqlConsoleBook
 
@@ -112,6 +114,7 @@ async def open_store(
         outbox=SqlOutbox(db, history, records, clock, usage=usage, memory=memories),
         usage=usage,
         approvals=SqlApprovals(db),
+        access=SqlAccess(db, clock),
         attachments=SqlAttachments(db, attachments or AttachmentSettings(), clock),
         console=SqlConsoleBook(db),
     )
