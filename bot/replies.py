@@ -34,6 +34,15 @@ MEMORY_CONSOLE = (
 MEMORY_EMPTY = "I don't remember anything you said here."
 MEMORY_LIST = "What I remember you said here ({total}), newest first:"
 MEMORY_MORE = "…and {count} older."
+# Where an entry's words came from, as `/memory` shows it (keys: `bot.turns.Origin` values).
+MEMORY_ORIGINS = {
+    "person": "yours",
+    "unlisted": "yours, unverified",  # a platform without an allowlist: anyone could write
+    "bot": "a bot's",
+    "agent": "an agent's",
+    "operator": "the operator's",
+    "scheduled": "a scheduled run's",
+}
 MEMORY_HOW_TO_FORGET = "To forget one: /forget N. To forget all of them: /forget all."
 FORGET_USAGE = "Say /forget N (a number from /memory) or /forget all."
 FORGET_NO_SUCH = "There is no entry {number}: /memory lists {total}."

@@ -26,6 +26,18 @@ class ConversationKind(StrEnum):
     REQUEST = "request"  # cron, webhook: nobody can answer back
 
 
+class Origin(StrEnum):
+    """Where the words of a turn came from, stamped by the host (never by the model): what a
+    memory of the turn carries, so recall can say whose words it holds (SPEC §6)."""
+
+    PERSON = "person"  # a person the platform's allowlist names
+    UNLISTED = "unlisted"  # a person no allowlist names (anyone there may write)
+    BOT = "bot"  # another bot: nobody's words
+    AGENT = "agent"  # an agent of this host: nobody's words
+    OPERATOR = "operator"  # the operator (`bot chat`)
+    SCHEDULED = "scheduled"  # a cron job's, a webhook's or a chat schedule's prompt
+
+
 class Outcome(StrEnum):
     """How a turn ended: what its record stores (these exact strings) and what a caller waiting
     for it (console, cron, webhooks) sees."""
@@ -204,6 +216,9 @@ class TurnRequest:
     # what its surface rule offers. A job set up with the `schedule` tool runs with the tools its
     # creator's place offered when it was made, never those of the `cron` rule.
     tools: tuple[str, ...] | None = None
+    # Set by the channel: who wrote `text` as the platform says (a person its allowlist names, one
+    # it does not, another bot). None: the host assumes the least (`Origin.UNLISTED`).
+    origin: Origin | None = None
 
     def named(self, names: Names) -> TurnRequest:
         """The request with the names its lookups found, nothing left to look up."""

@@ -53,7 +53,10 @@ async def _run(args: argparse.Namespace, store: OpenStore) -> int:
 
 def _as_text(item: StoredMemory) -> str:
     when = item.captured_at.strftime("%Y-%m-%d %H:%M")
-    header = f"#{item.id} · {when} UTC · heard in {item.surface} · {item.conversation_key}"
+    header = (
+        f"#{item.id} · {when} UTC · heard in {item.surface} · {item.conversation_key}"
+        f" · origin {item.origin}"
+    )
     body = "\n".join("    " + line for line in item.text.splitlines())
     return f"{header}\n{body}"
 
@@ -65,4 +68,5 @@ def _as_json(item: StoredMemory) -> dict[str, object]:
         "surface": item.surface,
         "conversation_key": item.conversation_key,
         "text": item.text,
+        "origin": str(item.origin),
     }

@@ -9,7 +9,6 @@ included when the configured database exists; it is never created here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
@@ -44,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     try:
         raw = json.loads(args.event.read_text(encoding="utf-8"))
         request = parse_event(raw)
@@ -118,7 +119,10 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
     policy = load_policy(settings, agent)
     matched = policy.policies.for_request(request)
     assembler = build_assembler(
-        config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
+        config,
+        agent,
+        TokenCounter(settings.model.encoding, calibration=settings.model.calibration),
+        policy,
     )
     words = assembler.words(request)
     history: list[HistoryEntry] = []

@@ -15,7 +15,7 @@ from bot import replies
 from bot.ports.memory import MemoryScope, MemoryStore
 
 SHOWN = 10  # entries a /memory answer lists; the rest are counted
-SAID_MAX_CHARS = 90
+SAID_MAX_CHARS = 80
 _NUMBER = re.compile(r"[0-9]{1,6}")
 
 
@@ -50,7 +50,8 @@ async def _listing(person: str, scope: MemoryScope, memory: MemoryStore) -> str:
         return replies.MEMORY_EMPTY
     lines = [replies.MEMORY_LIST.format(total=total)]
     for number, entry in enumerate(entries, start=1):
-        lines.append(f"{number}. ({entry.captured_at.date().isoformat()}) {_short(entry.said)}")
+        day, origin = entry.captured_at.date().isoformat(), replies.MEMORY_ORIGINS[entry.origin]
+        lines.append(f"{number}. ({day}, {origin}) {_short(entry.said)}")
     if total > len(entries):
         lines.append(replies.MEMORY_MORE.format(count=total - len(entries)))
     lines.append(replies.MEMORY_HOW_TO_FORGET)

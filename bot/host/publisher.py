@@ -29,7 +29,7 @@ from bot.ports.records import TurnRecord, Usage
 from bot.replies import INTERRUPTED_NOTE, STOPPED_NOTE
 from bot.replies import stopped as stopped_note
 from bot.turnprep import memory_scope
-from bot.turns import ConversationKind, HistoryEntry, Outcome, TurnRequest
+from bot.turns import ConversationKind, HistoryEntry, Origin, Outcome, TurnRequest
 
 log = structlog.get_logger(__name__)
 
@@ -83,6 +83,12 @@ class Publisher:
         say = conclusion.say
         if not conclusion.answer and request.kind is ConversationKind.REQUEST:
             say = ""
+        if conclusion.private:  # for its person alone: where that cannot be, the open version
+            hidden = self._answering.privately(request, conclusion.public)
+            if hidden is not None:
+                request = hidden
+            elif conclusion.public is not None:
+                say = conclusion.public
         parts = await self._answering.parts(job, request, say, conclusion.opened)
         publication = Publication(
             request.conversation_key,
@@ -172,6 +178,7 @@ class Publisher:
             answer=answer,
             at=request.received_at,
             turn_id=request.turn_id,
+            origin=origin_of(request),
         )
 
     def observe(self, record: TurnRecord) -> None:
@@ -226,3 +233,13 @@ class Publisher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), wait)
             wait = min(wait * 2, PUBLISH_RETRY_MAX)
+
+
+def origin_of(request: TurnRequest) -> Origin:
+    """Where a captured turn's words came from, from what the host knows of the request alone
+    (never from the words, so nothing a person, a tool or a file writes can raise it)."""
+    if request.kind is ConversationKind.REQUEST:
+        return Origin.SCHEDULED
+    if request.kind is ConversationKind.CONSOLE:
+        return Origin.OPERATOR
+    return request.origin or Origin.UNLISTED

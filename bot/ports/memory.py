@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from bot.turns import Origin
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryScope:
@@ -28,7 +30,9 @@ class MemoryScope:
 
 @dataclass(frozen=True, slots=True)
 class MemoryHit:
-    """One recalled memory. `said` is the speaker's own words inside `text` ("" when unknown)."""
+    """One recalled memory. `said` is the speaker's own words inside `text` ("" when unknown);
+    `origin` where they came from, stamped at capture; `own` whether the person recall asked for
+    said them (only their own words and the operator's read as true about them)."""
 
     id: str
     text: str
@@ -36,6 +40,9 @@ class MemoryHit:
     score: float
     captured_at: datetime
     said: str = ""
+    origin: Origin = Origin.UNLISTED
+    own: bool = False
+    answer_at: int = 0  # where the answer starts inside `text` (0: not known, an old entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +73,18 @@ class MemoryCapture:
     answer: str
     at: datetime
     turn_id: str | None = None
+    origin: Origin = Origin.UNLISTED  # stamped by the host from the request, never from the text
 
 
 @dataclass(frozen=True, slots=True)
 class OwnMemory:
-    """One memory as its speaker sees it in `/memory`: their own words, when they said them."""
+    """One memory as its speaker sees it in `/memory`: their own words, when they said them,
+    and where the host says they came from."""
 
     id: str
     said: str
     captured_at: datetime
+    origin: Origin = Origin.UNLISTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,3 +149,4 @@ class StoredMemory:
     person: str | None
     text: str
     captured_at: datetime
+    origin: Origin = Origin.UNLISTED

@@ -66,6 +66,7 @@ class MemoryLongTerm(OperatorMemory):
             at,
             said_from,
             said_to,
+            item.origin,
         )
         self._rows[row.row_id] = row
         if item.person is not None:
@@ -119,7 +120,7 @@ class MemoryLongTerm(OperatorMemory):
         candidates.sort(key=lambda hit: (hit[0], hit[1].row_id), reverse=True)
         return rules.select(
             [
-                _hit(row, score)
+                _hit(row, score, scope.person)
                 for score, row in candidates[: settings.recall_hits * CANDIDATES_PER_HIT]
             ],
             specific,
@@ -174,7 +175,12 @@ class MemoryLongTerm(OperatorMemory):
             self._own(person, scope), key=lambda r: (r.captured_at, r.row_id), reverse=True
         )
         own = [
-            OwnMemory(str(r.row_id), _said(r) or r.text, datetime.fromtimestamp(r.captured_at, UTC))
+            OwnMemory(
+                str(r.row_id),
+                _said(r) or r.text,
+                datetime.fromtimestamp(r.captured_at, UTC),
+                r.origin,
+            )
             for r in rows[:limit]
         ]
         return own, len(rows)
@@ -241,7 +247,7 @@ def _said(row: MemoryRow) -> str:
     return row.text[row.said_from : row.said_to] if row.said_to else ""
 
 
-def _hit(row: MemoryRow, score: float) -> MemoryHit:
+def _hit(row: MemoryRow, score: float, reader: str | None) -> MemoryHit:
     return MemoryHit(
         id=str(row.row_id),
         text=row.text,
@@ -249,6 +255,9 @@ def _hit(row: MemoryRow, score: float) -> MemoryHit:
         score=score,
         captured_at=datetime.fromtimestamp(row.captured_at, UTC),
         said=_said(row),
+        origin=row.origin,
+        own=reader is not None and row.person == reader,
+        answer_at=row.said_to,
     )
 
 
@@ -260,4 +269,5 @@ def _stored(row: MemoryRow) -> StoredMemory:
         person=row.person,
         text=row.text,
         captured_at=datetime.fromtimestamp(row.captured_at, UTC),
+        origin=row.origin,
     )

@@ -25,7 +25,7 @@ from bot.ports.cron import ChatSchedule, CronRun, JobPause
 from bot.ports.outbox import InboxState, OutboxPart
 from bot.ports.records import UsageEntry
 from bot.store.sql.history import Staged
-from bot.turns import TurnRequest
+from bot.turns import Origin, TurnRequest
 
 
 @dataclass
@@ -94,6 +94,7 @@ class MemoryRow:
     captured_at: float
     said_from: int
     said_to: int
+    origin: Origin = Origin.UNLISTED
 
 
 @dataclass

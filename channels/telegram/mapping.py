@@ -21,12 +21,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.turns import (
     ConversationKind,
+    Origin,
     PrecedingMessage,
     ReplyRoute,
     Speaker,
@@ -171,13 +172,21 @@ def decide(
             return Ignore("user not in telegram.allowed_user_ids")
         surface_id = dm_surface_id(chat_id, dm_key)
         text = _strip_address(message, me)  # `/summarize@bot ...` reads as `/summarize ...`
-        return StartTurn(_request(message, kind, key, surface_id, text, turn_id, received_at))
+        started = _request(message, kind, key, surface_id, text, turn_id, received_at)
+        return StartTurn(replace(started, origin=_origin(access)))
     addressed = _addressed(message, me, topic)
     if addressed and allowed:
         text = _strip_address(message, me)
-        return StartTurn(_request(message, kind, key, str(chat_id), text, turn_id, received_at))
+        started = _request(message, kind, key, str(chat_id), text, turn_id, received_at)
+        return StartTurn(replace(started, origin=_origin(access)))
     reason = "user not in telegram.allowed_user_ids" if addressed else "not addressed to the bot"
     return Keep(key, _preceding(message, _context_text(message, text)), reason)
+
+
+def _origin(access: Access) -> Origin:
+    """A person the allowlist names (only they start turns when there is one), else one no
+    allowlist names; other bots never start a turn here."""
+    return Origin.PERSON if access.user_ids else Origin.UNLISTED
 
 
 def _left(gone: Mapping[str, Any], chat_id: int, received_at: datetime) -> Decision:
@@ -304,6 +313,9 @@ def _request(
         "thread_id": topic,
         "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
     }
+    sender = message.get("from")
+    if kind is not SurfaceKind.DM and isinstance(sender, Mapping) and "id" in sender:
+        values["user_id"] = int(sender["id"])  # whom a reply meant for them alone goes to
     if files:  # file ids are route-side: the host fetches "attachment N" through the channel
         values["files"] = [file_id for file_id, _ in files]
     return TurnRequest(

@@ -82,9 +82,12 @@ def test_history_show_list_and_reset(seeded: Path, capsys: pytest.CaptureFixture
 
 
 def test_memory_search_and_forget(seeded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bot(seeded, "memory", "search", "badge") == 0
+    assert " · origin unlisted\n" in capsys.readouterr().out  # the host's stamp, for operators
     assert bot(seeded, "memory", "search", "badge", "--json") == 0
     (found,) = json.loads(capsys.readouterr().out)
     assert "User (Alice (@alice)): badge 7731" in found["text"]
+    assert found["origin"] == "unlisted"
 
     assert bot(seeded, "memory", "forget", found["id"]) == 0
     assert bot(seeded, "memory", "forget", found["id"]) == 1

@@ -52,8 +52,8 @@ async def test_memory_lists_the_speakers_own_entries_in_scope(store: OpenStore) 
 
     assert in_dm.splitlines()[:3] == [
         replies.MEMORY_LIST.format(total=2),
-        "1. (2025-03-01) I prefer tea",
-        "2. (2025-03-01) the deploy window is Tuesday",
+        "1. (2025-03-01, yours, unverified) I prefer tea",
+        "2. (2025-03-01, yours, unverified) the deploy window is Tuesday",
     ]
     assert "7731" not in in_dm
     assert "7731" not in in_channel

@@ -35,7 +35,7 @@ def notes(timeout: float = 10, **extra: object) -> McpServerSettings:
 
 @pytest.fixture
 async def hub(call_log: CallLog) -> AsyncIterator[McpHub]:
-    hub = McpHub(McpSettings(servers=[notes(timeout=2)]), {"NOTES_CALLS": str(call_log.path)})
+    hub = McpHub(McpSettings(servers=[notes(timeout=30)]), {"NOTES_CALLS": str(call_log.path)})
     await hub.start()
     yield hub
     await hub.aclose()

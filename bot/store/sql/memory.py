@@ -41,6 +41,7 @@ from bot.store.sql import rules
 from bot.store.sql.codec import shorten
 from bot.store.sql.conn import marks
 from bot.store.sql.terms import choose_terms, query_terms, words
+from bot.turns import Origin
 
 log = structlog.get_logger(__name__)
 
@@ -120,8 +121,8 @@ class SqlMemory:
         surface = storable(item.surface)
         row_id = await tx.fetch_value(
             """INSERT INTO memories (conversation_key, surface, person, text, captured_at,
-                                     turn_id, said_from, said_to)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                                     turn_id, said_from, said_to, origin)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
             storable(item.conversation_key),
             surface,
             person,
@@ -130,6 +131,7 @@ class SqlMemory:
             item.turn_id,
             said_from,
             said_to,
+            item.origin.value,
         )
         if person is not None:
             await self._took_part(tx, person, surface, captured_at)
@@ -199,7 +201,7 @@ class SqlMemory:
         fts = self._fts
         rows = await self._db.reads().fetch_all(
             f"""SELECT m.id, m.text, m.surface, m.captured_at, m.said_from, m.said_to,
-                       {fts.score} AS score
+                       m.origin, m.person, {fts.score} AS score
                 FROM {fts.source} WHERE {fts.match} AND {where} AND {held}
                 ORDER BY score DESC, m.id DESC LIMIT ?""",
             expression,
@@ -208,7 +210,7 @@ class SqlMemory:
             settings.recall_hits * CANDIDATES_PER_HIT,
         )
         return rules.select(
-            [_hit(row) for row in rows],
+            [_hit(row, scope.person) for row in rows],
             specific,
             rules.weights(specific, docs, corpus),
             holds.preceding,
@@ -244,7 +246,8 @@ class SqlMemory:
         reads = self._db.reads()
         total = await reads.fetch_value(f"SELECT count(*) FROM memories m WHERE {where}", *params)
         rows = await reads.fetch_all(
-            f"""SELECT m.id, m.text, m.said_from, m.said_to, m.captured_at FROM memories m
+            f"""SELECT m.id, m.text, m.said_from, m.said_to, m.captured_at, m.origin
+                FROM memories m
                 WHERE {where} ORDER BY m.captured_at DESC, m.id DESC LIMIT ?""",
             *params,
             limit,
@@ -254,6 +257,7 @@ class SqlMemory:
                 str(row["id"]),
                 _said(row) or row["text"],
                 datetime.fromtimestamp(row["captured_at"], UTC),
+                origin_named(row["origin"]),
             )
             for row in rows
         ]
@@ -380,7 +384,7 @@ def memory_row_id(memory_id: str) -> int:
     return number
 
 
-def _hit(row: Row) -> MemoryHit:
+def _hit(row: Row, reader: str | None) -> MemoryHit:
     return MemoryHit(
         id=str(row["id"]),
         text=row["text"],
@@ -388,7 +392,18 @@ def _hit(row: Row) -> MemoryHit:
         score=float(row["score"]),
         captured_at=datetime.fromtimestamp(row["captured_at"], UTC),
         said=_said(row),
+        origin=origin_named(row["origin"]),
+        own=reader is not None and row["person"] == reader,
+        answer_at=int(row["said_to"]),
     )
+
+
+def origin_named(stored: object) -> Origin:
+    """A stored origin; one this program does not know reads as the least trusted person's."""
+    try:
+        return Origin(str(stored))
+    except ValueError:
+        return Origin.UNLISTED
 
 
 def _stored(row: Row) -> StoredMemory:
@@ -399,4 +414,5 @@ def _stored(row: Row) -> StoredMemory:
         person=row["person"],
         text=row["text"],
         captured_at=datetime.fromtimestamp(row["captured_at"], UTC),
+        origin=origin_named(row["origin"]),
     )

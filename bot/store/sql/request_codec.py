@@ -25,6 +25,7 @@ from bot.turns import (
     Continuation,
     ConversationKind,
     Lookups,
+    Origin,
     PrecedingMessage,
     ReplyRoute,
     Speaker,
@@ -83,6 +84,8 @@ def encode_request(request: TurnRequest) -> str:
         del body["continues"]
     if request.tools is None:
         del body["tools"]
+    if request.origin is None:
+        del body["origin"]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -132,6 +135,8 @@ def decode_request(text: str) -> TurnRequest:
         body["continues"] = _maybe(Continuation, body.get("continues"))
         tools = body.get("tools")
         body["tools"] = None if tools is None else tuple(str(name) for name in tools)
+        origin = body.get("origin")
+        body["origin"] = None if origin is None else Origin(origin)
         return TurnRequest(**body)
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"{type(exc).__name__}: {exc}"

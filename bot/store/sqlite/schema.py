@@ -322,6 +322,17 @@ _V_ACCESS = (
     )""",
 )
 
+# Where each memory's words came from (SPEC §6), stamped by the host at capture. Existing rows are
+# backfilled from what the row itself proves: `bot chat` is the operator's, a row without a person
+# is a request-driven run's, and anyone else's is a person's no allowlist is known to name (never
+# raised to more than that, as consolidation or compaction never raises one either).
+_V_MEMORY_ORIGINS = (
+    "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAULT 'unlisted'",
+    "UPDATE memories SET origin = 'operator' WHERE conversation_key LIKE 'console:%'",
+    "UPDATE memories SET origin = 'scheduled' "
+    "WHERE person IS NULL AND conversation_key NOT LIKE 'console:%'",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1_HISTORY + _V1_MEMORY + _V1_RECORDS_EVENTS_BUFFER,
     _V2_TERM_FREQUENCIES,
@@ -337,6 +348,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V_CONSOLE,
     _V_CONSUMED_BY,
     _V_ACCESS,
+    _V_MEMORY_ORIGINS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

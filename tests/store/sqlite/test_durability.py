@@ -153,7 +153,7 @@ async def test_a_version_1_file_is_migrated_forward_keeping_its_data(db_path: Pa
         await store.aclose()
 
     assert version is not None
-    assert version[0] == SCHEMA_VERSION == 14  # 14: pairing codes and admitted people (SPEC §19)
+    assert version[0] == SCHEMA_VERSION == 15  # 15: where each memory came from (SPEC §6)
     assert [hit.text for hit in hits] == ["User: the gate code is 4417"]
     # Who took part where survives as a span from their first to their last memory there.
     assert [tuple(row) for row in spans] == [("slack:T:U", "slack:C", 3600.0, 3600.0)]
