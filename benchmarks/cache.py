@@ -1,13 +1,14 @@
 """Benchmark: prompt-cache share and cache-weighted input cost over the 40-turn group scenario.
 
 Run: `.venv/bin/python -m benchmarks.cache [--memory on|off|both] [--skills none|all]
-                                           [--turns N] [--data PATH] [--baseline REV]`
+                                           [--turns N] [--data PATH] [--wire anthropic|openai|both]
+                                           [--baseline REV]`
 
-`--data benchmarks/data/tools-40.json` plays the tool-heavy variant: the same turns, each mention
-answered after one to three rounds of calls to the notes MCP server's `big` tool (the server is
-configured and allowed on the group); a turn's figure then sums all its calls. `--baseline REV`
-first plays the same scenario with the bot of commit REV (exported from git, in a subprocess;
-driver and fakes from this checkout) and ends with both means side by side.
+`--data benchmarks/data/tools-40.json` plays the tool-heavy variant (Anthropic wire): the same
+turns, each mention answered after one to three rounds of calls to the notes MCP server's `big`
+tool (the server is configured and allowed on the group); a turn's figure then sums all its
+calls. `--baseline REV` first plays the same scenario with the bot of commit REV (exported from
+git, in a subprocess; driver and fakes from this checkout) and ends with both means side by side.
 
 The scenario (`data/group-40.json`, a copy of `../shared/bench/group-40.json`, SPEC §12) is
 played as a Telegram group through the real thing: the composition root (`App`, as `bot run`
@@ -33,6 +34,12 @@ share served from cache, next to the agent-wide part's share of that request (it
 
 Skills: the scenario ships five skills and no selection: `--skills none` (default) indexes them
 (bodies on disk for `load_skill`); `--skills all` selects all five into the agent-wide part.
+
+Wires: `--wire openai` plays the same scenario with `provider = "openai"` against the fake Chat
+Completions server (tests/fakes/openai.py), whose usage models OpenAI's automatic prefix caching:
+the longest byte-identical prefix of an earlier request, in 128-token steps from 1,024 tokens,
+is served from cache (`cached_tokens`), with no cache writes. Its token counts are o200k_base,
+not Claude's, so the two wires' weighted figures are each in their own tokens.
 
 Time: the turns run back to back in real time (the simulator's clock is the real one, so nothing
 expires mid-run); message dates follow the scenario.
@@ -62,15 +69,19 @@ from bot.cli.compose import App, Runs
 from bot.cli.settings import load_config
 from bot.ports.memory import MemoryCapture
 from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall, breakpoint_tokens
+from tests.fakes.openai import FakeOpenAI, count_tokens
 from tests.fakes.telegram import FakeTelegram
 
 # A byte-identical copy of ../shared/bench/group-40.json, so the suite can smoke-run it anywhere.
 DATA = Path(__file__).resolve().parent / "data" / "group-40.json"
 MODEL = "claude-sonnet-4-5"
+OPENAI_MODEL = "gpt-5-mini"
 GROUP, OTHER_GROUP = -1001234, -1005678
 MEAN_FROM, MEAN_TO = 10, 40
 TARGET_SHARE, TARGET_WEIGHTED = 0.89, 1340
 RECALLED = re.compile(r"^- \(\d{4}-\d\d-\d\d\) ", re.MULTILINE)
+
+
 # The notes server of the tests, for scenarios that call tools (`"mcp": "notes"` in the data).
 NOTES = [sys.executable, str(Path(__file__).resolve().parents[1] / "tests/mcp_servers/notes.py")]
 NOTES_SERVER = f'\n[[mcp.servers]]\nname = "notes"\ncommand = {json.dumps(NOTES)}\n'
@@ -113,6 +124,7 @@ def write_config(
     tg: str,
     model: str,
     extra: str = "",
+    wire: str = "anthropic",
 ) -> Path:
     """The scenario's texts as agent files and a `bot run` config for Telegram on the fakes
     (`extra`: more TOML, e.g. an MCP server and the group's surface rule)."""
@@ -135,7 +147,8 @@ def write_config(
             selected_skills = {json.dumps(selected)}
 
             [model]
-            name = "{MODEL}"
+            name = "{MODEL if wire == "anthropic" else OPENAI_MODEL}"
+            provider = "{wire}"
             base_url = "{model}"
             max_retries = 0
 
@@ -207,29 +220,16 @@ async def remember_facts(app: App, group: Group, turns: Sequence[Mapping[str, An
         )
 
 
-async def play(
-    app: App, group: Group, fake: FakeAnthropic, turn: Mapping[str, Any], number: int
-) -> Figure:
-    """One turn: the others' messages, then the mention; waits for the answer and the capture.
-    A turn with `tools` calls them first, one round each: its figure sums all its calls."""
-    for said in turn["preceding"]:
-        await group.say(said)
-    rounds = [
-        Reply(tool_calls=[ToolCall(call["name"], call["input"], id=f"toolu_{number}_{index}")])
-        for index, call in enumerate(turn.get("tools", ()))
-    ]
-    fake.script(*rounds, turn["answer"])
-    before, sent = len(fake.usages), len(group.tg.sent)
-    await group.say(turn["mention"], mention=True)
-    await group.tg.wait_for(lambda: len(group.tg.sent) > sent)
-    await app.host.idle()
-    calls = len(rounds) + 1
-    if len(fake.usages) != before + calls:
-        made = len(fake.usages) - before
-        raise RuntimeError(f"turn {number} made {made} model calls, not {calls}")
-    usages = fake.usages[before:]
-    first = fake.requests[-calls]["messages"][-1]["content"]
-    recalled = sum(len(RECALLED.findall(block.get("text", ""))) for block in first)
+Fake = FakeAnthropic | FakeOpenAI
+
+
+def _figure(fake: Fake, number: int, recalled: int, calls: int = 1) -> Figure:
+    """The turn's figure: the usage of its last `calls` calls, summed."""
+    usages = fake.usages[-calls:]
+    if isinstance(fake, FakeOpenAI):
+        cached = sum(usage["prompt_tokens_details"]["cached_tokens"] for usage in usages)
+        prompt = sum(usage["prompt_tokens"] for usage in usages)
+        return Figure(number, prompt - cached, cached, 0, recalled)
     return Figure(
         number,
         sum(usage["input_tokens"] for usage in usages),
@@ -239,16 +239,63 @@ async def play(
     )
 
 
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [str(block.get("text", "")) for block in content]
+
+
+def agent_wide_tokens(fake: Fake, body: Mapping[str, Any]) -> int:
+    """The agent-wide part of a request in tokens: its first breakpoint (Anthropic), or the
+    system messages before the session block's (OpenAI)."""
+    if isinstance(fake, FakeOpenAI):
+        systems = [m for m in body["messages"] if m["role"] == "system"]
+        return count_tokens(json.dumps(systems[:-1], ensure_ascii=False))
+    return breakpoint_tokens(body)[0]
+
+
+async def play(app: App, group: Group, fake: Fake, turn: Mapping[str, Any], number: int) -> Figure:
+    """One turn: the others' messages, then the mention; waits for the answer and the capture.
+    A turn with `tools` calls them first, one round each: its figure sums all its calls."""
+    for said in turn["preceding"]:
+        await group.say(said)
+    rounds = [
+        Reply(tool_calls=[ToolCall(call["name"], call["input"], id=f"toolu_{number}_{index}")])
+        for index, call in enumerate(turn.get("tools", ()))
+    ]
+    if rounds and not isinstance(fake, FakeAnthropic):
+        raise SystemExit("a scenario with tool calls runs on the Anthropic wire only")
+    fake.script(*rounds, turn["answer"])  # type: ignore[arg-type]  # rounds: Anthropic only
+    before, sent = len(fake.usages), len(group.tg.sent)
+    await group.say(turn["mention"], mention=True)
+    await group.tg.wait_for(lambda: len(group.tg.sent) > sent)
+    await app.host.idle()
+    calls = len(rounds) + 1
+    if len(fake.usages) != before + calls:
+        made = len(fake.usages) - before
+        raise RuntimeError(f"turn {number} made {made} model calls, not {calls}")
+    first = fake.requests[-calls]["messages"][-1]["content"]
+    recalled = sum(len(RECALLED.findall(text)) for text in _texts(first))
+    return _figure(fake, number, recalled, calls)
+
+
 async def scenario(
-    data: Mapping[str, Any], skills: str, memory: bool, extra: str = ""
+    data: Mapping[str, Any], skills: str, memory: bool, extra: str = "", wire: str = "anthropic"
 ) -> tuple[list[Figure], Figure, float]:
     turns = data["turns"]
     if data.get("mcp") == "notes":  # a tool-heavy scenario: the notes server, allowed there
         extra += NOTES_SERVER + NOTES_RULE
+    fake: Fake = FakeOpenAI() if wire == "openai" else FakeAnthropic()
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeTelegram() as tg, FakeAnthropic() as fake:
-            path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url, extra)
-            env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        async with FakeTelegram() as tg, fake:
+            path = write_config(
+                Path(tmp), data, skills, memory, tg.base_url, fake.base_url, extra, wire
+            )
+            env = {
+                "TELEGRAM_BOT_TOKEN": tg.token,
+                "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
+                "OPENAI_API_KEY": "sk-openai-bench-0000",
+            }
             async with App(load_config(path, env=env), runs=Runs(http=False)) as app:
                 group = Group(tg, GROUP)
                 if memory:
@@ -258,7 +305,7 @@ async def scenario(
                 other = Group(tg, OTHER_GROUP)
                 first = {**turns[0], "preceding": []}
                 fresh = await play(app, other, fake, first, len(turns) + 1)
-                ceiling = breakpoint_tokens(fake.requests[-1])[0] / fresh.total
+                ceiling = agent_wide_tokens(fake, fake.requests[-1]) / fresh.total
     return figures, fresh, ceiling
 
 
@@ -307,6 +354,7 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--skills", choices=["all", "none"], default="none")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--turns", type=int, default=0, help="only the first N turns (0: all)")
+    parser.add_argument("--wire", choices=["anthropic", "openai", "both"], default="anthropic")
     parser.add_argument(
         "--baseline", help="a commit whose bot plays the same scenario first, for comparison"
     )
@@ -317,10 +365,13 @@ async def _main(argv: Sequence[str] | None) -> None:
         data = {**data, "turns": data["turns"][: args.turns]}
     before = baseline(args.baseline, args.data, argv or sys.argv[1:]) if args.baseline else None
     summaries = []
-    for memory in ["on", "off"] if args.memory == "both" else [args.memory]:
-        figures, fresh, ceiling = await scenario(data, args.skills, memory == "on")
-        label = f"memory {memory}, skills {args.skills}"
-        summaries.append(report(label, figures, fresh, ceiling))
+    wires = ["anthropic", "openai"] if args.wire == "both" else [args.wire]
+    for wire in wires:
+        for memory in ["on", "off"] if args.memory == "both" else [args.memory]:
+            figures, fresh, ceiling = await scenario(data, args.skills, memory == "on", wire=wire)
+            label = f"memory {memory}, skills {args.skills}"
+            label += ", openai wire" if wire == "openai" else ""
+            summaries.append(report(label, figures, fresh, ceiling))
     print("\n" + json.dumps(summaries, indent=1))
     if before is not None:
         compared(args.baseline, before, summaries)

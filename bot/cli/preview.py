@@ -1,4 +1,5 @@
-"""`bot preview EVENT.json`: print the exact Messages API request the model would get for an event.
+"""`bot preview EVENT.json [--wire anthropic|openai]`: print the exact request the model would get
+for an event, on the configured model's wire or the one named.
 
 No model call is made. The event file names the channel, conversation, kind and text, and
 optionally the speaker, surface, preceding messages and route (host-side values, which must not
@@ -33,6 +34,10 @@ from bot.turns import (
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
 
+if TYPE_CHECKING:  # `bot preview --help` imports no config model
+    from bot.config import ModelSettings
+    from bot.ports.request import ModelRequest
+
 HELP = "print the exact model request for an event file"
 # The channels a turn comes from (each one's `channel` in its TurnRequest).
 CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
@@ -40,6 +45,11 @@ CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("event", type=Path, help="a JSON event file (see README: bot preview)")
+    parser.add_argument(
+        "--wire",
+        choices=("anthropic", "openai"),
+        help="the wire to show the request on (default: model.provider's)",
+    )
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -76,7 +86,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         )
         return 2
     try:
-        body, rule = asyncio.run(_preview(config, request))
+        body, rule = asyncio.run(_preview(config, request, args.wire))
     except UnknownSkill as exc:
         # The host answers such a message itself; the model is never asked.
         print(
@@ -106,8 +116,11 @@ def host_command(text: str, *, schedules: bool) -> str | None:
     return f"/{name}" if name is not None else None
 
 
-async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, Any], str]:
-    """The request body, and which surface rule applied."""
+async def _preview(
+    config: Config, request: TurnRequest, wire: str | None = None
+) -> tuple[Mapping[str, Any], str]:
+    """The request body on `wire` (the configured model's by default), and which surface rule
+    applied."""
     from bot.agentfiles import load_agent
     from bot.cli.compose import build_assembler
     from bot.policy.files import load_policy
@@ -139,9 +152,22 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
             await store.aclose()
     prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
     assembled = assembler.build(prepared.prompt, history)
-    from bot.model.wire import encode
+    return _encoded(settings.model, assembled.request, wire), matched.label
 
-    return encode(assembled.request), matched.label
+
+def _encoded(model: ModelSettings, request: ModelRequest, wire: str | None) -> dict[str, Any]:
+    """The request as `wire` sends it (no SDK is imported for this)."""
+    if (wire or model.provider) == "openai":
+        from bot.model import openai_wire
+
+        caps = model.capabilities.on("openai")
+        tokens = openai_wire.completion_tokens(
+            model.base_url if model.provider == "openai" else None
+        )
+        return openai_wire.encode(request, caps, completion_tokens=tokens)
+    from bot.model import wire as anthropic_wire
+
+    return anthropic_wire.encode(request)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,6 @@ from bot.model.retry import WireError
 from bot.ports.records import Usage
 from bot.ports.request import ModelRequest
 
-OPENAI_HOST = "api.openai.com"
-
 
 def wire_error(exc: openai.APIError) -> WireError:
     """The SDK's error as the retry policy reads it (the error object's code or type)."""
@@ -56,9 +54,7 @@ class OpenAITransport:
             http_client=None if tls is None else openai.DefaultAsyncHttpxClient(verify=tls),
         )
         self._capabilities = capabilities
-        # OpenAI's own API takes the answer limit as max_completion_tokens (its reasoning
-        # models refuse max_tokens); compatible servers know max_tokens.
-        self._completion_tokens = base_url is None or OPENAI_HOST in base_url
+        self._completion_tokens = openai_wire.completion_tokens(base_url)
 
     def encode(self, request: ModelRequest) -> dict[str, Any]:
         return openai_wire.encode(

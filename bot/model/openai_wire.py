@@ -35,6 +35,7 @@ from bot.ports.request import (
 from bot.turns import ToolUseBlock
 
 WIRE = "openai"
+OPENAI_HOST = "api.openai.com"
 NO_IMAGES = "[The image above is not shown: this model does not read images.]"
 NO_DOCUMENTS = "[The document above is not shown: this model does not read PDF files.]"
 
@@ -60,6 +61,12 @@ def encode(
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return body
+
+
+def completion_tokens(base_url: str | None) -> bool:
+    """Whether the server is OpenAI's own API, which takes the answer limit as
+    `max_completion_tokens` (its reasoning models refuse `max_tokens`)."""
+    return base_url is None or OPENAI_HOST in base_url
 
 
 def _tool(name: str, description: str, schema: Mapping[str, Any]) -> dict[str, Any]:

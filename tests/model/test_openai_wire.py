@@ -5,7 +5,7 @@ context-length error, and a fallback from an overloaded Anthropic."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,12 +20,6 @@ from bot.turns import HistoryEntry, TextBlock
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai import FakeOpenAI, Reply, ToolCall
 from tests.model.conftest import MODEL, SYSTEM, FakeTime, RecordingTool, plan
-
-
-@pytest.fixture
-async def gpt() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(api_key="sk-openai-test") as server:
-        yield server
 
 
 @pytest.fixture
