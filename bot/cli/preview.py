@@ -14,7 +14,7 @@ import json
 import sys
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,8 @@ from bot.turns import (
 
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
+    from bot.mcp.hub import McpHub
+    from bot.prompt.skills import AgentTexts
 
 if TYPE_CHECKING:  # `bot preview --help` imports no config model
     from bot.config import ModelSettings
@@ -122,20 +124,37 @@ async def _preview(
     """The request body on `wire` (the configured model's by default), and which surface rule
     applied."""
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_assembler
+    from bot.cli.compose import build_hub
+
+    agent = load_agent(config.settings.agent)
+    hub = build_hub(config) if config.settings.mcp.servers else None
+    if hub is not None:  # their tools are offered too, as `bot tools` lists them
+        await hub.start()
+    try:
+        return await _previewed(config, request, agent, hub)
+    finally:
+        if hub is not None:
+            await hub.aclose()
+
+
+async def _previewed(
+    config: Config, request: TurnRequest, agent: AgentTexts, hub: McpHub | None
+) -> tuple[Mapping[str, Any], str]:
+    from bot.cli.compose import build_assembler, build_toolbox
     from bot.policy.files import load_policy
     from bot.prompt import TokenCounter
     from bot.turnprep import memory_scope, surface_prompt
 
     settings = config.settings
-    agent = load_agent(settings.agent)
     policy = load_policy(settings, agent)
     matched = policy.policies.for_request(request)
+    toolbox = build_toolbox(config, agent, hub=hub, listing=True)
     assembler = build_assembler(
         config,
         agent,
         TokenCounter(settings.model.encoding, calibration=settings.model.calibration),
         policy,
+        toolbox,
     )
     words = assembler.words(request)
     history: list[HistoryEntry] = []
@@ -150,7 +169,10 @@ async def _preview(
                 hits = list(await store.memory.recall(words, memory_scope(request)))
         finally:
             await store.aclose()
-    prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
+    # The tools this surface is offered, computed as `bot tools --surface` computes them (and as
+    # the host does for a turn), so the request, its skill index included, says what is offered.
+    surface = replace(surface_prompt(matched), tools=tuple(toolbox.offered(matched.rule)))
+    prepared = assembler.prepare(request, history, hits, surface=surface)
     assembled = assembler.build(prepared.prompt, history)
     return _encoded(settings.model, assembled.request, wire), matched.label
 

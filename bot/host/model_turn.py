@@ -233,6 +233,8 @@ class ModelTurn:
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
         ended = Outcome.SILENT if silent else Outcome.OK
         details = budget_details(outcome.budget) | tool_details(outcome.tool_calls)
+        if turn.job.absorbed.items:  # messages sent meanwhile that it took in (SPEC §19)
+            details["took_in"] = len(turn.job.absorbed.items)
         if outcome.suspended and not silent:  # it waits (an approval): its continuation follows
             ended = Outcome.SUSPENDED
             details |= suspended_details(outcome.suspended)

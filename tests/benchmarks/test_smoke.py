@@ -29,6 +29,7 @@ TINY: dict[str, tuple[list[str], str]] = {
         [*("--baseline", "HEAD", "--runs", "1", "host_telegram"), *TINY_TELEGRAM],
         "cpu ms/turn",
     ),
+    "faithful": (["--repeat", "1", "--limit", "5"], "reaching the model unchanged: 5/5"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "images": (["--scale", "0.02", "--at-once", "2"], "x2: RSS"),
     "mcp_tools": (["--calls", "3", "--warmup", "1", "--turns", "2"], "with the MCP server:"),

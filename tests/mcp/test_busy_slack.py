@@ -81,6 +81,7 @@ async def test_steer_a_message_sent_while_a_tool_runs_joins_the_next_round_and_i
         records = await app.store.records.recent(key, limit=5)
         states = [await app.store.inbox.state(i) for i in (1, 2)]
         consumed_by = await app.store.inbox.consumed_by(2)
+        record = await app.store.records.show(records[0].turn_id)
     # One turn, two model rounds: the second carries the tool's result, then Bob's words.
     assert len(claude.requests) == 2
     last = claude.requests[1]["messages"][-1]
@@ -94,6 +95,8 @@ async def test_steer_a_message_sent_while_a_tool_runs_joins_the_next_round_and_i
     assert [r.outcome for r in records] == ["ok"]
     assert states == [InboxState.ANSWERED, InboxState.CONSUMED]
     assert consumed_by == records[0].turn_id
+    assert record is not None
+    assert record["details"]["took_in"] == 1
     # History keeps Bob's words where they came, under his name.
     assert [(e.role, e.speaker is not None) for e in history] == [
         ("user", True),
