@@ -138,7 +138,11 @@ async def _preview(
 
 
 async def _previewed(
-    config: Config, request: TurnRequest, agent: AgentTexts, hub: McpHub | None, wire: str | None
+    config: Config,
+    request: TurnRequest,
+    agent: AgentTexts,
+    hub: McpHub | None,
+    wire: str | None,
 ) -> tuple[Mapping[str, Any], str]:
     from bot.cli.compose import build_assembler, build_toolbox
     from bot.policy.files import load_policy
