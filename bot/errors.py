@@ -22,6 +22,7 @@ BotError
 │   └── StoreFault           a write to a table of the in-memory store a test told to fail
 ├── ModelError               the model API cannot be used (start-up checks)
 │   ├── ModelAuthError       the API refused the key
+│   ├── WireError            a model call failed, as every wire reports it (status, kind, detail)
 │   ├── TurnFailed           the model runtime gave up on a turn (carries what finished)
 │   │   └── BreakerTripped   a cost breaker stopped it (a token cap, a repeated tool call)
 │   └── WindowExceeded       the request cannot fit the model's window even with no history
@@ -55,7 +56,7 @@ imports nothing from the rest of the program, so every part, channels included, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # values only carried, never used here: no import at run time
@@ -151,6 +152,24 @@ class ModelError(BotError):
 
 class ModelAuthError(ModelError):
     """The model API refused the key: ANTHROPIC_API_KEY is wrong, revoked or missing."""
+
+
+@dataclass(frozen=True, eq=False)
+class WireError(ModelError):
+    """A failed model call as every wire reports it: the HTTP status (None: no answer, a
+    connection error or a timeout), the error's type or code and message, and the headers that
+    say when to try again. Each wire turns its SDK's errors into this."""
+
+    status: int | None
+    kind: str = ""  # the error's type (Anthropic) or code (OpenAI), or the exception's name
+    detail: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        if self.status is None:
+            return f"{self.kind}: {self.detail[:300]}"
+        return f"{self.status} {self.kind}" + (f": {self.detail[:300]}" if self.detail else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,9 @@ import email.utils
 import random
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import Enum
+
+from bot.errors import WireError
 
 BASE_DELAY = 0.5
 MAX_DELAY = 30.0
@@ -33,22 +33,6 @@ _OVERFLOW_CODES = {"context_length_exceeded"}
 
 
 _BLOCK_PATH = re.compile(r"^messages\.(\d+)\.content\.(\d+)\b")
-
-
-@dataclass(frozen=True, eq=False)
-class WireError(Exception):
-    """A failed model call as every wire reports it: the HTTP status (None: no answer, a
-    connection error or a timeout), the error's type or code and message, and the headers that
-    say when to try again. Each wire turns its SDK's errors into this."""
-
-    status: int | None
-    kind: str = ""  # the error's type (Anthropic) or code (OpenAI), or the exception's name
-    detail: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    timed_out: bool = False
-
-    def __str__(self) -> str:
-        return error_message(self)
 
 
 class Verdict(Enum):
@@ -88,10 +72,7 @@ def is_timeout(exc: BaseException) -> bool:
 def error_message(exc: BaseException) -> str:
     """A short description of a failure for logs and TurnFailed (no request content)."""
     if isinstance(exc, WireError):
-        if exc.status is None:
-            return f"{exc.kind}: {exc.detail[:300]}"
-        detail = exc.detail
-        return f"{exc.status} {exc.kind}" + (f": {detail[:300]}" if detail else "")
+        return str(exc)
     if isinstance(exc, TimeoutError):
         return "the call timed out"
     return f"{type(exc).__name__}: {str(exc)[:300]}"
