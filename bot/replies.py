@@ -123,12 +123,15 @@ CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
 CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 
 
-def chat_unanswered(unanswered: int, asked: int, reason: str, log: Path) -> str:
-    """One line on stderr when a piped `bot chat` could not answer every message."""
+def chat_unanswered(
+    unanswered: int, asked: int, reason: str, log: Path, *, turn_id: str, conversation: str
+) -> str:
+    """One line on stderr when a piped `bot chat` could not answer every message: the last
+    unanswered turn's id, for `bot turns show`, and the conversation's key."""
     return (
-        f"bot chat: {unanswered} of {asked} messages got no answer ({reason}). "
-        f"Fix: see the turn with `bot turns show` and the log ({log}); check the model is "
-        "reachable."
+        f"bot chat: {unanswered} of {asked} messages got no answer ({reason}) in conversation "
+        f"{conversation}. Fix: see the turn with `bot turns show {turn_id}` and the log ({log}); "
+        "check the model is reachable."
     )
 
 
