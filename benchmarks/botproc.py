@@ -1,4 +1,4 @@
-"""The bot under benchmark, as a process of its own: the whole App with the instant model.
+"""The bot under benchmark, as a process of its own: the whole App, the model as the driver says.
 
     python benchmarks/botproc.py CONFIG instant|server    (tokens from the environment)
 
@@ -6,10 +6,11 @@ Started by the host benchmarks (`benchmarks.overhead.BotProcess`) so that the CP
 per turn can be read off its own process, apart from the fake servers that drive it. Run as a
 script, not a module: the bot comes from the first tree on PYTHONPATH, which may be a baseline
 commit's (`benchmarks.compare`), while this file is the current checkout's. It prints `ready` on
-standard output once every channel is up, and stops on SIGTERM. `instant` answers with the
-in-process instant model; `server` calls the model through the anthropic SDK at the config's
-base URL. With BENCH_PROFILE=FILE in the environment the bot runs under cProfile (CPU time, every
-thread's) and writes its stats to FILE when it stops (read them with `python -m pstats FILE`), e.g.
+standard output once every channel is up, and stops on SIGTERM. `server` (the host benchmarks'
+default) calls the model through the anthropic SDK at the config's base URL; `instant` answers
+with the in-process stand-in. With BENCH_PROFILE=FILE in the environment the bot runs under
+cProfile (CPU time, every thread's) and writes its stats to FILE when it stops (read them with
+`python -m pstats FILE`), e.g.
 `BENCH_PROFILE=/tmp/tg.prof python -m benchmarks.host_telegram --bot-tree TREE ...`.
 """
 

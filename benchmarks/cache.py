@@ -1,7 +1,7 @@
 """Benchmark: prompt-cache share and cache-weighted input cost over the 40-turn group scenario.
 
 Run: `.venv/bin/python -m benchmarks.cache [--memory on|off|both] [--skills none|all]
-                                           [--turns N] [--data PATH]`
+                                           [--turns N] [--data PATH] [--wire anthropic|openai|both]`
 
 The scenario (`data/group-40.json`, a copy of `../shared/bench/group-40.json`, SPEC §12) is
 played as a Telegram group through the real thing: the composition root (`App`, as `bot run`
@@ -28,6 +28,12 @@ share served from cache, next to the agent-wide part's share of that request (it
 Skills: the scenario ships five skills and no selection: `--skills none` (default) indexes them
 (bodies on disk for `load_skill`); `--skills all` selects all five into the agent-wide part.
 
+Wires: `--wire openai` plays the same scenario with `provider = "openai"` against the fake Chat
+Completions server (tests/fakes/openai.py), whose usage models OpenAI's automatic prefix caching:
+the longest byte-identical prefix of an earlier request, in 128-token steps from 1,024 tokens,
+is served from cache (`cached_tokens`), with no cache writes. Its token counts are o200k_base,
+not Claude's, so the two wires' weighted figures are each in their own tokens.
+
 Time: the turns run back to back in real time (the simulator's clock is the real one, so nothing
 expires mid-run); message dates follow the scenario.
 """
@@ -53,11 +59,13 @@ from bot.cli.compose import App, Runs
 from bot.cli.settings import load_config
 from bot.ports.memory import MemoryCapture
 from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
+from tests.fakes.openai import FakeOpenAI, count_tokens
 from tests.fakes.telegram import FakeTelegram
 
 # A byte-identical copy of ../shared/bench/group-40.json, so the suite can smoke-run it anywhere.
 DATA = Path(__file__).resolve().parent / "data" / "group-40.json"
 MODEL = "claude-sonnet-4-5"
+OPENAI_MODEL = "gpt-5-mini"
 GROUP, OTHER_GROUP = -1001234, -1005678
 MEAN_FROM, MEAN_TO = 10, 40
 TARGET_SHARE, TARGET_WEIGHTED = 0.89, 1340
@@ -97,6 +105,7 @@ def write_config(
     tg: str,
     model: str,
     extra: str = "",
+    wire: str = "anthropic",
 ) -> Path:
     """The scenario's texts as agent files and a `bot run` config for Telegram on the fakes
     (`extra`: more TOML, e.g. an MCP server and the group's surface rule)."""
@@ -119,7 +128,8 @@ def write_config(
             selected_skills = {json.dumps(selected)}
 
             [model]
-            name = "{MODEL}"
+            name = "{MODEL if wire == "anthropic" else OPENAI_MODEL}"
+            provider = "{wire}"
             base_url = "{model}"
             max_retries = 0
 
@@ -191,9 +201,39 @@ async def remember_facts(app: App, group: Group, turns: Sequence[Mapping[str, An
         )
 
 
-async def play(
-    app: App, group: Group, fake: FakeAnthropic, turn: Mapping[str, Any], number: int
-) -> Figure:
+Fake = FakeAnthropic | FakeOpenAI
+
+
+def _figure(fake: Fake, number: int, recalled: int) -> Figure:
+    usage = fake.usages[-1]
+    if isinstance(fake, FakeOpenAI):
+        cached = usage["prompt_tokens_details"]["cached_tokens"]
+        return Figure(number, usage["prompt_tokens"] - cached, cached, 0, recalled)
+    return Figure(
+        number,
+        usage["input_tokens"],
+        usage["cache_read_input_tokens"],
+        usage["cache_creation_input_tokens"],
+        recalled,
+    )
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [str(block.get("text", "")) for block in content]
+
+
+def agent_wide_tokens(fake: Fake, body: Mapping[str, Any]) -> int:
+    """The agent-wide part of a request in tokens: its first breakpoint (Anthropic), or the
+    system messages before the session block's (OpenAI)."""
+    if isinstance(fake, FakeOpenAI):
+        systems = [m for m in body["messages"] if m["role"] == "system"]
+        return count_tokens(json.dumps(systems[:-1], ensure_ascii=False))
+    return breakpoint_tokens(body)[0]
+
+
+async def play(app: App, group: Group, fake: Fake, turn: Mapping[str, Any], number: int) -> Figure:
     """One turn: the others' messages, then the mention; waits for the answer and the capture."""
     for said in turn["preceding"]:
         await group.say(said)
@@ -204,26 +244,26 @@ async def play(
     await app.host.idle()
     if len(fake.usages) != before + 1:
         raise RuntimeError(f"turn {number} made {len(fake.usages) - before} model calls, not 1")
-    usage = fake.usages[-1]
     last = fake.requests[-1]["messages"][-1]["content"]
-    recalled = sum(len(RECALLED.findall(block.get("text", ""))) for block in last)
-    return Figure(
-        number,
-        usage["input_tokens"],
-        usage["cache_read_input_tokens"],
-        usage["cache_creation_input_tokens"],
-        recalled,
-    )
+    recalled = sum(len(RECALLED.findall(text)) for text in _texts(last))
+    return _figure(fake, number, recalled)
 
 
 async def scenario(
-    data: Mapping[str, Any], skills: str, memory: bool, extra: str = ""
+    data: Mapping[str, Any], skills: str, memory: bool, extra: str = "", wire: str = "anthropic"
 ) -> tuple[list[Figure], Figure, float]:
     turns = data["turns"]
+    fake: Fake = FakeOpenAI() if wire == "openai" else FakeAnthropic()
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeTelegram() as tg, FakeAnthropic() as fake:
-            path = write_config(Path(tmp), data, skills, memory, tg.base_url, fake.base_url, extra)
-            env = {"TELEGRAM_BOT_TOKEN": tg.token, "ANTHROPIC_API_KEY": "sk-ant-bench-0000"}
+        async with FakeTelegram() as tg, fake:
+            path = write_config(
+                Path(tmp), data, skills, memory, tg.base_url, fake.base_url, extra, wire
+            )
+            env = {
+                "TELEGRAM_BOT_TOKEN": tg.token,
+                "ANTHROPIC_API_KEY": "sk-ant-bench-0000",
+                "OPENAI_API_KEY": "sk-openai-bench-0000",
+            }
             async with App(load_config(path, env=env), runs=Runs(http=False)) as app:
                 group = Group(tg, GROUP)
                 if memory:
@@ -233,7 +273,7 @@ async def scenario(
                 other = Group(tg, OTHER_GROUP)
                 first = {**turns[0], "preceding": []}
                 fresh = await play(app, other, fake, first, len(turns) + 1)
-                ceiling = breakpoint_tokens(fake.requests[-1])[0] / fresh.total
+                ceiling = agent_wide_tokens(fake, fake.requests[-1]) / fresh.total
     return figures, fresh, ceiling
 
 
@@ -282,16 +322,20 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--skills", choices=["all", "none"], default="none")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--turns", type=int, default=0, help="only the first N turns (0: all)")
+    parser.add_argument("--wire", choices=["anthropic", "openai", "both"], default="anthropic")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.turns:
         data = {**data, "turns": data["turns"][: args.turns]}
     summaries = []
-    for memory in ["on", "off"] if args.memory == "both" else [args.memory]:
-        figures, fresh, ceiling = await scenario(data, args.skills, memory == "on")
-        label = f"memory {memory}, skills {args.skills}"
-        summaries.append(report(label, figures, fresh, ceiling))
+    wires = ["anthropic", "openai"] if args.wire == "both" else [args.wire]
+    for wire in wires:
+        for memory in ["on", "off"] if args.memory == "both" else [args.memory]:
+            figures, fresh, ceiling = await scenario(data, args.skills, memory == "on", wire=wire)
+            label = f"memory {memory}, skills {args.skills}"
+            label += ", openai wire" if wire == "openai" else ""
+            summaries.append(report(label, figures, fresh, ceiling))
     print("\n" + json.dumps(summaries, indent=1))
 
 

@@ -6,10 +6,12 @@
 BENCHMARK is `host_slack` or `host_telegram` (ARGS are its own). Each commit is exported from
 git (`git archive`) into a temporary folder; the benchmark's driver and fakes are this checkout's,
 and only the bot process comes from the exported tree (`--bot-tree`), so both commits are driven
-the same way. The runs alternate (baseline, candidate, baseline, ...) so that a machine that gets
-busier or quieter during the run affects both alike. Printed: every run's lines, then the median
-of each figure per commit and the ratio candidate / baseline. Figures are printed, never
-asserted.
+the same way, through the same model path (the benchmark's `--model`; by default the anthropic
+SDK over HTTP to the fake Messages API, and the benchmark's header saying so is printed first).
+The runs alternate (baseline, candidate, baseline, ...) so that a machine that gets busier or
+quieter during the run affects both alike. Printed: every run's lines, then the median of each
+figure (p50, p99, turns/s, CPU per turn) per commit and the ratio candidate / baseline. Figures
+are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for role, tree in trees.items():
                 output, figures = run_once(args.benchmark, tree, args.args)
                 runs[role].append(figures)
+                if number == 1 and role == "baseline":  # what is measured, the model path too
+                    print(output.splitlines()[0] if output else "")
                 for line in output.splitlines():
                     if FIGURE.match(line):
                         print(f"run {number} {role:<9} {line}")

@@ -6,9 +6,10 @@
 
 The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
 the Slack channel on real slack-bolt in Socket Mode against the fake Slack on 127.0.0.1). The
-model answers at once: `instant` (default) is an in-process runtime that assembles the real
-request and answers without I/O; `server` goes through the anthropic SDK to the fake Messages
-API instead.
+model answers at once: `server` (default) goes through the anthropic SDK over HTTP to the fake
+Messages API, streaming at the channel's default, as a user's bot does; `instant` is an extra
+figure from an in-process runtime that assembles the real request and answers without I/O (every
+line it prints says so).
 
 Latency runs from the moment the fake Slack sends the event envelope down the websocket to the
 moment it accepted the answer's last chat.postMessage. On the way: bolt's ack, the durable
@@ -37,9 +38,11 @@ from typing import Any
 import structlog
 
 from benchmarks.overhead import (
+    MODELS,
     BotProcess,
     Figures,
     add_bot_tree,
+    add_model,
     add_store,
     answer_for,
     measure,
@@ -144,7 +147,7 @@ async def scenario(
         lambda number: run_round(slack, conversations, number), warmup, rounds, bot.settle
     )
     ordered = all(c.answers == sorted(c.answers) for c in conversations)
-    return measured.figures(name, len(conversations) * rounds, ordered)
+    return measured.figures(name, len(conversations) * rounds, ordered, instant=bot.instant)
 
 
 async def run(args: argparse.Namespace, folder: Path) -> None:
@@ -182,7 +185,7 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--turns", type=int, default=200, help="turns in the one-thread scenario")
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-thread scenario")
     parser.add_argument("--surface", choices=["thread", "dm"], default="thread")
-    parser.add_argument("--model", choices=["instant", "server"], default="instant")
+    add_model(parser)
     parser.add_argument("--conversations", type=int, default=100, help="in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
     add_store(parser)
@@ -190,8 +193,8 @@ async def _main(argv: Sequence[str] | None) -> None:
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     print(
-        f"Slack host overhead (Socket Mode), surface: {args.surface}, model: {args.model}, "
-        f"store: {args.store}"
+        f"Slack host overhead (Socket Mode), surface: {args.surface}, store: {args.store}, "
+        f"model: {MODELS[args.model]}"
     )
     with tempfile.TemporaryDirectory() as folder:
         await run(args, Path(folder))

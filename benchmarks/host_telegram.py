@@ -5,8 +5,10 @@
 
 The whole App runs (SQLite store in a temporary folder, host lanes, assembler, memory capture,
 the Telegram channel on python-telegram-bot polling a fake Bot API on 127.0.0.1). The model
-answers at once: `instant` (default) is an in-process runtime that assembles the real request and
-answers without I/O; `server` goes through the anthropic SDK to the fake Messages API instead.
+answers at once: `server` (default) goes through the anthropic SDK over HTTP to the fake Messages
+API, streaming at the channel's default, as a user's bot does; `instant` is an extra figure from
+an in-process runtime that assembles the real request and answers without I/O (every line it
+prints says so).
 
 Latency is from the moment the update is queued in the fake Bot API to the moment the fake
 accepted the answer's last part. The fake's getUpdates is a true long poll: a waiting poll is
@@ -32,9 +34,11 @@ from typing import Any
 import structlog
 
 from benchmarks.overhead import (
+    MODELS,
     BotProcess,
     Figures,
     add_bot_tree,
+    add_model,
     add_store,
     answer_for,
     measure,
@@ -90,7 +94,7 @@ async def scenario(
     measured = await measure(
         lambda number: run_round(tg, pairs, number), warmup, rounds, bot.settle
     )
-    return measured.figures(name, len(pairs) * rounds, in_order(tg))
+    return measured.figures(name, len(pairs) * rounds, in_order(tg), instant=bot.instant)
 
 
 async def run(args: argparse.Namespace, folder: Path) -> None:
@@ -125,14 +129,14 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300, help="turns in the one-chat scenario")
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the 100-chat scenario")
-    parser.add_argument("--model", choices=["instant", "server"], default="instant")
+    add_model(parser)
     parser.add_argument("--chats", type=int, default=100, help="chats in the many scenario")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured turns first")
     add_store(parser)
     add_bot_tree(parser)
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    print(f"Telegram host overhead, model: {args.model}, store: {args.store}")
+    print(f"Telegram host overhead, store: {args.store}, model: {MODELS[args.model]}")
     with tempfile.TemporaryDirectory() as folder:
         await run(args, Path(folder))
 

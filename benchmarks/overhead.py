@@ -1,7 +1,9 @@
-"""What the host-overhead benchmarks share: the scripted answer, the instant model, the figures.
+"""What the host-overhead benchmarks share: the scripted answer, the model choice, the figures.
 
-The instant model is a `ModelRuntime` that assembles the real request and answers it without any
-I/O, so the benchmarks measure the host and the channel, not a model.
+By default (`--model server`) the bot calls the model the way a user's does: the anthropic SDK
+over HTTP to the fake Messages API (which answers at once), streaming as configured by default.
+`--model instant` is an extra figure, never the default one: a `ModelRuntime` that assembles the
+real request and answers it without any I/O, labelled as such in every line it prints.
 """
 
 from __future__ import annotations
@@ -41,6 +43,22 @@ ANSWER = textwrap.dedent(
     """
 )
 QUESTION = re.compile(r"question (\d+)")
+
+
+MODELS = {
+    "server": "anthropic SDK over HTTP to the fake Messages API, streaming (the real path)",
+    "instant": "INSTANT in-process stand-in (no SDK, no HTTP): not the real path",
+}
+
+
+def add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default="server",
+        help="server (default): the anthropic SDK to the fake Messages API; "
+        "instant: an in-process stand-in, an extra figure only",
+    )
 
 
 def answer_for(body: Mapping[str, Any]) -> str:
@@ -104,6 +122,7 @@ class Figures:
     duplicated: int
     in_order: bool
     cpu_seconds: float = 0.0  # the bot process's CPU (user + system) over the measured rounds
+    instant: bool = False  # answered by the in-process stand-in, not through the SDK
 
     def show(self) -> str:
         ms = sorted(x * 1000 for x in self.latencies)
@@ -115,6 +134,7 @@ class Figures:
             f"{self.turns / self.seconds:7.1f} turns/s   cpu {cpu:6.2f} ms/turn   "
             f"lost {self.lost}   duplicated {self.duplicated}   "
             f"per-chat order {'kept' if self.in_order else 'BROKEN'}"
+            + ("   model INSTANT (in-process stand-in)" if self.instant else "")
         )
 
 
@@ -181,7 +201,7 @@ class Measured:
     duplicated: int
     cpu_seconds: float = 0.0
 
-    def figures(self, name: str, turns: int, in_order: bool) -> Figures:
+    def figures(self, name: str, turns: int, in_order: bool, *, instant: bool) -> Figures:
         return Figures(
             name,
             self.latencies,
@@ -191,6 +211,7 @@ class Measured:
             self.duplicated,
             in_order,
             self.cpu_seconds,
+            instant,
         )
 
 
@@ -231,7 +252,7 @@ class BotProcess:
     config: Path
     env: Mapping[str, str]
     tree: Path = HERE
-    instant: bool = True  # the instant model; False: the anthropic SDK to the configured URL
+    instant: bool = False  # the in-process stand-in; False: the anthropic SDK to the config's URL
     _process: asyncio.subprocess.Process | None = field(default=None, init=False)
 
     async def __aenter__(self) -> BotProcess:

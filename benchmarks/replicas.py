@@ -155,7 +155,7 @@ async def scenario(
                 lambda number: run_round(tg, pairs, number), args.warmup, args.rounds, settle
             )
             await settle()
-            return measured.figures(name, args.chats * args.rounds, in_order(tg))
+            return measured.figures(name, args.chats * args.rounds, in_order(tg), instant=True)
     finally:
         await balancer.stop()
 

@@ -30,6 +30,7 @@ BotError
 │   ├── LaneFull             the conversation's queue is full
 │   ├── BadInput             outside input the host will not read (a webhook body, an event file)
 │   └── UnknownSkill         a `/name` command that names no skill
+├── ChannelUnavailable       a platform cannot be reached, or answers garbage, at start (retried)
 ├── DeliveryError            an answer could not be posted
 │   ├── PartFailed           the platform refused a part for good
 │   ├── PartDelayed          a part was not taken yet (rate limit): try again after `retry_after`
@@ -257,6 +258,12 @@ class UnknownSkill(IntakeError):
 
 
 # --- delivery -----------------------------------------------------------------------------------
+
+
+class ChannelUnavailable(BotError):
+    """A channel could not start because its platform is unreachable or answers something that
+    is not its API (a proxy's error page): not the configuration's fault, so the host keeps
+    running and tries again. The message is one line naming the URL and the fix."""
 
 
 class DeliveryError(BotError):

@@ -29,6 +29,7 @@ from tests.engines import (
     store,
 )
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.openai import FakeOpenAI
 from tests.warmbot import bot_command
 
 # In CI (CI=true), property tests draw the same examples every run: a submission passes or fails
@@ -60,6 +61,23 @@ async def claude() -> AsyncIterator[FakeAnthropic]:
     """The fake Anthropic Messages API, on loopback, for one test."""
     async with FakeAnthropic() as server:
         yield server
+
+
+@pytest.fixture
+async def gpt() -> AsyncIterator[FakeOpenAI]:
+    """The fake OpenAI-compatible Chat Completions server, on loopback, for one test."""
+    async with FakeOpenAI(api_key="sk-openai-test") as server:
+        yield server
+
+
+def openai_env(gpt: FakeOpenAI, name: str = "qwen3-32b") -> dict[str, str]:
+    """The environment that puts `[model]` on the fake OpenAI-compatible server."""
+    return {
+        "BOT_MODEL__PROVIDER": "openai",
+        "BOT_MODEL__NAME": name,
+        "BOT_MODEL__BASE_URL": gpt.base_url,
+        "OPENAI_API_KEY": "sk-openai-test",
+    }
 
 
 @pytest.fixture

@@ -13,11 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from charset_normalizer import from_bytes
-
 from bot import replies
-from bot.attachments.images import prepare_image
-from bot.attachments.pdf import pdf_pages
 from bot.errors import FileUnreadable
 
 _MAGIC = (
@@ -154,12 +150,18 @@ def read_file(name: str, media_type: str, data: bytes) -> Ready:
 
 
 def _image(data: bytes) -> Ready:
+    # Pillow, pypdf and charset-normalizer load with the first file that needs them: most turns
+    # carry none, and a host (or `bot chat`) starts a few hundred ms sooner without them.
+    from bot.attachments.images import prepare_image
+
     image = prepare_image(data)
     detail = {"width": image.width, "height": image.height}
     return Ready("image", image.media_type, image.data, detail)
 
 
 def _pdf(data: bytes) -> Ready:
+    from bot.attachments.pdf import pdf_pages
+
     pages = pdf_pages(data)
     return Ready("pdf", "application/pdf", data, {"pages": pages})
 
@@ -194,6 +196,8 @@ def decode_text(data: bytes) -> str | None:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         pass
+    from charset_normalizer import from_bytes
+
     best = from_bytes(data).best()
     return str(best) if best is not None else None
 

@@ -4,13 +4,14 @@ Each command group lives in its own module (`bot/cli/<group>.py`) exposing `HELP
 `add_arguments(parser)` and `run(args, config) -> int`, and is listed in `COMMANDS` below.
 
 Starting fast (every `bot COMMAND --help` within 150 ms) rests on one rule for those modules:
-**at the top, import only the standard library and our SDK-free modules** (`bot.turns`,
-`bot.errors`, `bot.ports.*`, `bot.replies`, `bot.cli.stored`); names needed only in annotations go
-under `if TYPE_CHECKING:`; everything else (`bot.cli.settings` and `bot.config`, which load
-pydantic; `bot.cli.compose`; `bot.logs`; any SDK: anthropic, openai, mcp, slack_bolt, telegram)
-is imported inside the function that runs it. `main` imports only the chosen command's module, and
-loads the config after parsing. `tests/cli/test_startup.py` checks every command in `COMMANDS`
-(a new one included) by what its --help leaves in `sys.modules`.
+**at the top, import only the standard library (not asyncio: a fifth of a --help) and our
+SDK-free modules** (`bot.turns`, `bot.errors`, `bot.ports.*`, `bot.replies`, `bot.cli.stored`);
+names needed only in annotations go under `if TYPE_CHECKING:`; everything else (asyncio;
+`bot.cli.settings` and `bot.config`, which load pydantic; `bot.cli.compose`; `bot.logs`; any
+SDK: anthropic, openai, mcp, slack_bolt, telegram) is imported inside the function that runs
+it. `main` imports only the chosen command's module, and loads the config after parsing.
+`tests/cli/test_startup.py` checks every command in `COMMANDS` (a new one included) by what its
+--help leaves in `sys.modules`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import atexit
 import signal
 import sys
@@ -41,10 +40,14 @@ def _conversation_name(name: str) -> str:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     return asyncio.run(_chat(args.conversation, config))
 
 
 async def _chat(name: str | None, config: Config) -> int:
+    import asyncio
+
     from bot.cli.compose import CHAT, App, ready, require_api_key
     from channels.console import ConsoleChannel, conversation_key
 

@@ -31,6 +31,8 @@ from bot.cli.wiring.console import install_console
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
+from bot.cli.wiring.starting import ChannelStarts
+from bot.config.providers import Endpoint
 from bot.errors import ConfigError
 from bot.host import Host
 from bot.host.parts import HostStores, Outlets, Thinking, TurnRules
@@ -54,7 +56,6 @@ from bot.tools.toolbox import MakeTool, Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
-    from bot.console.parts import ToolOffer
     from bot.mcp.hub import McpHub
     from bot.memory.recall import RecallCache
     from bot.ports.tools import Tool
@@ -68,14 +69,21 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
-def require_api_key(config: Config) -> str:
-    key = config.secrets.get("ANTHROPIC_API_KEY")
+def require_api_key(config: Config, endpoint: Endpoint | None = None) -> str:
+    """The key of `endpoint` (the configured model's by default); a local OpenAI-compatible
+    server that needs none gets a placeholder."""
+    endpoint = endpoint or config.settings.model.home
+    name = endpoint.key_env or ""
+    key = config.secrets.get(name) if name else None
     if not key:
+        if not endpoint.key_required:
+            return "unused"
+        where = "model" if endpoint.model is None else f"model {endpoint.label}"
         raise ConfigError(
-            "ANTHROPIC_API_KEY is not set. Fix: export ANTHROPIC_API_KEY=... or put it in a .env "
-            "file next to where you run `bot` (it is read from the environment only)."
+            f"{name} is not set (the key for the {where}). Fix: export {name}=... or put it "
+            "in a .env file next to where you run `bot` (it is read from the environment only)."
         )
-    problem = config.secrets.problem("ANTHROPIC_API_KEY")
+    problem = config.secrets.problem(name)
     if problem is not None:
         raise ConfigError(problem)
     return key
@@ -212,7 +220,15 @@ def _slack(parts: Parts) -> Channel:
     from channels.slack.channel import SlackChannel
 
     settings, secrets = parts.config.settings.slack, parts.config.secrets
-    return SlackChannel(settings, secrets, parts.http, departures=parts.departures, tls=parts.tls)
+    pairing = parts.store.access if parts.config.settings.access.pairing else None
+    return SlackChannel(
+        settings,
+        secrets,
+        parts.http,
+        departures=parts.departures,
+        tls=parts.tls,
+        pairing=pairing,
+    )
 
 
 def _telegram(parts: Parts) -> Channel:
@@ -279,6 +295,7 @@ class App:
         self._store: OpenStore | None = None
         self._host: Host | None = None
         self._exits = contextlib.AsyncExitStack()
+        self._starts = ChannelStarts((), self._exits)
 
     @property
     def host(self) -> Host:
@@ -310,6 +327,11 @@ class App:
     ) -> None:
         await self._exits.aclose()
 
+    def _model_keys(self) -> list[tuple[Endpoint, str]]:
+        """The model's endpoint and each fallback's, with its key."""
+        endpoints = self.config.settings.model_endpoints()
+        return [(e, require_api_key(self.config, e)) for e in endpoints]
+
     async def _start(self) -> None:
         settings = self.config.settings
         start_tracing(settings.otel, self._exits)
@@ -317,11 +339,11 @@ class App:
         policy = load_policy(settings, agent)
         # One counter: the runtime refines its calibration from the API's usage, and the
         # assembler's budget estimates follow.
-        counter = TokenCounter(calibration=settings.model.token_calibration)
+        counter = TokenCounter(settings.model.encoding, calibration=settings.model.calibration)
         # One TLS client context for the model API, Slack and Telegram (see client_tls).
         tls = client_tls()
         model = self._model_override or build_model(
-            settings.model, require_api_key(self.config), counter, tls
+            settings.model, self._model_keys(), counter, tls
         )
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:
@@ -343,17 +365,26 @@ class App:
         departures = MemoryDepartures(store.memory if settings.memory.enabled else None)
         parts = Parts(self.config, store, http, departures, tls)
         self.channels = [build(parts) for build in self._builders]
+        self._starts = ChannelStarts(self.channels, self._exits)
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         hub = await self._start_mcp()
         desk = await schedule_desk(self.config, self._run_records, self._schedules_changed)
         toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
         assembler = build_assembler(self.config, agent, counter, policy, toolbox)
         self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
-        Health(self._channels_up, self._draining, self.metrics).install(self.web)
+        Health(
+            self._channels_up,
+            self._draining,
+            self.metrics,
+            down=lambda: self._starts.problems,
+            mcp=lambda: {link.name: link.problem for link in hub.links} if hub else {},
+        ).install(self.web)
         await self._prepare_cron(deliverers)
         if http is not None and self._runs.http:
             self._install_console(store, hub, toolbox, policy)
             self._runner = await start_http(self.web, settings.http, self._exits)
+        elif self._runs.http and settings.console.enabled:
+            log.warning("console_off", why="[http] enabled = false: the console needs the port")
         stop_approvals = connect_approvals(
             approvals,
             self._host,
@@ -369,11 +400,6 @@ class App:
     def _install_console(
         self, store: OpenStore, hub: McpHub | None, toolbox: Toolbox, policy: Policy
     ) -> None:
-        def tools() -> list[ToolOffer]:
-            from bot.cli.tools import offers
-
-            return offers(toolbox, policy.policies, hub)
-
         install_console(
             self.web,
             self.config,
@@ -381,7 +407,7 @@ class App:
             desk=self.approvals,
             runs=self._run_records,
             jobs=lambda: self.cron_jobs,
-            tools=tools,
+            offered=(toolbox, policy.policies),
             hub=hub,
         )
 
@@ -479,10 +505,7 @@ class App:
         )
 
     async def _start_channels(self, host: Host) -> None:
-        for channel in self.channels:
-            await channel.start(host, intake=self._runs.intake)
-            self._exits.push_async_callback(channel.stop)
-            log.info("channel_started", channel=channel.name)
+        await self._starts.start(host, intake=self._runs.intake)
         # Leaving runs these in reverse: the host stops intake (channels then answer 503, stop
         # acknowledging and stop polling), finishes (or cancels) running turns and posts what is
         # left in the outbox while channels can still deliver; then channels, HTTP, store close.

@@ -4,7 +4,6 @@ a cost breaker paused."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -30,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     if args.action == "list":
         return asyncio.run(_list(config, datetime.now(UTC)))
     if args.action == "resume":

@@ -7,7 +7,6 @@ non-zero when anything failed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: object) -> int:
+    import asyncio
+
     from bot.config import LoggingSettings
     from bot.logs import configure_logging
 
@@ -191,7 +192,9 @@ def _window(config: Config) -> Check:
     from bot.cli.compose import build_assembler
     from bot.prompt import TokenCounter
 
-    counter = TokenCounter(calibration=config.settings.model.token_calibration)
+    counter = TokenCounter(
+        config.settings.model.encoding, calibration=config.settings.model.calibration
+    )
     try:
         assembler = build_assembler(config, load_agent(config.settings.agent), counter)
     except ConfigError as exc:
@@ -346,6 +349,8 @@ def _streaming(config: Config) -> list[Check]:
 async def _voice(config: Config) -> Check:
     """Which model transcribes voice notes, and whether it loads (hashed first, loaded from its
     folder: nothing is fetched, so this runs offline too)."""
+    import asyncio
+
     from bot.voice.model import INSTALL, MANIFEST, extra_installed, locate
 
     voice = config.settings.voice

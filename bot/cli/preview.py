@@ -1,4 +1,5 @@
-"""`bot preview EVENT.json`: print the exact Messages API request the model would get for an event.
+"""`bot preview EVENT.json [--wire anthropic|openai]`: print the exact request the model would get
+for an event, on the configured model's wire or the one named.
 
 No model call is made. The event file names the channel, conversation, kind and text, and
 optionally the speaker, surface, preceding messages and route (host-side values, which must not
@@ -9,12 +10,11 @@ included when the configured database exists; it is never created here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,12 @@ from bot.turns import (
 
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
+    from bot.mcp.hub import McpHub
+    from bot.prompt.skills import AgentTexts
+
+if TYPE_CHECKING:  # `bot preview --help` imports no config model
+    from bot.config import ModelSettings
+    from bot.ports.request import ModelRequest
 
 HELP = "print the exact model request for an event file"
 # The channels a turn comes from (each one's `channel` in its TurnRequest).
@@ -41,9 +47,16 @@ CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("event", type=Path, help="a JSON event file (see README: bot preview)")
+    parser.add_argument(
+        "--wire",
+        choices=("anthropic", "openai"),
+        help="the wire to show the request on (default: model.provider's)",
+    )
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     try:
         raw = json.loads(args.event.read_text(encoding="utf-8"))
         request = parse_event(raw)
@@ -75,7 +88,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         )
         return 2
     try:
-        body, rule = asyncio.run(_preview(config, request))
+        body, rule = asyncio.run(_preview(config, request, args.wire))
     except UnknownSkill as exc:
         # The host answers such a message itself; the model is never asked.
         print(
@@ -105,20 +118,43 @@ def host_command(text: str, *, schedules: bool) -> str | None:
     return f"/{name}" if name is not None else None
 
 
-async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, Any], str]:
-    """The request body, and which surface rule applied."""
+async def _preview(
+    config: Config, request: TurnRequest, wire: str | None = None
+) -> tuple[Mapping[str, Any], str]:
+    """The request body on `wire` (the configured model's by default), and which surface rule
+    applied."""
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_assembler
+    from bot.cli.compose import build_hub
+
+    agent = load_agent(config.settings.agent)
+    hub = build_hub(config) if config.settings.mcp.servers else None
+    if hub is not None:  # their tools are offered too, as `bot tools` lists them
+        await hub.start()
+    try:
+        return await _previewed(config, request, agent, hub)
+    finally:
+        if hub is not None:
+            await hub.aclose()
+
+
+async def _previewed(
+    config: Config, request: TurnRequest, agent: AgentTexts, hub: McpHub | None
+) -> tuple[Mapping[str, Any], str]:
+    from bot.cli.compose import build_assembler, build_toolbox
     from bot.policy.files import load_policy
     from bot.prompt import TokenCounter
     from bot.turnprep import memory_scope, surface_prompt
 
     settings = config.settings
-    agent = load_agent(settings.agent)
     policy = load_policy(settings, agent)
     matched = policy.policies.for_request(request)
+    toolbox = build_toolbox(config, agent, hub=hub, listing=True)
     assembler = build_assembler(
-        config, agent, TokenCounter(calibration=settings.model.token_calibration), policy
+        config,
+        agent,
+        TokenCounter(settings.model.encoding, calibration=settings.model.calibration),
+        policy,
+        toolbox,
     )
     words = assembler.words(request)
     history: list[HistoryEntry] = []
@@ -133,11 +169,27 @@ async def _preview(config: Config, request: TurnRequest) -> tuple[Mapping[str, A
                 hits = list(await store.memory.recall(words, memory_scope(request)))
         finally:
             await store.aclose()
-    prepared = assembler.prepare(request, history, hits, surface=surface_prompt(matched))
+    # The tools this surface is offered, computed as `bot tools --surface` computes them (and as
+    # the host does for a turn), so the request, its skill index included, says what is offered.
+    surface = replace(surface_prompt(matched), tools=tuple(toolbox.offered(matched.rule)))
+    prepared = assembler.prepare(request, history, hits, surface=surface)
     assembled = assembler.build(prepared.prompt, history)
-    from bot.model.wire import encode
+    return _encoded(settings.model, assembled.request, wire), matched.label
 
-    return encode(assembled.request), matched.label
+
+def _encoded(model: ModelSettings, request: ModelRequest, wire: str | None) -> dict[str, Any]:
+    """The request as `wire` sends it (no SDK is imported for this)."""
+    if (wire or model.provider) == "openai":
+        from bot.model import openai_wire
+
+        caps = model.capabilities.on("openai")
+        tokens = openai_wire.completion_tokens(
+            model.base_url if model.provider == "openai" else None
+        )
+        return openai_wire.encode(request, caps, completion_tokens=tokens)
+    from bot.model import wire as anthropic_wire
+
+    return anthropic_wire.encode(request)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 from typing import TYPE_CHECKING
@@ -19,10 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     return asyncio.run(_run(config))
 
 
 async def _run(config: Config) -> int:
+    import asyncio
+
     import structlog
 
     from bot.cli.compose import RUN, App

@@ -51,7 +51,12 @@ class Settings(CoreSettings):
         # Each webhook names the variable holding its bearer token; each MCP server those of its
         # env and headers_env (their values are redacted everywhere, like every secret).
         hooks = (hook.token_env for hook in self.webhooks)
-        return (*self.SECRETS, *hooks, *self.mcp.secret_names(), *self.console.secret_names())
+        return (
+            *super().secret_names(),
+            *hooks,
+            *self.mcp.secret_names(),
+            *self.console.secret_names(),
+        )
 
 
 Config = config.Config[Settings]

@@ -10,7 +10,6 @@ replicas.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     from bot.config import check_store_url
 
     source = (args.source or config.settings.store.path).expanduser()

@@ -9,7 +9,6 @@ lock, so they answer while a running host holds it.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +54,8 @@ async def open_configured(
 
 def on_store(command: str, config: Config, action: Action, *, read_only: bool = False) -> int:
     """Run `action` on the configured store; its int is the exit status."""
+    import asyncio
+
     try:
         if not config.settings.store.url:
             from bot.store.sqlite import existing_database

@@ -8,7 +8,6 @@ offered there: the names the model sees, with the server's hints (read-only, des
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -35,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    import asyncio
+
     return asyncio.run(_run(config, args.surface))
 
 

@@ -57,9 +57,11 @@ def load_config(
             f"no config file at {path} (looked from {Path.cwd()}). Fix: run `bot init` to write "
             "a starter config folder there, or pass --config PATH to an existing bot.toml."
         )
-    if env.get("ANTHROPIC_BASE_URL") and ("model", "base_url") not in from_env:
+    table = raw.get("model")
+    anthropic = not isinstance(table, dict) or table.get("provider", "anthropic") == "anthropic"
+    if env.get("ANTHROPIC_BASE_URL") and ("model", "base_url") not in from_env and anthropic:
         # The SDK's own variable overrides the file like any other (env > file), but not
-        # BOT_MODEL__BASE_URL, which names the setting itself.
+        # BOT_MODEL__BASE_URL, which names the setting itself (nor a model on another wire).
         raw.setdefault("model", {})["base_url"] = env["ANTHROPIC_BASE_URL"]
     _resolve_paths(raw, path.parent if source else Path.cwd())
     settings = validate(model, raw, source, from_env)

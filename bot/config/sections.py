@@ -4,18 +4,36 @@ logging, prompt, otel) with their bounds and validators, and `CoreSettings`, whi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.config.providers import (
+    DEFAULT_KEY_ENV,
+    Capabilities,
+    Endpoint,
+    EnvName,
+    ProviderSettings,
+    Wire,
+    endpoint_for,
+    key_names,
+)
 from bot.errors import ConfigError
 from bot.policy.budget import BudgetSettings
 from bot.policy.surfaces import SurfaceRule
 
 # Context windows of the models people use; anything else falls back to the common 200k.
-CONTEXT_WINDOWS = {"claude-opus-4": 200_000, "claude-sonnet-4": 200_000, "claude-haiku-4": 200_000}
+CONTEXT_WINDOWS = {
+    "claude-opus-4": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-haiku-4": 200_000,
+    "gpt-5": 400_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+}
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 
@@ -87,7 +105,16 @@ class AgentSettings(Section):
 
 class ModelSettings(Section):
     name: str = "claude-sonnet-4-6"
+    # The wire [model] speaks: "anthropic" (Messages API) or "openai" (Chat Completions: OpenAI,
+    # OpenRouter, vLLM, Ollama, llama.cpp, LM Studio at `base_url`).
+    provider: Wire = "anthropic"
     base_url: str | None = None
+    # The variable holding the key (default ANTHROPIC_API_KEY / OPENAI_API_KEY; optional for an
+    # OpenAI-compatible server at a base_url, e.g. a local one).
+    api_key_env: EnvName | None = None
+    capabilities: Capabilities = Capabilities()
+    # Tried in order after the retries of an overload, a 5xx or a timeout: "PROVIDER:MODEL".
+    fallbacks: Annotated[list[str], Field(max_length=8)] = []
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
     context_window: Annotated[int, Field(ge=1024, le=10_000_000)] | None = None
     max_turns: Annotated[int, Field(ge=0, le=100)] = 24
@@ -95,6 +122,41 @@ class ModelSettings(Section):
     max_retries: Annotated[int, Field(ge=0, le=10)] = 4
     retry_budget: Annotated[float, Field(gt=0, le=3600)] = 90.0
     token_calibration: Annotated[float, Field(gt=0.5, le=3.0)] = 1.15
+
+    @property
+    def home(self) -> Endpoint:
+        """Where `name` is called (the request's own model: a surface rule may change it)."""
+        local = self.provider == "openai" and self.base_url is not None
+        return Endpoint(
+            provider=self.provider,
+            wire=self.provider,
+            base_url=self.base_url,
+            key_env=self.api_key_env or DEFAULT_KEY_ENV[self.provider],
+            model=None,
+            capabilities=self.capabilities.on(self.provider),
+            key_required=self.api_key_env is not None or not local,
+        )
+
+    def endpoints(self, providers: Mapping[str, ProviderSettings]) -> list[Endpoint]:
+        """The model's endpoint, then each fallback's, in order."""
+        home = self.home
+        fallbacks = [
+            endpoint_for(ref, f"model.fallbacks[{i}]", home, providers)
+            for i, ref in enumerate(self.fallbacks)
+        ]
+        return [home, *fallbacks]
+
+    @property
+    def encoding(self) -> str:
+        """The tiktoken encoding that estimates this model family's tokens."""
+        return "o200k_base" if self.provider == "openai" else "cl100k_base"
+
+    @property
+    def calibration(self) -> float:
+        """o200k_base is an OpenAI family's own vocabulary: no correction unless one is set."""
+        if self.provider == "openai" and "token_calibration" not in self.model_fields_set:
+            return 1.0
+        return self.token_calibration
 
     @property
     def window(self) -> int:
@@ -211,6 +273,9 @@ class OtelSettings(Section):
     content: bool = False  # message text on spans (bounded); off: sizes and counts only
 
 
+ProviderName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+
+
 class CoreSettings(Section):
     """The sections the core reads. The composition root's model adds each part's own section
     (a channel's settings live with the channel) and the part's secret names to `SECRETS`."""
@@ -222,6 +287,9 @@ class CoreSettings(Section):
 
     agent: AgentSettings
     model: ModelSettings = ModelSettings()
+    providers: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")], ProviderSettings
+    ] = {}
     store: StoreSettings = StoreSettings()
     memory: MemorySettings = MemorySettings()
     http: HttpSettings = HttpSettings()
@@ -235,12 +303,18 @@ class CoreSettings(Section):
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this configuration reads credentials from."""
-        return self.SECRETS
+        return tuple(dict.fromkeys((*self.SECRETS, *key_names(self.model_endpoints()))))
+
+    def model_endpoints(self) -> list[Endpoint]:
+        """The model's and its fallbacks' endpoints; raises ConfigError for a fallback that
+        names no provider."""
+        return self.model.endpoints(self.providers)
 
 
 def check_files(settings: CoreSettings) -> None:
     """Each section's checks that need more than its values (files on disk, unique names), in
     the order the sections are declared; raises ConfigError on the first problem."""
+    settings.model_endpoints()
     for name in type(settings).model_fields:
         value = getattr(settings, name)
         if isinstance(value, Section):

@@ -164,7 +164,7 @@ class Gate:
 
     async def login(self, request: web.Request) -> web.Response:
         form = await request.post()
-        name = _text(form.get("name"))[:MAX_NAME].strip()
+        name = _text(form.get("username"))[:MAX_NAME].strip()
         password = _text(form.get("password"))[:1024]
         again = functools.partial(
             self._login, request, name=name, next_path=_text(form.get("next"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -46,6 +47,16 @@ class Answering:
             return
         async with deliverer.working(route):
             yield
+
+    def privately(self, request: TurnRequest, public: str | None) -> TurnRequest | None:
+        """The request with its route changed so what is said reaches only its person, where
+        the platform can; None where it cannot (see `Deliverer.private`)."""
+        route = request.route
+        deliverer = self._delivery.deliverer(route.platform) if route else None
+        if route is None or deliverer is None:
+            return None
+        hidden = deliverer.private(route, public)
+        return replace(request, route=hidden) if hidden is not None else None
 
     async def parts(
         self, job: Job, request: TurnRequest, say: str, opened: Mapping[int, str]

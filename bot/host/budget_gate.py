@@ -28,4 +28,4 @@ class BudgetGate:
         log.info("turn_over_budget", budget=refusal.scope, notified=refusal.notify)
         reply = replies.budget_reached(refusal.scope, refusal.resets_at) if refusal.notify else ""
         record = turn.record(Outcome.OVER_BUDGET, error=f"budget:{refusal.scope}")
-        return Conclusion(record, InboxState.REFUSED, reply, error=refusal.scope)
+        return Conclusion(record, InboxState.REFUSED, reply, error=refusal.scope, private=True)

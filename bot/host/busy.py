@@ -72,10 +72,14 @@ class Busy:
         if request is None or not takes_part(job):
             return
         key = request.conversation_key
-        if not self._lanes.running(key) or self._policy(request).busy != "interrupt":
+        running = self._lanes.running(key)
+        if running is None or running.request is None:
             return
-        if self._stops.cancel(key, BY_NEWER_MESSAGE):
-            log.info("turn_interrupted", conversation_key=key, by=request.turn_id)
+        if self._policy(request).busy != "interrupt":
+            return
+        log.info("turn_interrupted", conversation_key=key, by=request.turn_id)
+        if not self._stops.cancel(key, BY_NEWER_MESSAGE):  # not at its model call yet
+            self._stops.stop_soon(running.request.turn_id, BY_NEWER_MESSAGE)
 
     def steering(self, turn: Turn) -> Steering | None:
         """Where the turn's model rounds get the messages sent meanwhile: every round under

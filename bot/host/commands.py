@@ -61,11 +61,14 @@ class MemoryCommands:
             request.text, request.person, scope, self._memory, console=console
         )
         details = {"command": "memory"}
-        return turn.answered_by_host(Outcome.OK, InboxState.ANSWERED, reply, details=details)
+        return turn.answered_by_host(
+            Outcome.OK, InboxState.ANSWERED, reply, details=details, private=True
+        )
 
 
 class UsageCommand:
-    """/usage: said only where nobody else reads it (a direct message, the terminal)."""
+    """/usage: said only where nobody else reads it (a direct message, the terminal, a message
+    only its person sees)."""
 
     def __init__(self, budgets: Budgets | None) -> None:
         self._budgets = budgets
@@ -77,9 +80,19 @@ class UsageCommand:
         private = request.kind is ConversationKind.CONSOLE or (
             request.surface is not None and request.surface.kind is SurfaceKind.DM
         )
-        say = await usage_reply(self._budgets, request) if private else replies.USAGE_PRIVATE
+        # Elsewhere it is said to the person alone where the platform can (a Telegram group's
+        # message for one member), else they are asked to ask in private.
+        say = await usage_reply(self._budgets, request)
+        public = None if private else replies.USAGE_PRIVATE
         details = {"command": "usage"}
-        return turn.answered_by_host(Outcome.COMMAND, InboxState.REFUSED, say, details=details)
+        return turn.answered_by_host(
+            Outcome.COMMAND,
+            InboxState.REFUSED,
+            say,
+            details=details,
+            private=not private,
+            public=public,
+        )
 
 
 class SchedulesCommand:

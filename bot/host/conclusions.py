@@ -46,6 +46,10 @@ class Conclusion:
     text: str | None = None
     error: str | None = None
     opened: Mapping[int, str] = field(default_factory=dict)
+    # Meant for the request's person alone (`/usage`, `/memory`, refusals): said where only they
+    # see it when the platform can; else `public` is said in the open (None: `say` itself).
+    private: bool = False
+    public: str | None = None
 
 
 def policy_of(policies: Policies | None, request: TurnRequest) -> SurfacePolicy:

@@ -23,6 +23,7 @@ from bot.host.job import Job, open_trace
 from bot.host.lanes import Lanes
 from bot.host.publisher import Publisher
 from bot.host.ratelimit import PersonRate
+from bot.host.redaction import without_secrets
 from bot.host.work import WorkSource
 from bot.ports.history import Chatter
 from bot.ports.intake import Admission, Inbox, TurnResult
@@ -93,7 +94,8 @@ class Gate:
             with job.trace.active(end=True):  # the refused turn's trace ends with its notice
                 now = datetime.now(UTC)
                 record = publisher.record(request, now, Outcome.REFUSED, error=why.value)
-                await publisher.conclude(job, Conclusion(record, InboxState.REFUSED, say))
+                refused = Conclusion(record, InboxState.REFUSED, say, private=True)
+                await publisher.conclude(job, refused)
 
         self._in_background(refuse())
 
@@ -125,6 +127,7 @@ class Intake:
         """Store the turn in the inbox, then queue it; refusals answer the person politely."""
         if self._closing.is_set():
             return Admission.CLOSED
+        request = without_secrets(request)  # nothing stored or run carries a pasted secret
         trace = open_trace(request)
         with trace.active(), tracing.span("intake", bot__source=source) as intake:
             admission = await self._accept(request, source, marks, consumes, trace)

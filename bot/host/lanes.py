@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import structlog
 
@@ -29,6 +29,7 @@ class _Lane(Generic[Item, Result]):
     queue: asyncio.Queue[tuple[Item, asyncio.Future[Result]]]
     task: asyncio.Task[None] | None = None
     running: bool = False
+    current: Any = None  # the item running, while one is
 
 
 class Lanes(Generic[Item, Result]):
@@ -57,10 +58,10 @@ class Lanes(Generic[Item, Result]):
         lane = self._lanes.get(key)
         return lane.queue.qsize() if lane is not None else 0
 
-    def running(self, key: str) -> bool:
-        """Whether an item of `key`'s lane is running now."""
+    def running(self, key: str) -> Item | None:
+        """The item of `key`'s lane running now, if one is."""
         lane = self._lanes.get(key)
-        return lane is not None and lane.running
+        return cast("Item", lane.current) if lane is not None and lane.running else None
 
     def take(
         self, key: str, wanted: Callable[[Item], bool]
@@ -115,7 +116,7 @@ class Lanes(Generic[Item, Result]):
         try:
             while not lane.queue.empty():
                 item, future = lane.queue.get_nowait()
-                lane.running = True
+                lane.running, lane.current = True, item
                 try:
                     result = await self._run_one(item)
                 except asyncio.CancelledError:
@@ -123,7 +124,7 @@ class Lanes(Generic[Item, Result]):
                         future.set_result(self._cancelled(item))
                     raise
                 finally:
-                    lane.running = False
+                    lane.running, lane.current = False, None
                 if not future.done():
                     future.set_result(result)
         finally:

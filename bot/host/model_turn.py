@@ -25,13 +25,23 @@ from bot.host.continuity import MODEL_FAILED, TIMED_OUT, continuity_account
 from bot.host.parts import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
+from bot.host.redaction import without_secrets
+from bot.host.streaming import AnswerStream
 from bot.memory.recall import RecallCache, request_holds, without_recalled_words
 from bot.ports.model import LeftOut, Steering, TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState
 from bot.ports.records import Usage
 from bot.prompt import SILENT_TOKEN, speaker_label
 from bot.turnprep import memory_scope, surface_prompt
-from bot.turns import Attached, ConversationKind, HistoryEntry, Outcome, TurnRequest
+from bot.turns import (
+    Attached,
+    ConversationKind,
+    HistoryEntry,
+    Outcome,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnRequest,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +81,7 @@ class ModelTurn:
         self._steering = steering
 
     async def __call__(self, turn: Turn) -> Conclusion:
+        turn.request = without_secrets(turn.request)  # one stored before this rule, too
         request = turn.request
         prepared = await self._prepare(turn)
         _log_context(request)
@@ -86,7 +97,7 @@ class ModelTurn:
         # stream opened (the deliverer takes the sign down then).
         await turn.keep.enter_async_context(self._answering.working(request.route))
         charged: list[Usage] = []  # what calls that ended without an answer may have cost
-        plan = replace(plan, on_charge=charged.append, on_tool=turn.ran.note)
+        plan = replace(plan, on_charge=charged.append, on_tool=_heard_tools(turn, stream))
         opened: Mapping[int, str] = {}  # the messages the stream opened: delivery finishes them
         try:
             with self._stops.stoppable(request):  # also while it waits for a model call slot
@@ -219,6 +230,8 @@ class ModelTurn:
         silent = request.kind is ConversationKind.REQUEST and outcome.text.strip() == SILENT_TOKEN
         ended = Outcome.SILENT if silent else Outcome.OK
         details = budget_details(outcome.budget) | tool_details(outcome.tool_calls)
+        if turn.job.absorbed.items:  # messages sent meanwhile that it took in (SPEC §19)
+            details["took_in"] = len(turn.job.absorbed.items)
         if outcome.suspended and not silent:  # it waits (an approval): its continuation follows
             ended = Outcome.SUSPENDED
             details |= suspended_details(outcome.suspended)
@@ -262,6 +275,21 @@ class _Heard:
         self._deltas.append(delta)
         if self._then is not None:
             await self._then(delta)
+
+
+def _heard_tools(
+    turn: Turn, stream: AnswerStream | None
+) -> Callable[[ToolUseBlock | ToolResultBlock], None]:
+    """Each tool call and result: kept for a continuity account, and shown as a step where the
+    answer streams."""
+    if stream is None:
+        return turn.ran.note
+
+    def heard(block: ToolUseBlock | ToolResultBlock) -> None:
+        turn.ran.note(block)
+        stream.on_tool(block)
+
+    return heard
 
 
 def _log_context(request: TurnRequest) -> None:

@@ -80,9 +80,13 @@ class Turn:
         *,
         error: str | None = None,
         details: Mapping[str, object] | None = None,
+        private: bool = False,
+        public: str | None = None,
     ) -> Conclusion:
-        """A conclusion the host wrote itself: no model call, nothing kept in history."""
-        return Conclusion(self.record(outcome, error=error, details=details), state, say)
+        """A conclusion the host wrote itself: no model call, nothing kept in history
+        (`private`, `public`: see `Conclusion`)."""
+        ended = self.record(outcome, error=error, details=details)
+        return Conclusion(ended, state, say, private=private, public=public)
 
 
 # One step of the pipeline: conclude the turn, or return None to pass it on.
@@ -95,6 +99,7 @@ class Stops:
     def __init__(self) -> None:
         self._running: dict[str, tuple[str, asyncio.Task[Any]]] = {}
         self._stopped: dict[str, str] = {}  # turn id -> why a person stopped it
+        self._pending: dict[str, str] = {}  # turn id -> why: stop it once it can be stopped
 
     def cancel(self, conversation_key: str, why: str = STOPPED_BY_PERSON) -> bool:
         """Stop the conversation's running model call (`why`: the stop button, or a newer
@@ -111,12 +116,18 @@ class Stops:
         log.info("turn_stop_requested", turn_id=turn_id, conversation_key=conversation_key, why=why)
         return True
 
+    def stop_soon(self, turn_id: str, why: str) -> None:
+        """Stop this turn as soon as its model call starts (it is still being prepared); nothing
+        when it ends first."""
+        self._pending[turn_id] = why
+
     def stopped(self, turn_id: str) -> str | None:
         """Why a person stopped this turn; None when nobody did (shutdown may cancel it)."""
         return self._stopped.get(turn_id)
 
     def forget(self, turn_id: str) -> None:
         self._stopped.pop(turn_id, None)
+        self._pending.pop(turn_id, None)
 
     @contextlib.contextmanager
     def stoppable(self, request: TurnRequest) -> Iterator[None]:
@@ -127,6 +138,9 @@ class Stops:
         assert task is not None
         key = request.conversation_key
         self._running[key] = (request.turn_id, task)
+        why = self._pending.pop(request.turn_id, None)
+        if why is not None:  # asked for while it was being prepared: it stops at its first await
+            self.cancel(key, why)
         try:
             yield
         finally:

@@ -83,6 +83,12 @@ class Publisher:
         say = conclusion.say
         if not conclusion.answer and request.kind is ConversationKind.REQUEST:
             say = ""
+        if conclusion.private:  # for its person alone: where that cannot be, the open version
+            hidden = self._answering.privately(request, conclusion.public)
+            if hidden is not None:
+                request = hidden
+            elif conclusion.public is not None:
+                say = conclusion.public
         parts = await self._answering.parts(job, request, say, conclusion.opened)
         publication = Publication(
             request.conversation_key,

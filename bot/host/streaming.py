@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import structlog
 
 from bot.errors import StreamBusy, StreamRefused
-from bot.ports.delivery import LiveSession, LiveView
+from bot.ports.delivery import LiveSession, LiveView, Step
 from bot.ports.outbox import Outbox
+from bot.turns import ToolResultBlock, ToolUseBlock
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +70,25 @@ class AnswerStream:
         self._closing = asyncio.Event()
         self._task: asyncio.Task[bool] | None = None
         self._stopped = False
+        self._steps: list[Step] = []  # tool calls' news not shown yet
+        self._tools: dict[str, str] = {}  # call id -> tool name
+        self._steps_off = False  # the session shows no steps (or refused them)
+
+    def on_tool(self, block: ToolUseBlock | ToolResultBlock) -> None:
+        """The model runtime's tool hook: a call starting, or its result. Shown as a step by the
+        background flusher, never on the model's path."""
+        if self._stopped or self._steps_off:
+            return
+        if isinstance(block, ToolUseBlock):
+            self._tools[block.id] = block.name
+            self._steps.append(Step(block.id, block.name, "in_progress"))
+        else:
+            name = self._tools.get(block.tool_use_id, "tool")
+            ended = Step(block.tool_use_id, name, "error" if block.is_error else "complete")
+            self._steps.append(ended)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="answer-stream")
+        self._changed.set()
 
     async def on_text(self, delta: str) -> None:
         if self._stopped:
@@ -129,7 +149,10 @@ class AnswerStream:
 
     async def _step(self) -> None:
         """One update: open the first message, or seal the current one and open the next
-        when the render has moved on, or show the current one's new text."""
+        when the render has moved on, or show the current one's new text (after the tool calls'
+        news, first)."""
+        if self._steps:
+            await self._show_steps()
         parts = self._render(self._text)
         if not parts:
             return
@@ -149,6 +172,28 @@ class AnswerStream:
             view = LiveView(parts[index], self._text[current.start :])
             await self._session.show(index, current.platform_id, view)
             current.shown = parts[index]
+
+    async def _show_steps(self) -> None:
+        """Show the tool calls' news in the current message (opening the first for them)."""
+        steps, self._steps = self._steps, []
+        index = max(len(self._live) - 1, 0)
+        current = self._live[index] if self._live else None
+        first = self._live[0].platform_id if self._live else None
+        try:
+            shown = await self._session.steps(
+                index, current.platform_id if current else None, first, steps
+            )
+        except StreamBusy:
+            self._steps = steps + self._steps  # shown at the next update
+            raise
+        except Exception as exc:  # steps are a nicety: the answer still streams
+            log.info("stream_steps_refused", error=type(exc).__name__, detail=str(exc))
+            shown = None
+        if shown is None:
+            self._steps_off = True
+        elif current is None:
+            self._live.append(_Live(shown, 0, ""))
+            await self._opened(0, shown)
 
     async def _open(self, index: int, formatted: str) -> None:
         start = 0 if index == 0 else len(self._text)

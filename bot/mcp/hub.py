@@ -64,8 +64,18 @@ class McpTool:
         return ToolOutput(body, shown) if shown else body
 
 
-def _clash(name: str, tools: Sequence[McpTool]) -> str:
-    both = " and ".join(f"{tool.info.server!r}'s {tool.info.tool!r}" for tool in tools)
+def distinct(infos: Sequence[ToolInfo]) -> tuple[list[ToolInfo], dict[str, str]]:
+    """The tools whose model name no other tool has, sorted by it, and for each name that two
+    or more share, why none of them is offered: one name is one tool, or none."""
+    named: dict[str, list[ToolInfo]] = {}
+    for info in infos:
+        named.setdefault(info.name, []).append(info)
+    kept = [found[0] for _, found in sorted(named.items()) if len(found) == 1]
+    return kept, {name: _clash(name, found) for name, found in named.items() if len(found) > 1}
+
+
+def _clash(name: str, infos: Sequence[ToolInfo]) -> str:
+    both = " and ".join(f"{info.server!r}'s {info.tool!r}" for info in infos)
     return (
         f"{name} would name {both}, so neither is offered. Fix: rename one of these servers "
         "(a server name ending in '_' meets a tool name starting with '_')"
@@ -126,15 +136,12 @@ class McpHub:
         await asyncio.gather(*(link.aclose() for link in self.links))
 
     def _changed(self) -> None:
-        named: dict[str, list[McpTool]] = {}
-        for link in self.links:
-            for info in link.tools:
-                named.setdefault(info.name, []).append(McpTool(info, link))
-        clashes = {name: _clash(name, found) for name, found in named.items() if len(found) > 1}
+        links = {link.name: link for link in self.links}
+        kept, clashes = distinct([info for link in self.links for info in link.tools])
         for name in clashes.keys() - self.clashes.keys():
             log.warning("mcp_tool_name_clash", tool=name, error=clashes[name])
         self.clashes = clashes
-        self._tools = tuple(found[0] for _, found in sorted(named.items()) if len(found) == 1)
+        self._tools = tuple(McpTool(info, links[info.server]) for info in kept)
 
     def tools(self) -> Sequence[McpTool]:
         """Every listed tool of every server, sorted by name."""

@@ -1,8 +1,12 @@
-"""The model runtime: the only importer of `anthropic` (tool loop, retries, compaction).
+"""The model runtime: the only importer of the model SDKs, `anthropic` and `openai` (tool loop,
+retries, fallbacks, compaction).
 
-`AnthropicRuntime` implements `bot.ports.model.ModelRuntime`; `ping()` backs `bot doctor`.
+`ModelClient` implements `bot.ports.model.ModelRuntime`; `ping()` backs `bot doctor`.
+`AnthropicRuntime` is its earlier name, kept for the callers that know it.
 """
 
-from bot.model.runtime import AnthropicRuntime
+from bot.model.runtime import ModelClient
 
-__all__ = ["AnthropicRuntime"]
+AnthropicRuntime = ModelClient
+
+__all__ = ["AnthropicRuntime", "ModelClient"]

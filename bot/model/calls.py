@@ -1,8 +1,11 @@
-"""One streaming Messages API call with retries: the waits, the estimate charged for an
+"""One streaming model call with retries and fallbacks: the waits, the estimate charged for an
 attempt that may have been billed without an answer, the `model_call` log line and span.
 
-Every call of a turn (its rounds and a compaction's summary) goes through `Calls.call`; its waits
-use an injectable sleep and clock.
+Every call of a turn (its rounds and a compaction's summary) goes through `Calls.call`, which
+encodes the neutral request for each route's wire: the configured model first, then each
+fallback in order once the first has used up its retries on an overload, a 5xx or a timeout
+(never after a refusal or a key problem, which another model would not cure). Its waits use an
+injectable sleep and clock.
 """
 
 from __future__ import annotations
@@ -10,20 +13,20 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-import anthropic
 import structlog
 
 from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import ModelError
-from bot.model import rounds, wire
+from bot.model import rounds
 from bot.model.answer import Answer
-from bot.model.retry import Verdict, classify, delay_for, error_message
+from bot.model.retry import Verdict, WireError, classify, delay_for, error_message, is_timeout
 from bot.ports.records import Usage
+from bot.ports.request import ModelRequest
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +34,31 @@ Sleep = Callable[[float], Awaitable[None]]
 OnText = Callable[[str], Awaitable[None]]
 Charge = Callable[[Usage], None]
 Count = Callable[[str], int]
+Fit = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Transport(Protocol):
+    """One wire's client: encodes a neutral request and streams one attempt of it."""
+
+    provider: str  # the wire's name in traces ("anthropic", "openai")
+
+    def encode(self, request: ModelRequest) -> dict[str, Any]: ...
+
+    async def stream(self, body: Mapping[str, Any], on_delta: OnText) -> tuple[Answer, Usage]:
+        """The answer and its usage; raises WireError (or TimeoutError) when there is none."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a call may go: a transport, and the model's name there (None: the request's own,
+    which a surface rule may have chosen); `name` is how logs and records name it."""
+
+    transport: Transport
+    model: str | None = None
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +66,8 @@ class Call:
     answer: Answer
     attempts: int
     usage: Usage
+    body: Mapping[str, Any]  # the request as the answering route sent it
+    model: str  # the model that answered (a fallback's, when it did)
 
 
 class _CallError(ModelError):
@@ -49,6 +79,8 @@ class _CallError(ModelError):
         self.cause = cause
         self.attempts = attempts
         self.spent = spent
+        self.body: Mapping[str, Any] = {}
+        self.streamed = False  # the reader saw part of an answer that will not finish
 
 
 class Tally:
@@ -72,17 +104,17 @@ class Tally:
 
 
 class Calls:
-    """One streaming Messages call with retries, waits and a `model_call` log line per answer."""
+    """One streaming call with retries, fallbacks, waits and a `model_call` line per answer."""
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic,
+        routes: Sequence[Route],
         settings: ModelSettings,
         sleep: Sleep,
         clock: Callable[[], float],
         rng: random.Random,
     ) -> None:
-        self._client = client
+        self._routes = tuple(routes)
         self._settings = settings
         self._sleep = sleep
         self._clock = clock
@@ -90,28 +122,63 @@ class Calls:
 
     async def call(
         self,
+        request: ModelRequest,
+        on_text: OnText | None,
+        charge: Charge,
+        count: Count,
+        fit: Fit | None = None,
+        **fields: Any,
+    ) -> Call:
+        """The first answer along the routes; `fit` adjusts each encoded body (the request's
+        size). A fallback gets the same request, encoded for its own wire."""
+        for index, route in enumerate(self._routes):
+            routed = request if route.model is None else replace(request, model=route.model)
+            body = route.transport.encode(routed)
+            body = fit(body) if fit is not None else body
+            try:
+                return await self._traced(route, body, on_text, charge, count, fields)
+            except _CallError as exc:
+                exc.body = body
+                if exc.verdict is not Verdict.RETRY or index + 1 == len(self._routes):
+                    raise
+                following = self._routes[index + 1]
+                log.warning(
+                    "model_fallback",
+                    failed=route.name or routed.model,
+                    error=str(exc),
+                    next=following.name or following.model,
+                    **fields,
+                )
+                if exc.streamed and on_text is not None:
+                    await on_text(replies.ANSWER_RESTARTED)
+        raise AssertionError("a Calls has at least one route")
+
+    async def _traced(
+        self,
+        route: Route,
         body: Mapping[str, Any],
         on_text: OnText | None,
         charge: Charge,
         count: Count,
-        **fields: Any,
+        fields: Mapping[str, Any],
     ) -> Call:
-        """The call's answer, traced as one span. An attempt that ends without one but may have
+        """One route's answer, traced as one span. An attempt that ends without one but may have
         been billed (it timed out, was cancelled, or streamed text first) is `charge`d at once
         with an estimate (`count` over what was sent and what was streamed): the API bills it
         all the same."""
         model = str(body.get("model", self._settings.name))
+        provider = route.transport.provider
         with tracing.span(
             f"chat {model}",
             gen_ai__operation__name="chat",
-            gen_ai__provider__name="anthropic",
-            gen_ai__system="anthropic",
+            gen_ai__provider__name=provider,
+            gen_ai__system=provider,
             gen_ai__request__model=model,
-            gen_ai__request__max_tokens=body.get("max_tokens"),
+            gen_ai__request__max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
             bot__purpose=fields.get("purpose"),
         ) as span:
             try:
-                call = await self._call(body, on_text, charge, count, **fields)
+                call = await self._call(route.transport, body, on_text, charge, count, fields)
             except _CallError as exc:
                 span.set(error__type=type(exc.cause).__name__, bot__attempts=exc.attempts)
                 span.failed(str(exc))
@@ -134,11 +201,12 @@ class Calls:
 
     async def _call(
         self,
+        transport: Transport,
         body: Mapping[str, Any],
         on_text: OnText | None,
         charge: Charge,
         count: Count,
-        **fields: Any,
+        fields: Mapping[str, Any],
     ) -> Call:
         started = self._clock()
         attempt = 0
@@ -147,12 +215,12 @@ class Calls:
             began = self._clock()
             streamed = Tally(on_text)
             try:
-                answer, usage = await self._stream(body, streamed)
+                answer, usage = await self._stream(transport, body, streamed)
             except asyncio.CancelledError:
                 charge(estimate(body, streamed, count))
                 raise
-            except (anthropic.APIError, TimeoutError) as exc:
-                if streamed.count or isinstance(exc, TimeoutError | anthropic.APITimeoutError):
+            except (WireError, TimeoutError) as exc:
+                if streamed.count or is_timeout(exc):
                     charge(estimate(body, streamed, count))
                 spent = self._clock() - started
                 delay = self._retry_delay(exc, attempt, spent)
@@ -164,7 +232,9 @@ class Calls:
                     **fields,
                 )
                 if delay is None:
-                    raise _CallError(classify(exc), exc, attempt, spent) from exc
+                    error = _CallError(classify(exc), exc, attempt, spent)
+                    error.streamed = bool(streamed.count)
+                    raise error from exc
                 if streamed.count and on_text is not None:  # the reader saw part of an answer
                     await on_text(replies.ANSWER_RESTARTED)  # that will not finish
                 await self._sleep(delay)
@@ -177,7 +247,8 @@ class Calls:
                     bot__deltas=streamed.count,
                     bot__chars=streamed.chars,
                 )
-            return Call(answer, attempt, usage)
+            model = answer.model or str(body.get("model", ""))
+            return Call(answer, attempt, usage, body, model)
 
     def _retry_delay(self, exc: BaseException, attempt: int, spent: float) -> float | None:
         """How long to wait before the next attempt, or None when there is none."""
@@ -186,16 +257,12 @@ class Calls:
         delay = delay_for(exc, attempt, self._rng)
         return delay if spent + delay <= self._settings.retry_budget else None
 
-    async def _stream(self, body: Mapping[str, Any], streamed: Tally) -> tuple[Answer, Usage]:
+    async def _stream(
+        self, transport: Transport, body: Mapping[str, Any], streamed: Tally
+    ) -> tuple[Answer, Usage]:
         # The SDK's timeout bounds each read; this bounds the whole call, a trickling stream too.
-        async with (
-            asyncio.timeout(self._settings.timeout),
-            self._client.messages.stream(**body) as stream,
-        ):
-            async for text in stream.text_stream:
-                await streamed(text)
-            message = await stream.get_final_message()
-            return wire.answer_of(message), wire.usage_of(message.usage)
+        async with asyncio.timeout(self._settings.timeout):
+            return await transport.stream(body, streamed)
 
     @staticmethod
     def _log_answer(
@@ -206,6 +273,7 @@ class Calls:
             attempt=attempt,
             latency_ms=round(latency * 1000, 1),
             stop_reason=answer.stop_reason,
+            model=answer.model,
             input_tokens=usage.input_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,

@@ -26,13 +26,13 @@ def failure_message(error: _CallError, settings: ModelSettings) -> str:
         )
     if verdict is Verdict.AUTH:
         return (
-            f"the model API refused the API key ({error}). Fix: set ANTHROPIC_API_KEY to a valid "
-            "Anthropic API key (environment or .env) and restart."
+            f"the model API refused the API key ({error}). Fix: set {_key(settings)} to a valid "
+            f"{settings.provider} API key (environment or .env) and restart."
         )
     if verdict is Verdict.DENIED:
         return (
             f"the model API denied access ({error}). Fix: check that the key in "
-            f"ANTHROPIC_API_KEY may use model {settings.name!r}."
+            f"{_key(settings)} may use model {settings.name!r}."
         )
     if verdict is Verdict.OVERFLOW:
         return (
@@ -40,3 +40,7 @@ def failure_message(error: _CallError, settings: ModelSettings) -> str:
             "Fix: set model.context_window to the model's real window, or shrink the skills."
         )
     return f"the model API refused the request ({error}); not retried."
+
+
+def _key(settings: ModelSettings) -> str:
+    return settings.home.key_env or "the API key variable"

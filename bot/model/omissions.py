@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
 import structlog
 
 from bot.model.calls import _CallError
-from bot.model.retry import refused_block
+from bot.model.retry import WireError, refused_block
 from bot.ports.model import LeftOut
 from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
 
@@ -49,7 +48,7 @@ class Omissions:
         if not found:
             return False
         cause = error.cause
-        if isinstance(cause, anthropic.APIStatusError) and cause.status_code == 413:
+        if isinstance(cause, WireError) and cause.status == 413:
             if self._byte_budget == 0:
                 return False
             self._byte_budget = 0  # the size was misjudged: this turn goes without any media

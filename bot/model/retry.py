@@ -1,11 +1,13 @@
 """Which model-call failures are worth another try, and how long to wait before it.
 
-The SDK's own retries are off (`max_retries=0`): the runtime owns the policy so it can count
-attempts, honour a retry budget and put every wait through an injectable sleep.
+The SDKs' own retries are off (`max_retries=0`): the runtime owns the policy so it can count
+attempts, honour a retry budget and put every wait through an injectable sleep. Each wire turns
+its SDK's errors into a `WireError` first, so the policy is the same on every wire.
 
 - retried: 408, 409, 429, 5xx and 529 (overloaded), the same error types arriving mid-stream,
   connection errors and timeouts;
-- `OVERFLOW`: a 400 saying the prompt is too long: compaction may cure it;
+- `OVERFLOW`: a 400 saying the prompt is too long (or coded `context_length_exceeded`):
+  compaction may cure it;
 - `REFUSED`: any other 400, or a 413 (the request's bytes): something the request carried was
   refused; leaving out the content the API named (or every image and document) may cure it;
 - `AUTH`: 401, the key is wrong; `DENIED`: 403; everything else is `FATAL`. None of these is
@@ -19,19 +21,34 @@ import random
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
-
-import anthropic
 
 BASE_DELAY = 0.5
 MAX_DELAY = 30.0
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 _RETRY_ERROR_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 _OVERFLOW_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
+_OVERFLOW_CODES = {"context_length_exceeded"}
 
 
 _BLOCK_PATH = re.compile(r"^messages\.(\d+)\.content\.(\d+)\b")
+
+
+@dataclass(frozen=True, eq=False)
+class WireError(Exception):
+    """A failed model call as every wire reports it: the HTTP status (None: no answer, a
+    connection error or a timeout), the error's type or code and message, and the headers that
+    say when to try again. Each wire turns its SDK's errors into this."""
+
+    status: int | None
+    kind: str = ""  # the error's type (Anthropic) or code (OpenAI), or the exception's name
+    detail: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        return error_message(self)
 
 
 class Verdict(Enum):
@@ -44,13 +61,13 @@ class Verdict(Enum):
 
 
 def classify(exc: BaseException) -> Verdict:
-    if isinstance(exc, anthropic.APIConnectionError | TimeoutError):
+    if isinstance(exc, TimeoutError):
         return Verdict.RETRY
-    if not isinstance(exc, anthropic.APIStatusError):
+    if not isinstance(exc, WireError):
         return Verdict.FATAL
-    status = exc.status_code
-    if status in _RETRY_STATUS or status >= 500:
-        return Verdict.RETRY
+    status = exc.status
+    if status is None or status in _RETRY_STATUS or status >= 500:
+        return Verdict.RETRY  # no answer at all: a connection error or a timeout
     if status == 400 and _is_overflow(exc):
         return Verdict.OVERFLOW
     if status in {400, 413}:
@@ -59,57 +76,44 @@ def classify(exc: BaseException) -> Verdict:
         return Verdict.AUTH
     if status == 403:
         return Verdict.DENIED
-    if status < 400 and error_type(exc) in _RETRY_ERROR_TYPES:
+    if status < 400 and exc.kind in _RETRY_ERROR_TYPES:
         return Verdict.RETRY  # an error event in the middle of a 200 stream
     return Verdict.FATAL
 
 
-def error_type(exc: anthropic.APIStatusError) -> str:
-    error = _error_object(exc)
-    return str(error.get("type", "")) if error else ""
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or (isinstance(exc, WireError) and exc.timed_out)
 
 
 def error_message(exc: BaseException) -> str:
     """A short description of a failure for logs and TurnFailed (no request content)."""
-    if isinstance(exc, anthropic.APIStatusError):
-        error = _error_object(exc)
-        detail = str(error.get("message", "")) if error else ""
-        kind = error_type(exc) or type(exc).__name__
-        return f"{exc.status_code} {kind}" + (f": {detail[:300]}" if detail else "")
+    if isinstance(exc, WireError):
+        if exc.status is None:
+            return f"{exc.kind}: {exc.detail[:300]}"
+        detail = exc.detail
+        return f"{exc.status} {exc.kind}" + (f": {detail[:300]}" if detail else "")
     if isinstance(exc, TimeoutError):
         return "the call timed out"
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def _error_object(exc: anthropic.APIStatusError) -> Mapping[str, Any] | None:
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping):
-            return error
-    return None
-
-
 def refused_block(exc: BaseException) -> tuple[int, int] | None:
     """(message, block) of the request block a refusal names (`messages.3.content.1...`)."""
-    if not isinstance(exc, anthropic.APIStatusError):
+    if not isinstance(exc, WireError):
         return None
-    error = _error_object(exc)
-    found = _BLOCK_PATH.match(str(error.get("message", ""))) if error else None
+    found = _BLOCK_PATH.match(exc.detail)
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-def _is_overflow(exc: anthropic.APIStatusError) -> bool:
-    error = _error_object(exc)
-    message = str(error.get("message", "")) if error else str(exc)
-    return any(marker in message.lower() for marker in _OVERFLOW_MARKERS)
+def _is_overflow(exc: WireError) -> bool:
+    return exc.kind in _OVERFLOW_CODES or any(m in exc.detail.lower() for m in _OVERFLOW_MARKERS)
 
 
 def retry_after(exc: BaseException, now: float | None = None) -> float | None:
     """The server's requested wait in seconds (`retry-after-ms` or `retry-after`), if any."""
-    if not isinstance(exc, anthropic.APIStatusError):
+    if not isinstance(exc, WireError):
         return None
-    headers = exc.response.headers
+    headers = exc.headers
     millis = headers.get("retry-after-ms")
     if millis is not None:
         try:

@@ -1,9 +1,11 @@
-"""AnthropicRuntime: the production `ModelRuntime`, the Messages API through the official SDK.
+"""ModelClient: the production `ModelRuntime`, over the wires the configuration names.
 
 The host hands over a `TurnPlan`; a `Turn` (bot.model.turn) sends the request the plan's
 `PromptBuilder` builds (streaming), runs the tools the model asks for, and returns the final text
 with the turn's new history entries. Every call goes through one retry loop (`Calls`, in
-bot.model.calls). The runtime also backs the start-up key check and `bot doctor`'s ping.
+bot.model.calls) over the routes: the configured model on its wire (Anthropic Messages or
+OpenAI-compatible Chat Completions), then its fallbacks. The `openai` SDK is imported only when
+a route uses its wire. The runtime also backs the start-up key check and `bot doctor`'s ping.
 """
 
 from __future__ import annotations
@@ -12,20 +14,33 @@ import asyncio
 import random
 import ssl
 import time
-from collections.abc import Awaitable, Callable
-
-import anthropic
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from bot.config import ModelSettings
+from bot.config.providers import Endpoint
 from bot.errors import ModelAuthError, ModelError
-from bot.model.calls import Calls, Sleep
-from bot.model.retry import error_message
+from bot.model.calls import Calls, Route, Sleep, Transport
+from bot.model.retry import Verdict, WireError, classify, error_message
 from bot.model.turn import Turn
 from bot.ports.model import Counter, TurnOutcome, TurnPlan
 
 
-class AnthropicRuntime:
-    """The production `ModelRuntime`: the Messages API through the official SDK."""
+def transport_for(
+    endpoint: Endpoint, api_key: str, timeout: float, tls: ssl.SSLContext | None
+) -> Transport:
+    """The client for the endpoint's wire."""
+    if endpoint.wire == "openai":
+        from bot.model.openai_transport import OpenAITransport
+
+        return OpenAITransport(api_key, endpoint.base_url, timeout, tls, endpoint.capabilities)
+    from bot.model.anthropic_transport import AnthropicTransport
+
+    return AnthropicTransport(api_key, endpoint.base_url, timeout, tls)
+
+
+class ModelClient:
+    """The production `ModelRuntime`: the configured model and its fallbacks."""
 
     def __init__(
         self,
@@ -37,54 +52,55 @@ class AnthropicRuntime:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         tls: ssl.SSLContext | None = None,
+        fallbacks: Sequence[tuple[Endpoint, str]] = (),
     ) -> None:
-        """`tls`: the TLS client context to use (shared with the other HTTPS clients); None
+        """`api_key` is the configured model's; `fallbacks` each endpoint with its key.
+        `tls`: the TLS client context to use (shared with the other HTTPS clients); None
         builds the SDK's own."""
         self.settings = settings
         self.counter = counter
-        # The SDK's own retries are off: ours count attempts and honour the retry budget.
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=settings.base_url,
-            max_retries=0,
-            timeout=settings.timeout,
-            http_client=None if tls is None else anthropic.DefaultAsyncHttpxClient(verify=tls),
-        )
-        self._calls = Calls(self._client, settings, sleep, clock, rng or random.Random())
+        self.home = settings.home
+        self.transport = transport_for(self.home, api_key, settings.timeout, tls)
+        routes = [Route(self.transport, None, self.home.provider)]
+        for endpoint, key in fallbacks:
+            transport = transport_for(endpoint, key, settings.timeout, tls)
+            routes.append(Route(transport, endpoint.model, endpoint.label))
+        self._routes = routes
+        self._calls = Calls(routes, settings, sleep, clock, rng or random.Random())
 
     async def run(self, plan: TurnPlan) -> TurnOutcome:
         return await Turn(self._calls, self.settings, self.counter, plan).run()
 
     async def aclose(self) -> None:
-        await self._client.close()
+        for route in self._routes:
+            await route.transport.aclose()
 
     async def check_key(self) -> None:
-        """A free start-up check: counting tokens proves the key and endpoint, generating
-        nothing. Raises ModelAuthError on a refused key, ModelError on anything else."""
-        probe = self._client.messages.count_tokens(
-            model=self.settings.name, messages=[{"role": "user", "content": "ping"}]
-        )
-        await self._probe(probe, f"token count at {self._client.base_url} failed")
+        """A free start-up check (a token count, or the model list): proves the key and
+        endpoint. Raises ModelAuthError on a refused key, ModelError on anything else."""
+        probe: Any = self.transport
+        what = "token count" if self.home.wire == "anthropic" else "model list"
+        await self._probe(probe.check_key(self.settings.name), f"{what} at {probe.base_url} failed")
 
     async def ping(self) -> None:
         """One minimal call (max_tokens=1) to prove the key, the endpoint and the model work."""
-        probe = self._client.messages.create(
-            model=self.settings.name, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
-        )
+        probe: Any = self.transport
         await self._probe(
-            probe,
-            f"model ping to {self._client.base_url} with model {self.settings.name!r} failed",
+            probe.ping(self.settings.name),
+            f"model ping to {probe.base_url} with model {self.settings.name!r} failed",
             fix="Fix: check model.name, model.base_url and the network.",
         )
 
-    async def _probe(self, call: Awaitable[object], failed: str, fix: str = "") -> None:
+    async def _probe(self, call: Any, failed: str, fix: str = "") -> None:
+        probe: Any = self.transport
+        where = probe.base_url
         try:
             await call
-        except anthropic.AuthenticationError as exc:
-            raise ModelAuthError(
-                f"the model API at {self._client.base_url} refused the key "
-                f"({error_message(exc)}). Fix: set ANTHROPIC_API_KEY to a valid Anthropic API key "
-                "(environment or .env)."
-            ) from None
-        except (anthropic.APIError, TimeoutError) as exc:
+        except (WireError, TimeoutError) as exc:
+            if classify(exc) is Verdict.AUTH:
+                key = self.home.key_env or "the API key"
+                raise ModelAuthError(
+                    f"the model API at {where} refused the key ({error_message(exc)}). Fix: set "
+                    f"{key} to a valid {self.home.provider} API key (environment or .env)."
+                ) from None
             raise ModelError(f"{failed} ({error_message(exc)}). {fix}".rstrip()) from None

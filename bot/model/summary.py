@@ -11,7 +11,7 @@ import structlog
 
 from bot.config import ModelSettings
 from bot.errors import ModelError
-from bot.model import compaction, wire
+from bot.model import compaction
 from bot.model.calls import Calls, _CallError
 from bot.model.meter import Meter
 from bot.turns import HistoryEntry
@@ -54,10 +54,9 @@ async def summarize(
         return None
     older, tail = history[:cut], history[cut:]
     request = compaction.summary_request(model, settings.max_tokens, older, settings.window, focus)
-    body = wire.encode(request)
     try:
         call = await calls.call(
-            body, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
+            request, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id
         )
     except _CallError as exc:
         raise _CompactionFailed(f"the summary call failed: {exc}") from exc
@@ -68,4 +67,4 @@ async def summarize(
     summary = compaction.summary_entry(text, compaction.files_of(older))
     compacted = [meter.counted(summary), *tail]
     log.info("compaction", reason=reason, summarized=len(older), kept=len(tail))
-    return Summary(compacted, body, call.attempts, cut)
+    return Summary(compacted, call.body, call.attempts, cut)

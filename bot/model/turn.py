@@ -12,23 +12,22 @@ from dataclasses import replace
 from typing import Any
 
 import structlog
-from anthropic import APITimeoutError
 
 from bot import replies, tracing
 from bot.config import ModelSettings
 from bot.errors import BreakerTripped, TurnFailed, TurnSpend
-from bot.model import compaction, rounds, wire
+from bot.model import compaction, rounds
 from bot.model.answer import Answer
 from bot.model.breakers import RepeatGuard, over_token_cap
 from bot.model.calls import Calls, _CallError
 from bot.model.failures import failure_message, failure_reply
 from bot.model.meter import Meter
 from bot.model.omissions import Omissions
-from bot.model.retry import Verdict
+from bot.model.retry import Verdict, is_timeout
 from bot.model.summary import Summary, _CompactionFailed, summarize
 from bot.model.toolrun import run_tools
 from bot.ports.model import AssembledRequest, BudgetFacts, Counter, TurnOutcome, TurnPlan
-from bot.ports.request import Message, Part
+from bot.ports.request import Message, ModelRequest, Part
 from bot.prompt.history import entry_tokens
 from bot.turns import Continuation, HistoryEntry
 
@@ -163,7 +162,7 @@ class Turn:
             suspended=tuple(self.suspended),
         )
 
-    def _body(self, last: bool) -> dict[str, Any]:
+    def _request(self, last: bool) -> ModelRequest:
         assert self.request is not None  # assembled before the first call
         request = self.request.request
         if self.opening:
@@ -171,14 +170,14 @@ class Turn:
             opened = replace(current, parts=(*current.parts, *self.opening))
             request = replace(request, messages=(*before, opened))
         limit = self.settings.max_turns if last else None
-        request = rounds.with_rounds(request, self.rounds, last=limit)
-        return self.omissions.fit(wire.encode(request))
+        return rounds.with_rounds(request, self.rounds, last=limit)
 
     async def _turn_call(self, last: bool) -> Answer:
         while True:
             try:
-                return await self._send(self._body(last))
+                return await self._send(self._request(last))
             except _CallError as error:
+                self.last_body = error.body
                 if error.verdict is Verdict.REFUSED and self.omissions.leave_out(
                     error, self.last_body or {}
                 ):
@@ -188,18 +187,19 @@ class Turn:
                 self.overflow_handled = True
                 await self._compact_after_overflow(error)
 
-    async def _send(self, body: dict[str, Any]) -> Answer:
-        self.last_body = body
+    async def _send(self, request: ModelRequest) -> Answer:
         first_of_request = not self.rounds
         call = await self.calls.call(
-            body,
+            request,
             self._on_text,
             self.meter.charge,
             self.meter.count,
+            self.omissions.fit,
             purpose="turn",
             round=len(self.rounds) // 2,
             turn_id=self.plan.turn_id,
         )
+        self.last_body = call.body
         self.meter.usage += call.usage
         self.attempts = call.attempts
         self.resent = rounds.total_input(call.usage) + call.usage.output_tokens
@@ -233,7 +233,7 @@ class Turn:
             partial_text="".join(self.streamed),
             entries=tuple(self.entries),
             reply=failure_reply(error),
-            timed_out=isinstance(error.cause, APITimeoutError | TimeoutError),
+            timed_out=is_timeout(error.cause),
         )
 
     def _tripped(self, breaker: str, why: str) -> BreakerTripped:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Literal
 
 from bot.ports.outbox import OutboxPart
 from bot.turns import ReplyRoute
@@ -30,6 +32,16 @@ class DeliveryReport:
     @property
     def delivered(self) -> bool:
         return self.error is None and self.accepted == self.parts
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One tool call as a live answer shows it while the agent works: the call's id, the tool's
+    name (never its arguments: they may hold what the person shared) and how it stands."""
+
+    id: str
+    title: str
+    status: Literal["in_progress", "complete", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,14 @@ class LiveSession(ABC):
     async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str | None:
         """Message `index` is full (the answer goes on in the next): stop streaming it; its
         platform id (a draft becomes a message here), or None when it has none."""
+
+    async def steps(
+        self, index: int, platform_id: str | None, first: str | None, steps: Sequence[Step]
+    ) -> str | None:
+        """Show how the turn's tool calls stand, in message `index` (opened for them when
+        `platform_id` is None; `first`: message 0's id). Its platform id; None where this session
+        shows no steps (the default: the answer's text alone)."""
+        return None
 
     async def ended(self, index: int, platform_id: str | None, view: LiveView) -> None:
         """The model is done: `view` is all it wrote into message `index`, the last one open
@@ -108,6 +128,13 @@ class Deliverer(ABC):
         neither streams nor edits: the message found is the part, as posted."""
         assert part.platform_id is not None, "only a part with a platform id is finished"
         return part.platform_id
+
+    def private(self, route: ReplyRoute, public: str | None) -> ReplyRoute | None:
+        """The route for a reply meant only for the request's person (`/usage`, `/memory`, a
+        refusal), where the platform can show it to them alone; `public` (Markdown; None: the
+        reply itself) is what the chat may see if, at delivery, it cannot. None when this route
+        offers no such thing (the default): the caller says what it would say in the open."""
+        return None
 
     def working(self, route: ReplyRoute) -> AbstractAsyncContextManager[None]:
         """Show a progress sign (reaction, typing...) for as long as the context is open. The

@@ -37,8 +37,14 @@ class OperatorRecords(TurnRecords, Protocol):
     async def show(self, turn_id: str) -> dict[str, Any] | None: ...
 
     async def recent(
-        self, conversation: str | None = None, *, limit: int = 20
-    ) -> list[RecordSummary]: ...
+        self,
+        conversation: str | None = None,
+        *,
+        limit: int = 20,
+        since: datetime | None = None,
+    ) -> list[RecordSummary]:
+        """The newest first; of one conversation, and only those started since `since`,
+        when given."""
 
 
 class OperatorUsage(UsageLedger, Protocol):

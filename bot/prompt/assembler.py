@@ -39,6 +39,7 @@ from bot.prompt.message import (
 )
 from bot.prompt.session import session_block
 from bot.prompt.skills import (
+    LOAD_SKILL_TOOL,
     AgentTexts,
     Skill,
     find_skill,
@@ -126,6 +127,8 @@ class Assembler:
         self._memory_enabled = memory_enabled
         self._skill_max_bytes = skill_max_bytes
         self._agent_blocks = self._agent_wide_texts()
+        # For a surface whose tools leave out `load_skill`: the index does not offer it.
+        self._agent_blocks_unloadable = self._agent_wide_texts(loadable=False)
         self._tools = tuple(map(_tool, tools))
         fixed = [*self._agent_blocks, _tool_text(self._tools) if tools else ""]
         self._fixed_tokens = sum(counter.count(text) for text in fixed)
@@ -133,7 +136,7 @@ class Assembler:
 
     # --- the agent-wide part --------------------------------------------------------------------
 
-    def _agent_wide_texts(self) -> list[str]:
+    def _agent_wide_texts(self, *, loadable: bool = True) -> list[str]:
         selected = [
             s for name in self._agent.selected if (s := find_skill(self._agent.skills, name))
         ]
@@ -142,7 +145,7 @@ class Assembler:
         texts = [
             self._agent.guardrails.strip(),
             self._agent.identity.strip(),
-            render_index(indexed),
+            render_index(indexed, loadable=loadable),
             render_selected(selected, self._skill_max_bytes),
         ]
         return [text for text in texts if text]
@@ -276,7 +279,7 @@ class Assembler:
             request=ModelRequest(
                 model=surface.model or self._model,
                 max_tokens=max_tokens,
-                sections=self._sections(session, cache_ttl),
+                sections=self._sections(self._agent_part(surface), session, cache_ttl),
                 messages=tuple(messages),
                 tools=tools,
             ),
@@ -361,10 +364,19 @@ class Assembler:
             self._session_tokens.move_to_end(session)
         return tokens
 
-    def _sections(self, session: str, ttl: CacheTtl) -> tuple[Section, ...]:
+    def _agent_part(self, surface: SurfacePrompt) -> list[str]:
+        """The agent-wide texts for the tools this surface is offered: the same computation as
+        `bot tools --surface` (the host sets `surface.tools` from it; None: every tool)."""
+        if surface.tools is None or any(spec.name == LOAD_SKILL_TOOL for spec in surface.tools):
+            return self._agent_blocks
+        return self._agent_blocks_unloadable
+
+    def _sections(
+        self, agent_blocks: Sequence[str], session: str, ttl: CacheTtl
+    ) -> tuple[Section, ...]:
         """The agent-wide sections, the last one closing the agent-wide cached prefix, then the
         session block closing the conversation's."""
-        sections = [Section(text) for text in self._agent_blocks]
+        sections = [Section(text) for text in agent_blocks]
         if sections:
             sections[-1] = Section(sections[-1].text, cache=ttl)
         return (*sections, Section(session, cache=ttl))

@@ -93,14 +93,25 @@ def capped_body(skill: Skill, max_bytes: int) -> str:
     )
 
 
-def render_index(skills: Sequence[Skill]) -> str:
-    """The skill index (section 3), or "" when there is nothing to list. Bounded at 16 KiB."""
+def render_index(skills: Sequence[Skill], *, loadable: bool = True) -> str:
+    """The skill index (section 3), or "" when there is nothing to list. Bounded at 16 KiB.
+    `loadable`: whether the `load_skill` tool is offered, so the index may tell the model to
+    call it (a surface whose rule leaves it out gets the index without that sentence)."""
     if not skills:
         return ""
     header = (
-        "# Skills you can load\n"
-        f"Each line names a skill and what it is for. When one fits the task, call the "
-        f"`{LOAD_SKILL_TOOL}` tool with its name to read its full instructions, then follow them."
+        (
+            "# Skills you can load\n"
+            f"Each line names a skill and what it is for. When one fits the task, call the "
+            f"`{LOAD_SKILL_TOOL}` tool with its name to read its full instructions, then follow "
+            "them."
+        )
+        if loadable
+        else (
+            "# Skills\n"
+            "Each line names a skill and what it is for. Their instructions are not available "
+            "to you here; a person can start a message with `/name` to use one."
+        )
     )
     lines: list[str] = []
     used = utf8_len(header)

@@ -57,19 +57,25 @@ class MemoryTurnRecords(OperatorRecords):
         return document
 
     async def recent(
-        self, conversation: str | None = None, *, limit: int = 20
+        self,
+        conversation: str | None = None,
+        *,
+        limit: int = 20,
+        since: datetime | None = None,
     ) -> list[RecordSummary]:
-        """The newest records, newest first; of one conversation when given."""
+        """The newest records, newest first; of one conversation, and only those started
+        since `since`, when given."""
         self._opened.check_open()
         documents = [
             json.loads(body)
             for _, body in sorted(self._opened.tables.records.values(), reverse=True)
         ]
-        return [
+        found = [
             summary(document)
             for document in documents
             if not conversation or document["conversation_key"] == conversation
-        ][:limit]
+        ]
+        return [s for s in found if since is None or s.started_at >= since][:limit]
 
 
 class MemoryUsage(OperatorUsage):

@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets
 from bot.errors import ConfigError
+from bot.ports.access import Pairing
 from bot.ports.approvals import Card, PressDesk
 from bot.ports.intake import TurnSink
 from bot.ports.memory import Departures
@@ -34,6 +35,7 @@ from channels.slack.directory import SlackDirectory
 from channels.slack.files import SlackFiles
 from channels.slack.intake import MessageIntake
 from channels.slack.link import SlackLink
+from channels.slack.pairing import Pairs
 from channels.slack.sessions import AgentSessions, SessionEvents
 from channels.slack.settings import SlackSettings
 from channels.slack.slash import SlashCommands
@@ -57,9 +59,11 @@ class SlackChannel:
         *,
         departures: Departures | None = None,
         tls: ssl.SSLContext | None = None,
+        pairing: Pairing | None = None,
     ) -> None:
         """`tls`: the TLS client context for the Web API and Socket Mode (shared with the other
-        HTTPS clients); None uses aiohttp's default."""
+        HTTPS clients); None uses aiohttp's default. `pairing`: people admitted by code, and
+        codes for unknown people in DMs (`[access] unknown = "pair"`)."""
         self._settings = settings
         app_token = _require_tokens(settings, secrets, http)
         token = secrets.get("SLACK_BOT_TOKEN") or ""
@@ -92,7 +96,12 @@ class SlackChannel:
             taking=lambda: self._sink is not None,
         )
         self._intake = MessageIntake(
-            settings, self._current_sink, pane, self._background, departures=departures
+            settings,
+            self._current_sink,
+            pane,
+            self._background,
+            departures=departures,
+            pairing=Pairs(pairing, self._client) if pairing is not None else None,
         )
         self._intake.attach(self._link.app)
         if agent:
@@ -124,8 +133,8 @@ class SlackChannel:
             await self._link.check_bot_token()
             if intake and self._settings.mode == "socket":
                 await self._link.connect_socket()
-        except ConfigError:
-            await self.stop()
+        except BaseException:  # refused, unavailable (tried again later) or cancelled
+            await self.stop()  # nothing half-started stays behind (its HTTP session)
             raise
         if not intake:
             log.info("slack_ready_to_deliver")

@@ -50,6 +50,7 @@ from channels.slack.progress import ProgressSigns
 from channels.slack.sessions import AgentSessions
 from channels.slack.split import MESSAGE_BUDGET, split_message
 from channels.slack.stream import PART_EVENT, OpenMessages, SlackLive, StreamMode, metadata
+from channels.slack.tables import table_blocks
 
 log = structlog.get_logger(__name__)
 
@@ -128,10 +129,13 @@ class SlackDeliverer(Deliverer):
             self._live.opened.discard(ts)
             return ts
         text, tag = part.text, metadata(part.part_id)
+        blocks = table_blocks(text)  # None: the text alone, as the stream showed it
         try:
             await self._with_retries(
                 "chat.update",
-                lambda: self._client.chat_update(channel=channel, ts=ts, text=text, metadata=tag),
+                lambda: self._client.chat_update(
+                    channel=channel, ts=ts, text=text, metadata=tag, blocks=blocks
+                ),
             )
         except _PostFailed as failure:
             if "message_not_found" in str(failure):  # removed meanwhile: post it anew
@@ -228,6 +232,9 @@ class SlackDeliverer(Deliverer):
         landed: Callable[[], Awaitable[str | None]] | None = None,
     ) -> str | None:
         arguments: dict[str, Any] = {"channel": channel, "text": text}
+        blocks = table_blocks(text)
+        if blocks is not None:
+            arguments["blocks"] = blocks
         if thread:
             arguments["thread_ts"] = thread
         if part_id is not None:

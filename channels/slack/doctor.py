@@ -6,12 +6,11 @@ one `auth.test` call tells both.
 
 from __future__ import annotations
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets
-from bot.errors import CheckFailed
-from channels.slack.api import CALL_ERRORS, error_code
+from bot.errors import ChannelUnavailable, CheckFailed, ConfigError
+from channels.slack.api import auth_test
 from channels.slack.settings import SlackSettings
 
 # Without these the channel cannot work: hear mentions and DMs, answer, show progress, name people.
@@ -74,18 +73,10 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
     if not token:
         raise CheckFailed("SLACK_BOT_TOKEN is not set. Fix: export it or add it to .env.")
     client = AsyncWebClient(token=token, base_url=settings.api_url)
-    try:
-        answer = await client.auth_test()
-    except SlackApiError as exc:
-        raise CheckFailed(
-            f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}). Fix: copy the Bot User OAuth "
-            "Token (xoxb-...) of the installed app into SLACK_BOT_TOKEN."
-        ) from None
-    except CALL_ERRORS as exc:
-        raise CheckFailed(
-            f"cannot reach Slack at slack.api_url = {settings.api_url!r} "
-            f"({type(exc).__name__}). Fix: check the network or slack.api_url."
-        ) from None
+    try:  # the same check, and the same line, as `bot run` at start-up
+        answer = await auth_test(client, settings.api_url)
+    except (ConfigError, ChannelUnavailable) as exc:
+        raise CheckFailed(str(exc)) from None
     granted = {s.strip() for s in answer.headers.get("x-oauth-scopes", "").split(",") if s}
     missing = sorted(REQUIRED_SCOPES - granted)
     if missing:

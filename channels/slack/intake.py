@@ -45,6 +45,7 @@ from channels.slack.assistant import (
 from channels.slack.background import Background
 from channels.slack.events import BotIdentity, Skip, SlackMessage
 from channels.slack.names import plain_text
+from channels.slack.pairing import Pairs
 from channels.slack.settings import SlackSettings
 
 log = structlog.get_logger(__name__)
@@ -63,13 +64,16 @@ class MessageIntake:
         background: Background,
         *,
         departures: Departures | None,
+        pairing: Pairs | None = None,
     ) -> None:
-        """`sink`: where turns go now (None before start and while stopping)."""
+        """`sink`: where turns go now (None before start and while stopping); `pairing`: the
+        people admitted by code (and codes for the unknown), when pairing is on."""
         self._settings = settings
         self._sink = sink
         self._pane = pane
         self._background = background
         self._departures = departures
+        self._pairing = pairing
         self._threads = AssistantThreads()
         self._taking: set[asyncio.Task[Any]] = set()
 
@@ -143,7 +147,7 @@ class MessageIntake:
         if sink is None:
             log.warning("slack_event_after_stop", event_id=message.event_id)
             return False
-        if not self._allowed(message):
+        if not await self._known(message, sink):
             return True
         if not plain_text(message.text, {}, bot.user_id) and not message.files:
             log.info("slack_event_skipped", reason="no text", event_id=message.event_id)
@@ -204,6 +208,25 @@ class MessageIntake:
         if message.bot_name is not None:
             return Origin.BOT
         return Origin.PERSON if self._settings.allowed_user_ids else Origin.UNLISTED
+
+    async def _known(self, message: SlackMessage, sink: TurnSink) -> bool:
+        """On the allowlists or, with pairing, admitted by code. An unknown person writing in a
+        DM is offered a code (once per message: its marks are noted first)."""
+        pairing = self._pairing
+        users = self._settings.allowed_user_ids
+        if pairing is None or (users and message.user in users) or message.bot_name is not None:
+            return self._allowed(message)
+        channels = self._settings.allowed_channel_ids
+        if channels and message.channel not in channels:
+            return self._allowed(message)
+        person = events.person_for(message)
+        if await pairing.admitted(person):
+            return True
+        marks = [message.event_id, events.message_key(message)]
+        if message.is_dm and await sink.note(source=INBOX_SOURCE, marks=marks):
+            self._background.run(pairing.offer(person, message.channel, message.user))
+        log.info("slack_event_not_allowed", reason="unknown person", user=message.user)
+        return False
 
     def _allowed(self, message: SlackMessage) -> bool:
         channels, users = self._settings.allowed_channel_ids, self._settings.allowed_user_ids

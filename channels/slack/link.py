@@ -20,11 +20,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ConfigError
-from channels.slack.api import CALL_ERRORS, error_code
+from channels.slack.api import auth_test, error_code, slack_error, unavailable
 from channels.slack.settings import SlackSettings
 
 log = structlog.get_logger(__name__)
@@ -89,28 +88,18 @@ class SlackLink:
         return not client.closed and session is not None and not session.closed
 
     async def check_bot_token(self) -> None:
-        """auth.test with the bot token: a refused token or an unreachable Slack is one clear
-        ConfigError at start-up."""
-        try:
-            await self._client.auth_test()
-        except SlackApiError as exc:
-            raise ConfigError(
-                f"Slack refused SLACK_BOT_TOKEN ({error_code(exc)}) at "
-                f"{self._settings.api_url}. Fix: set SLACK_BOT_TOKEN to the bot token (xoxb-…) "
-                "of the installed app, and check slack.api_url."
-            ) from None
-        except CALL_ERRORS as exc:
-            raise ConfigError(
-                f"cannot reach Slack at slack.api_url = {self._settings.api_url!r} "
-                f"({type(exc).__name__}). Fix: check the network or slack.api_url."
-            ) from None
+        """auth.test with the bot token: a refused token is one clear ConfigError at start-up;
+        an unreachable Slack (or one answering garbage) a ChannelUnavailable, tried again."""
+        await auth_test(self._client, self._settings.api_url)
 
     async def connect_socket(self) -> None:
         # The SDK retries a refused connection forever; asking for the socket URL ourselves
         # first turns a wrong app token into one clear error at start-up.
         try:
             opened = await self._client.apps_connections_open(app_token=self._app_token)
-        except SlackApiError as exc:
+        except Exception as exc:
+            if slack_error(exc) is None:
+                raise unavailable(exc, self._settings.api_url) from None
             raise ConfigError(
                 f"Slack refused SLACK_APP_TOKEN ({error_code(exc)}). Fix: set "
                 "SLACK_APP_TOKEN to the app-level token (xapp-…) with the connections:write "

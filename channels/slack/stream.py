@@ -16,7 +16,7 @@ turns into one warning and normal posts from then on.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import StreamBusy, StreamRefused
-from bot.ports.delivery import LiveSession, LiveView
+from bot.ports.delivery import LiveSession, LiveView, Step
 from bot.turns import ReplyRoute
 from channels.slack.api import error_code, retry_after
 from channels.slack.neutral import stream_text
@@ -32,6 +32,7 @@ from channels.slack.neutral import stream_text
 StreamMode = Literal["native", "edits", "off"]
 
 MARKDOWN_LIMIT = 12_000  # chat.startStream / appendStream: markdown_text characters per call
+TASK_TITLE_LIMIT = 256  # a task_update chunk's title, in characters (an assumed bound)
 PART_EVENT = "bot_answer_part"  # the metadata event type every posted part carries
 # Errors after which streaming cannot work until the app is changed: no retry helps.
 REFUSALS = frozenset(
@@ -119,13 +120,10 @@ class SlackLive(LiveSession):
         channel = str(self._values["channel"])
         thread = self._values.get("thread_ts") or (first if index else None)
         if self._mode == "native" and thread:
-            arguments: dict[str, Any] = {"channel": channel, "thread_ts": thread}
+            arguments = self._stream_arguments(str(thread))
             shown = stream_text(view.markdown)[:MARKDOWN_LIMIT]
             if shown:
                 arguments["markdown_text"] = shown
-            if self._values.get("user") and self._values.get("team"):
-                arguments["recipient_user_id"] = self._values["user"]
-                arguments["recipient_team_id"] = self._values["team"]
             response = await _call("chat.startStream", self._client.chat_startStream(**arguments))
             self._sent[index] = shown
             ts = str(response["ts"])
@@ -158,6 +156,41 @@ class SlackLive(LiveSession):
         await _call("chat.appendStream", append)
         self._sent[index] = sent + more
 
+    async def steps(
+        self, index: int, platform_id: str | None, first: str | None, steps: Sequence[Step]
+    ) -> str | None:
+        """Each tool call as a task in a native stream's timeline (`task_update` chunks): the
+        stream is started for them when no text has opened it yet. Not in edits mode, nor where
+        Slack gives no stream (a DM's top level)."""
+        chunks = [_task_chunk(step) for step in steps]
+        if platform_id is not None:
+            if index not in self._sent:
+                return None  # an edited post, not a native stream
+            channel = str(self._values["channel"])
+            append = self._client.chat_appendStream(channel=channel, ts=platform_id, chunks=chunks)
+            await _call("chat.appendStream", append)
+            return platform_id
+        thread = self._values.get("thread_ts") or (first if index else None)
+        if self._mode != "native" or not thread:
+            return None
+        arguments = self._stream_arguments(str(thread))
+        arguments |= {"chunks": chunks, "task_display_mode": "timeline"}
+        response = await _call("chat.startStream", self._client.chat_startStream(**arguments))
+        ts = str(response["ts"])
+        self._sent[index] = ""
+        self._messages.streaming.add(ts)
+        self._messages.opened.add(ts)
+        self._visible()
+        return ts
+
+    def _stream_arguments(self, thread: str) -> dict[str, Any]:
+        """chat.startStream's where: the thread, and its recipient where Slack asks for one."""
+        arguments: dict[str, Any] = {"channel": str(self._values["channel"]), "thread_ts": thread}
+        if self._values.get("user") and self._values.get("team"):
+            arguments["recipient_user_id"] = self._values["user"]
+            arguments["recipient_team_id"] = self._values["team"]
+        return arguments
+
     async def seal(self, index: int, platform_id: str | None, view: LiveView) -> str | None:
         if platform_id is None:
             return None
@@ -184,3 +217,10 @@ async def _call(method: str, call: Awaitable[AsyncSlackResponse]) -> AsyncSlackR
         if code in REFUSALS:
             raise StreamRefused(f"{method} refused: {code}. {FIX}") from None
         raise
+
+
+def _task_chunk(step: Step) -> dict[str, Any]:
+    """A `task_update` chunk (slack_sdk's TaskUpdateChunk shape): the call's id, the tool's
+    name as its title, and its status (`in_progress`, `complete` or `error`)."""
+    title = " ".join(step.title.split())[:TASK_TITLE_LIMIT] or "tool"
+    return {"type": "task_update", "id": step.id, "title": title, "status": step.status}

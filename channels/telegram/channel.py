@@ -23,12 +23,12 @@ from telegram import (
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
 )
-from telegram.error import InvalidToken, TelegramError
+from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
 from telegram.ext import Application
 from telegram.request import HTTPXRequest
 
 from bot.config import Secrets
-from bot.errors import ConfigError
+from bot.errors import ChannelUnavailable, ConfigError
 from bot.ports.access import Pairing
 from bot.ports.approvals import Card, PressDesk
 from bot.ports.history import ChatBuffer
@@ -74,10 +74,7 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
     except InvalidToken:
         raise ConfigError(_REFUSED_TOKEN) from None
     except TelegramError as exc:
-        raise ConfigError(
-            f"getMe at {settings.api_url} failed ({type(exc).__name__}: {exc.message}). Fix: "
-            "check telegram.api_url (it must end in /bot) and the network."
-        ) from None
+        raise unavailable(exc, settings.api_url) from None
     privacy = (
         "privacy mode off: group chatter is used as context"
         if me.can_read_all_group_messages
@@ -85,6 +82,16 @@ async def check_token(settings: TelegramSettings, secrets: Secrets) -> str:
         "context, BotFather /setprivacy -> Disable, then re-add the bot to the group)"
     )
     return f"@{me.username} answered getMe; {privacy}"
+
+
+def unavailable(exc: TelegramError, api_url: str) -> ChannelUnavailable:
+    """One line (the same for `bot doctor` and start-up) for a Bot API that cannot be used now:
+    unreachable, timing out, or answering something that is not the Bot API."""
+    return ChannelUnavailable(
+        f"the Bot API at telegram.api_url = {api_url!r} did not answer getMe "
+        f"({type(exc).__name__}: {exc.message}). Fix: check the network and telegram.api_url "
+        "(it must end in /bot)."
+    )
 
 
 class TelegramChannel:
@@ -184,8 +191,14 @@ class TelegramChannel:
     async def start(self, sink: TurnSink, *, intake: bool = True) -> None:
         try:
             await self._start(sink, intake)
-        except BaseException:
+        except BaseException as exc:
             await self.stop()  # nothing half-started stays behind (HTTP clients, tasks)
+            # Unreachable, timed out or garbage (not an answer of the Bot API itself): the
+            # host tries again later.
+            if isinstance(exc, TelegramError) and not isinstance(
+                exc, BadRequest | Forbidden | InvalidToken
+            ):
+                raise unavailable(exc, self._settings.api_url) from None
             raise
         log.info("telegram_started", mode=self._settings.mode, bot=self._app.bot.username)
 

@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
 import structlog
-from telegram import Bot
+from telegram import Bot, Message
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
     ChatMigrated,
+    Forbidden,
     NetworkError,
     RetryAfter,
     TelegramError,
@@ -228,19 +229,60 @@ class TelegramDeliverer(Deliverer):
             target = Target.of(part.route)
         except RouteError as exc:
             raise PartFailed(str(exc)) from None
-        reply_to = target.reply_to if part.index == 0 else None
+        target = replace(target, reply_to=target.reply_to if part.index == 0 else None)
+        receiver = part.route.values.get("receiver")
         try:
-            _, message_id = await self._send(replace(target, reply_to=reply_to), part.text)
+            if isinstance(receiver, int):
+                return str(await self._post_privately(target, part, receiver))
+            _, sent = await self._send(target, part.text)
         except TelegramError as exc:
             raise _passing_or_failed(exc) from None
-        return str(message_id)
+        return str(sent.message_id)
+
+    def private(self, route: ReplyRoute, public: str | None) -> ReplyRoute | None:
+        """In a group, a reply only its person sees: a message visible to that member alone
+        (Bot API 10.2's `receiver_user_id`), else a private chat with them, else `public` (or
+        the reply itself) in the group; in a private chat the route itself."""
+        values = route.values
+        chat = values.get("chat_id")
+        if isinstance(chat, int) and chat > 0:  # a private chat's id is its person's
+            return route
+        person = values.get("user_id")
+        if not isinstance(person, int):
+            return None
+        return ReplyRoute(route.platform, {**values, "receiver": person, "public": public})
+
+    async def _post_privately(self, target: Target, part: OutboxPart, receiver: int) -> int:
+        """Post a part only `receiver` should see: to them alone in the group, else in their
+        private chat with the bot, else (neither is possible) what may be said in the open."""
+        extra = {"receiver_user_id": receiver}
+        try:
+            _, sent = await self._send(target, part.text, extra)
+            if sent.api_kwargs.get("receiver_user_id") == receiver:
+                return sent.message_id
+            # A Bot API that does not know the parameter showed it to everyone: take it back.
+            log.warning("telegram_private_message_unsupported")
+            await self._remove(target.chat_id, sent.message_id)
+        except BadRequest as exc:  # refused for this chat or member
+            log.info("telegram_private_message_refused", reason=exc.message)
+        try:
+            _, sent = await self._send(Target(receiver), part.text)
+            return sent.message_id
+        except (BadRequest, Forbidden) as exc:  # they never opened a private chat with the bot
+            log.info("telegram_private_chat_refused", reason=exc.message)
+        public = part.route.values.get("public")
+        said = self.render(part.route, public)[0] if isinstance(public, str) else part.text
+        _, sent = await self._send(target, said)
+        return sent.message_id
 
     async def find(self, part: OutboxPart, first: str | None) -> str | None:
         return None  # the Bot API cannot list a chat's messages: see the module docstring
 
-    async def _send(self, target: Target, part: str) -> tuple[Target, int]:
-        """Post one part; the target it went to (a migrated group has a new chat id) and the
-        message's id."""
+    async def _send(
+        self, target: Target, part: str, extra: Mapping[str, object] | None = None
+    ) -> tuple[Target, Message]:
+        """Post one part (`extra`: Bot API parameters PTB has no argument for yet); the target it
+        went to (a migrated group has a new chat id) and the message."""
         parse_mode: str | None = ParseMode.HTML
         waits = network_tries = 0
         while True:
@@ -251,8 +293,9 @@ class TelegramDeliverer(Deliverer):
                     parse_mode=parse_mode,
                     message_thread_id=target.thread_id,
                     reply_parameters=reply_parameters(target.reply_to),
+                    api_kwargs=dict(extra) if extra else None,
                 )
-                return target, sent.message_id
+                return target, sent
             except RetryAfter as exc:
                 seconds = retry_after_seconds(exc)
                 waits += 1

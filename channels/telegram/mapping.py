@@ -313,6 +313,9 @@ def _request(
         "thread_id": topic,
         "reply_to": None if kind is SurfaceKind.DM else int(message["message_id"]),
     }
+    sender = message.get("from")
+    if kind is not SurfaceKind.DM and isinstance(sender, Mapping) and "id" in sender:
+        values["user_id"] = int(sender["id"])  # whom a reply meant for them alone goes to
     if files:  # file ids are route-side: the host fetches "attachment N" through the channel
         values["files"] = [file_id for file_id, _ in files]
     return TurnRequest(

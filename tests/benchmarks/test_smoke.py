@@ -29,6 +29,7 @@ TINY: dict[str, tuple[list[str], str]] = {
         [*("--baseline", "HEAD", "--runs", "1", "host_telegram"), *TINY_TELEGRAM],
         "cpu ms/turn",
     ),
+    "faithful": (["--repeat", "1", "--limit", "5"], "reaching the model unchanged: 5/5"),
     "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
     "images": (["--scale", "0.02", "--at-once", "2"], "x2: RSS"),
     "mcp_tools": (["--calls", "3", "--warmup", "1", "--turns", "2"], "with the MCP server:"),
@@ -86,3 +87,15 @@ def test_the_bot_process_can_be_profiled(
     assert "1 chat" in capsys.readouterr().out
     functions = {name for _, _, name in pstats.Stats(str(profile)).stats}
     assert "conclude" in functions
+
+
+def test_the_instant_model_is_labelled_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real path (the SDK over HTTP) is the default; the in-process stand-in says what it is
+    on every figure line."""
+    from benchmarks import host_telegram
+
+    host_telegram.main([*TINY_TELEGRAM, "--model", "instant"])
+    printed = capsys.readouterr().out
+    figures = [line for line in printed.splitlines() if "turns/s" in line]
+    assert figures
+    assert all("INSTANT" in line for line in figures), printed

@@ -107,6 +107,23 @@ def test_preview_of_a_slack_group_event_shows_what_the_model_sees(
     assert "xoxb-" not in serialized
 
 
+def test_preview_shows_the_request_on_the_openai_wire(bot: RunBot, agent_dir: Path) -> None:
+    event = HERE / "slack-group-event.json"
+    config = ("--config", str(agent_dir / "bot.toml"), "preview", str(event))
+    anthropic = json.loads(bot(*config).stdout)
+    result = bot(*config, "--wire", "openai")
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    systems = [m["content"] for m in body["messages"] if m["role"] == "system"]
+    # The same sections, as the first messages, in the same order and bytes.
+    assert systems == [block["text"] for block in anthropic["system"]]
+    assert body["messages"][: len(systems)] == [{"role": "system", "content": s} for s in systems]
+    assert body["messages"][-1]["role"] == "user"
+    assert "Ship it then." in body["messages"][-1]["content"]
+    assert body["stream"] is True
+    assert "U0ALICE7777" not in result.stdout
+
+
 def test_preview_rejects_a_malformed_event_clearly(
     bot: RunBot, agent_dir: Path, tmp_path: Path
 ) -> None:

@@ -152,3 +152,35 @@ def test_since_understands_days_hours_and_local_dates() -> None:
     assert parse_since("7d", zone, now) == datetime(2026, 11, 24, 12, tzinfo=UTC)
     assert parse_since("24h", zone, now) == datetime(2026, 11, 30, 12, tzinfo=UTC)
     assert parse_since("2026-12-01", zone, now) == datetime(2026, 11, 30, 23, tzinfo=UTC)
+
+
+NO_LOAD_SKILL = """
+[[surfaces]]
+platform = "slack"
+id = "C0PLATFORM"
+tools = ["memory_recall"]
+"""
+
+
+def _listed(out: str) -> list[str]:
+    """The tool names `bot tools` printed (one surface: lines after its label)."""
+    return [line.split()[0] for line in out.splitlines()[1:] if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("rule", ["", NO_LOAD_SKILL])
+def test_preview_offers_the_tools_bot_tools_lists_and_the_index_agrees(
+    agent_dir: Path, capsys: pytest.CaptureFixture[str], rule: str
+) -> None:
+    """One truth about tools (issue 37): `bot preview` shows the tools `bot tools --surface`
+    lists for that surface, and the skill index tells the model to call `load_skill` only where
+    it is offered."""
+    write_config(agent_dir, rule)
+    config = str(agent_dir / "bot.toml")
+    assert main(["tools", "--surface", "slack:channel:C0PLATFORM", "--config", config]) == 0
+    listed = _listed(capsys.readouterr().out)
+    assert main(["preview", str(HERE / "slack-group-event.json"), "--config", config]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [tool["name"] for tool in body.get("tools", [])] == listed
+    index = next(block["text"] for block in body["system"] if "# Skills" in block["text"])
+    assert ("load_skill" in index) is ("load_skill" in listed)
+    assert "summarize" in index  # the skills are still named either way

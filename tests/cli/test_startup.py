@@ -13,6 +13,7 @@ from tests.conftest import subprocess_env
 
 # What a --help must not import: the SDKs, and what makes up most of a start-up's time.
 HEAVY = (
+    "asyncio",
     "anthropic",
     "mcp",
     "openai",

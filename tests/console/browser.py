@@ -152,7 +152,7 @@ async def signed_in(world: World) -> Any:
     context = await world.browser.new_context(viewport={"width": 1100, "height": 900})
     page = await context.new_page()
     await page.goto(world.base + "/")
-    await page.fill("#name", "ada")
+    await page.fill("#username", "ada")
     await page.fill("#password", PASSWORD)
     await page.click("button[type=submit]")
     await page.wait_for_selector("text=signed in as")

@@ -91,7 +91,7 @@ class Client:
         token = re.search(r'name="form_token" value="([^"]+)"', page)
         assert token is not None
         return await self.post(
-            "/login", {"name": name, "password": password, "form_token": token.group(1)}
+            "/login", {"username": name, "password": password, "form_token": token.group(1)}
         )
 
     async def csrf(self, path: str = "/") -> str:

@@ -45,7 +45,7 @@ async def test_sign_in_is_refused_with_a_wrong_password_then_accepted(bot_world:
     page = await context.new_page()
     await page.goto(bot_world.base + "/conversations")
     assert page.url.startswith(bot_world.base + "/login?next=")
-    await page.fill("#name", "ada")
+    await page.fill("#username", "ada")
     await page.fill("#password", "not the password")
     await page.click("button[type=submit]")
     assert "Wrong name or password" in await page.inner_text("#login-error")

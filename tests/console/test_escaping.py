@@ -140,6 +140,7 @@ def pages(text: str) -> dict[str, dict[str, Any]]:
                     "surface": text,
                     "person": text,
                     "at": "t",
+                    "origin": text,
                 }
             ],
         },

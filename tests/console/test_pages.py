@@ -14,7 +14,7 @@ from bot.console.parts import JobView, ServerHealth, ToolOffer
 from bot.ports.approvals import Approval, PressAnswer
 from bot.ports.memory import MemoryCapture
 from bot.ports.records import TurnRecord, Usage, UsageEntry
-from bot.turns import ConversationKind, HistoryEntry, Outcome, TextBlock, TurnRequest
+from bot.turns import ConversationKind, HistoryEntry, Origin, Outcome, TextBlock, TurnRequest
 from bot.usage import group, key_of
 from tests.console.rig import SECRET, console_rig
 
@@ -181,13 +181,21 @@ async def test_memory_is_searched_and_an_entry_forgotten() -> None:
     async with console_rig() as rig:
         await rig.store.memory.capture(
             MemoryCapture(
-                KEY, "slack:C1", "slack:T:U1", "Alice", "the gate code is 4417", "Noted.", NOW
+                KEY,
+                "slack:C1",
+                "slack:T:U1",
+                "Alice",
+                "the gate code is 4417",
+                "Noted.",
+                NOW,
+                origin=Origin.PERSON,
             )
         )
         await rig.client.sign_in()
         _, page, _ = await rig.client.get("/memory?q=gate+code")
         assert "gate code is 4417" in page
         assert "said by slack:T:U1" in page
+        assert "origin <strong>person</strong>" in page
         [hit] = await rig.store.memory.search("gate code")
         csrf = await rig.client.csrf("/memory")
         _, page, _ = await rig.client.post("/memory/forget", {"csrf": csrf, "id": hit.id})

@@ -68,3 +68,25 @@ async def test_a_page_whose_store_fails_is_a_clear_page_not_a_traceback() -> Non
     assert status == 503
     assert "cannot be shown right now" in page
     assert "Traceback" not in page
+
+
+def test_the_effective_config_masks_hashes_and_secrets_and_names_which_are_set(
+    agent_dir: Path,
+) -> None:
+    from bot.cli.wiring.console import effective_config
+
+    write_config(
+        agent_dir,
+        "[console]\nenabled = true\n"
+        + OPERATOR.format(hash=password_hash())
+        + '\n[[console.operators]]\nname = "tok"\ntoken_env = "CONSOLE_TOKEN_TOK"\n',
+    )
+    secret = "console-token-SECRET-0042"
+    config = load_config(agent_dir / "bot.toml", env={"CONSOLE_TOKEN_TOK": secret})
+    text = effective_config(config)
+    assert password_hash() not in text
+    assert '"password_hash": "(hidden)"' in text
+    assert '"token_env": "CONSOLE_TOKEN_TOK"' in text
+    assert secret not in text
+    assert "CONSOLE_TOKEN_TOK: set" in text
+    assert "ANTHROPIC_API_KEY: not set" in text

@@ -43,6 +43,16 @@ chat.update and chat.delete (only the bot's own messages) behave as Slack docume
 `slack.streaming_enabled = False` answers the stream methods `unknown_method` (an app without
 the feature); `slack.limit("chat.appendStream", 1.0)` answers a second call on the same message
 within a second with a 429 and its Retry-After.
+Chunks (slack_sdk's shapes, `slack_sdk.models.messages.chunk`): startStream / appendStream /
+stopStream take `chunks` beside or instead of markdown_text; `markdown_text` chunks add text,
+`task_update` chunks (id, title of at most 256 characters (an assumed bound), status one of
+pending, in_progress, complete, error) set that task on the message: `slack.tasks[ts]` holds
+each task as it stands now, by id, in first-seen order, `slack.task_log` every update as
+(ts, id, status); an unknown chunk type or a malformed chunk is `invalid_chunks` (an assumed
+code). `task_display_mode` must be "timeline" or "plan".
+Blocks on chat.postMessage / chat.update are checked where tables are concerned (`_good_blocks`:
+one `table` a message, 1-100 rows of 1-20 cells, non-empty raw text; `section` text within
+3,000 characters), else `invalid_blocks`; `post["blocks"]` keeps what was sent.
 The assistant pane (Agents & AI apps), with the DM's channel added as kind "im":
     body = slack.assistant_thread_started(DM, "U1", viewing="C1")  # root message + the event
     thread = body["event"]["assistant_thread"]["thread_ts"]
@@ -130,6 +140,9 @@ ALL_SCOPES = frozenset(
 _READ_SCOPE = {"channel": "channels", "private": "groups", "im": "im", "mpim": "mpim"}
 MAX_TEXT = 40_000
 MAX_MARKDOWN = 12_000  # chat.startStream / appendStream / stopStream markdown_text
+MAX_TASK_TITLE = 256  # a task_update chunk's title (assumed)
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 # Message metadata (chat.postMessage `metadata`): Slack requires an event type of letters,
 # digits and underscores and an object payload, and returns it only when asked for.
 _EVENT_TYPE = re.compile(r"^[A-Za-z0-9_]{1,255}$")
@@ -187,6 +200,8 @@ class FakeSlack:
     downloads: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # methods of calls that waited on hold()
     deleted: list[dict[str, Any]] = field(default_factory=list)  # posts removed by chat.delete
+    tasks: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # ts -> id -> task
+    task_log: list[tuple[str, str, str]] = field(default_factory=list)  # (ts, id, status)
     streaming_enabled: bool = True
     assistant_view: bool = True
     status_log: list[tuple[str, str, str]] = field(default_factory=list)
@@ -1007,6 +1022,8 @@ class FakeSlack:
         metadata = _metadata(params.get("metadata"))
         if isinstance(metadata, web.Response):
             return metadata
+        if not _good_blocks(params.get("blocks")):
+            return _error("invalid_blocks")
         thread_ts = params.get("thread_ts") or None
         if thread_ts:  # Slack takes the status down once the app replies in the thread
             self.thread_status.pop((channel, str(thread_ts)), None)
@@ -1056,7 +1073,12 @@ class FakeSlack:
         dm = self.channels[channel]["kind"] == "im"
         if not dm and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
             return _error("invalid_arguments")
-        text = str(params.get("markdown_text") or "")
+        chunked = self._chunk_text(params)
+        if isinstance(chunked, web.Response):
+            return chunked
+        if params.get("task_display_mode") not in (None, "timeline", "plan"):
+            return _error("invalid_arguments")
+        text = str(params.get("markdown_text") or "") + chunked
         if len(text) > MAX_MARKDOWN:
             return _error("msg_too_long")
         message = self.say(channel, BOT_USER, text, thread_ts=str(thread_ts), bot_id=BOT_ID)
@@ -1073,7 +1095,35 @@ class FakeSlack:
                 "stream": True,
             }
         )
+        self._take_tasks(message["ts"], params)
         return _ok(channel=channel, ts=message["ts"])
+
+    def _chunk_text(self, params: dict[str, Any]) -> str | web.Response:
+        """The text a call's `chunks` add (checked, tasks not yet applied)."""
+        chunks = params.get("chunks")
+        if chunks is None:
+            return ""
+        if not isinstance(chunks, list):
+            return _error("invalid_chunks")
+        text = ""
+        for chunk in chunks:
+            kind = chunk.get("type") if isinstance(chunk, dict) else None
+            if kind not in CHUNK_TYPES:
+                return _error("invalid_chunks")
+            if kind == "markdown_text":
+                if not isinstance(chunk.get("text"), str):
+                    return _error("invalid_chunks")
+                text += chunk["text"]
+            if kind == "task_update" and not _good_task(chunk):
+                return _error("invalid_chunks")
+        return text
+
+    def _take_tasks(self, ts: str, params: dict[str, Any]) -> None:
+        for chunk in params.get("chunks") or []:
+            if chunk.get("type") == "task_update":
+                task = {k: chunk[k] for k in ("id", "title", "status") if k in chunk}
+                self.tasks.setdefault(ts, {})[str(chunk["id"])] = task
+                self.task_log.append((ts, str(chunk["id"]), str(chunk["status"])))
 
     def _streaming(self, params: dict[str, Any]) -> dict[str, Any] | web.Response:
         message = self._own(params, "cant_update_message")
@@ -1087,12 +1137,16 @@ class FakeSlack:
         message = self._streaming(params)
         if isinstance(message, web.Response):
             return message
-        text = params.get("markdown_text")
-        if not text:
+        chunked = self._chunk_text(params)
+        if isinstance(chunked, web.Response):
+            return chunked
+        text = str(params.get("markdown_text") or "") + chunked
+        if not text and not params.get("chunks"):
             return _error("invalid_arguments")
-        if len(str(text)) > MAX_MARKDOWN:
+        if len(text) > MAX_MARKDOWN:
             return _error("msg_too_long")
-        self._set_text(str(params["channel"]), message["ts"], message["text"] + str(text))
+        self._set_text(str(params["channel"]), message["ts"], message["text"] + text)
+        self._take_tasks(message["ts"], params)
         return _ok(channel=params["channel"], ts=message["ts"])
 
     def _api_chat_stopStream(self, params: dict[str, Any]) -> web.Response:
@@ -1132,6 +1186,8 @@ class FakeSlack:
         message = self._own(params, "cant_update_message")
         if isinstance(message, web.Response):
             return message
+        if not _good_blocks(params.get("blocks")):
+            return _error("invalid_blocks")
         text = params.get("text")
         if not text:
             return _error("no_text")
@@ -1368,3 +1424,53 @@ def _missing_scope(needed: str) -> web.Response:
     return web.json_response(
         {"ok": False, "error": "missing_scope", "needed": needed, "provided": "chat:write"}
     )
+
+
+def _good_task(chunk: dict[str, Any]) -> bool:
+    """A task_update chunk as slack_sdk's TaskUpdateChunk builds it, within the (assumed) bounds."""
+    title = chunk.get("title")
+    return (
+        isinstance(chunk.get("id"), str)
+        and bool(chunk["id"])
+        and isinstance(title, str)
+        and 0 < len(title) <= MAX_TASK_TITLE
+        and chunk.get("status") in TASK_STATUSES
+    )
+
+
+MAX_TABLE_ROWS, MAX_TABLE_CELLS, MAX_SECTION_TEXT = 100, 20, 3000
+
+
+def _good_blocks(value: Any) -> bool:
+    """The blocks a message may carry, as far as the fake checks them: `section` text within
+    3,000 characters, and at most one `table` (Slack shows one per message; an assumption of
+    the fake) of 1-100 rows of 1-20 `raw_text` / `raw_number` / `rich_text` cells, raw text
+    non-empty (slack_sdk's RawTextObject asks for one character at least)."""
+    blocks = _json_value(value)
+    if blocks is None:
+        return True
+    if not isinstance(blocks, list):
+        return False
+    tables = [b for b in blocks if isinstance(b, dict) and b.get("type") == "table"]
+    sections = [b for b in blocks if isinstance(b, dict) and b.get("type") == "section"]
+    if len(tables) > 1 or not all(_good_table(t) for t in tables):
+        return False
+    return all(
+        len(str((s.get("text") or {}).get("text", ""))) <= MAX_SECTION_TEXT for s in sections
+    )
+
+
+def _good_table(table: dict[str, Any]) -> bool:
+    rows = table.get("rows")
+    if not isinstance(rows, list) or not 0 < len(rows) <= MAX_TABLE_ROWS:
+        return False
+    for row in rows:
+        if not isinstance(row, list) or not 0 < len(row) <= MAX_TABLE_CELLS:
+            return False
+        for cell in row:
+            kind = cell.get("type") if isinstance(cell, dict) else None
+            if kind not in ("raw_text", "raw_number", "rich_text"):
+                return False
+            if kind == "raw_text" and not str(cell.get("text") or ""):
+                return False
+    return True

@@ -16,6 +16,15 @@ Bot API without the method does), editMessageText (only the bot's messages; the 
 "message is not modified") and deleteMessage. `tg.sent` holds the bot's messages as they show
 now: an edit replaces its entry's text in place, a deletion removes it (`tg.deleted` keeps it).
 
+Messages one member sees (Bot API 10.2's `receiver_user_id` on sendMessage), as far as the
+announcement lets us infer them (an assumption, not a recorded exchange): only in groups and
+supergroups (in a private chat: 400), only to a member of the chat (here: someone who wrote in it;
+else 400 "RECEIVER_USER_ID_INVALID"), and the returned Message names its `receiver_user_id`, which
+`Sent.receiver` keeps. `tg.private_messages = False` is an older Bot API: the parameter is ignored
+as Telegram ignores every unknown one, so the message is everyone's and nothing names a receiver.
+A private chat exists only once the person opened one (`tg.private_chat(user)`); before that a
+message there is refused as "chat not found".
+
     async with FakeTelegram() as tg:
         app = Application.builder().token(tg.token).base_url(tg.base_url).build()
         alice = tg.user("Alice", "Chen", "alice")
@@ -151,6 +160,7 @@ class Sent:
     thread_id: int | None
     at: float = field(default_factory=time.perf_counter)  # when the fake accepted it
     buttons: tuple[tuple[str, str], ...] = ()  # an inline keyboard's (text, callback_data)
+    receiver: int | None = None  # shown to this member alone (`receiver_user_id`)
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,7 @@ class _Chat:
     payload: dict[str, Any]
     message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     known: set[int] = field(default_factory=set)
+    members: set[int] = field(default_factory=set)  # who wrote in it (receiver_user_id's check)
 
 
 class FakeTelegram:
@@ -226,6 +237,7 @@ class FakeTelegram:
         self.webhook: dict[str, Any] | None = None
         self.webhook_statuses: list[int] = []
         self.confirmations_frozen = False
+        self.private_messages = True  # Bot API 10.2's receiver_user_id (see the module docstring)
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(500_000)
         self._chats: dict[int, _Chat] = {}
@@ -422,8 +434,11 @@ class FakeTelegram:
             prefix = f"/{command}@{self.username}"
             text = f"{prefix} {text}"
             entities.append({"offset": 0, "length": utf16_length(prefix), "type": "bot_command"})
+        message_id = self._next_message_id(int(chat["id"]))
+        if "id" in sender:
+            self._chats[int(chat["id"])].members.add(int(sender["id"]))
         message: dict[str, Any] = {
-            "message_id": self._next_message_id(int(chat["id"])),
+            "message_id": message_id,
             "from": dict(sender),
             "chat": dict(chat),
             "date": int(time.time()),
@@ -535,6 +550,10 @@ class FakeTelegram:
         self._failures.setdefault(method, []).append(
             _Failure(status, description, parameters, times)
         )
+
+    def heal(self, method: str) -> None:
+        """Answer `method` normally again: the failures still queued for it are dropped."""
+        self._failures.pop(method, None)
 
     def rate_limit(self, seconds: int = 1, *, method: str = "sendMessage", times: int = 1) -> None:
         self.fail(
@@ -737,6 +756,7 @@ class FakeTelegram:
         if reply_to is not None and reply_to[0] not in chat.known and not reply_to[1]:
             raise _ApiError("Bad Request: message to be replied not found")
         thread = params.get("message_thread_id")
+        receiver = self._receiver(chat, params)
         message_id = next(chat.message_ids)
         chat.known.add(message_id)
         sent = Sent(
@@ -748,6 +768,7 @@ class FakeTelegram:
             reply_to=reply_to[0] if reply_to else None,
             thread_id=int(thread) if thread else None,
             buttons=_buttons(params.get("reply_markup")),
+            receiver=receiver,
         )
         self.sent.append(sent)
         result: dict[str, Any] = {
@@ -761,7 +782,24 @@ class FakeTelegram:
         }
         if sent.thread_id:
             result["message_thread_id"] = sent.thread_id
+        if receiver is not None:
+            result["receiver_user_id"] = receiver
         return result
+
+    def _receiver(self, chat: _Chat, params: Mapping[str, Any]) -> int | None:
+        """The member a message is for alone (see the module docstring), checked."""
+        raw = params.get("receiver_user_id")
+        if raw is None or not self.private_messages:
+            return None
+        if chat.payload.get("type") == "private":
+            raise _ApiError("Bad Request: receiver_user_id can't be used in private chats")
+        try:
+            receiver = int(raw)
+        except (TypeError, ValueError):
+            raise _ApiError("Bad Request: RECEIVER_USER_ID_INVALID") from None
+        if receiver not in chat.members:
+            raise _ApiError("Bad Request: RECEIVER_USER_ID_INVALID")
+        return receiver
 
     @staticmethod
     def _readable(params: Mapping[str, Any]) -> tuple[str, str, str | None]:

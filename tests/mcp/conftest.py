@@ -145,3 +145,12 @@ async def http_notes(call_log: CallLog) -> AsyncIterator[str]:
     finally:
         process.terminate()
         await process.wait()
+
+
+@pytest.fixture
+def hold(tmp_path: Path) -> Path:
+    """A named pipe for the notes server's `wait` tool: the call stays open until a line is
+    written to it (`tests.mcp.test_busy_slack.release`)."""
+    pipe = tmp_path / "hold"
+    os.mkfifo(pipe)
+    return pipe

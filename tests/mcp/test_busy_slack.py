@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -64,10 +63,9 @@ async def test_steer_a_message_sent_while_a_tool_runs_joins_the_next_round_and_i
     claude: FakeAnthropic,
     make_mcp_config: MakeMcpConfig,
     call_log: CallLog,
-    tmp_path: Path,
+    hold: Path,
 ) -> None:
-    pipe = tmp_path / "hold"
-    os.mkfifo(pipe)
+    pipe = hold
     claude.script(
         Reply(tool_calls=[ToolCall("notes__wait", {"path": str(pipe)})]),
         "Prod and staging both look fine.",
@@ -83,6 +81,7 @@ async def test_steer_a_message_sent_while_a_tool_runs_joins_the_next_round_and_i
         records = await app.store.records.recent(key, limit=5)
         states = [await app.store.inbox.state(i) for i in (1, 2)]
         consumed_by = await app.store.inbox.consumed_by(2)
+        record = await app.store.records.show(records[0].turn_id)
     # One turn, two model rounds: the second carries the tool's result, then Bob's words.
     assert len(claude.requests) == 2
     last = claude.requests[1]["messages"][-1]
@@ -96,6 +95,8 @@ async def test_steer_a_message_sent_while_a_tool_runs_joins_the_next_round_and_i
     assert [r.outcome for r in records] == ["ok"]
     assert states == [InboxState.ANSWERED, InboxState.CONSUMED]
     assert consumed_by == records[0].turn_id
+    assert record is not None
+    assert record["details"]["took_in"] == 1
     # History keeps Bob's words where they came, under his name.
     assert [(e.role, e.speaker is not None) for e in history] == [
         ("user", True),
@@ -113,10 +114,9 @@ async def test_queue_is_the_default_a_message_sent_meanwhile_gets_its_own_turn(
     claude: FakeAnthropic,
     make_mcp_config: MakeMcpConfig,
     call_log: CallLog,
-    tmp_path: Path,
+    hold: Path,
 ) -> None:
-    pipe = tmp_path / "hold"
-    os.mkfifo(pipe)
+    pipe = hold
     claude.script(
         Reply(tool_calls=[ToolCall("notes__wait", {"path": str(pipe)})]),
         "Prod is fine.",
@@ -138,10 +138,9 @@ async def test_interrupt_a_newer_message_stops_the_running_turn_and_is_answered(
     claude: FakeAnthropic,
     make_mcp_config: MakeMcpConfig,
     call_log: CallLog,
-    tmp_path: Path,
+    hold: Path,
 ) -> None:
-    pipe = tmp_path / "hold"
-    os.mkfifo(pipe)
+    pipe = hold
     claude.script(
         Reply(tool_calls=[ToolCall("notes__wait", {"path": str(pipe)})]),
         "Staging is fine.",
@@ -172,10 +171,9 @@ async def test_collect_every_message_sent_meanwhile_goes_into_one_next_turn(
     claude: FakeAnthropic,
     make_mcp_config: MakeMcpConfig,
     call_log: CallLog,
-    tmp_path: Path,
+    hold: Path,
 ) -> None:
-    pipe = tmp_path / "hold"
-    os.mkfifo(pipe)
+    pipe = hold
     claude.script(
         Reply(tool_calls=[ToolCall("notes__wait", {"path": str(pipe)})]),
         "Prod is fine.",
@@ -210,13 +208,12 @@ async def test_steer_across_a_sigkill_the_steered_message_is_answered_once(
     make_mcp_config: MakeMcpConfig,
     call_log: CallLog,
     agent_dir: Path,
-    tmp_path: Path,
+    hold: Path,
 ) -> None:
     """`bot run` killed while the turn's second round (with the steered message) is at the
     model: nothing was published, so after the restart both messages are pending again, and the
     rerun turn takes the second in at once and answers both, once."""
-    pipe = tmp_path / "hold"
-    os.mkfifo(pipe)
+    pipe = hold
     asked: list[dict[str, Any]] = []
 
     def respond(body: dict[str, Any]) -> Reply | str:

@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from mcp.types import Tool
 
 from bot.cli import main
 from bot.cli.compose import App
 from bot.config import LoggingSettings
 from bot.logs import configure_logging
-from bot.mcp.hub import McpHub
-from bot.mcp.link import RELIST_SECONDS
-from bot.mcp.settings import McpServerSettings, McpSettings
+from bot.mcp.hub import McpHub, distinct
+from bot.mcp.link import RELIST_SECONDS, tool_info
+from bot.mcp.settings import SERVER_NAME, McpServerSettings, McpSettings
 from tests.channels.slack.conftest import ALICE, GENERAL
 from tests.channels.slack.test_scenarios import send
 from tests.conftest import write_config
@@ -145,3 +148,28 @@ def test_doctor_says_which_server_is_refused_and_why(
     assert line.startswith("FAIL")
     assert "max_tools = 128" in line
     assert "Fix: raise max_tools" in line
+
+
+SERVERS = st.from_regex(SERVER_NAME, fullmatch=True).filter(lambda name: "__" not in name)
+TOOLS = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)
+
+
+@given(st.dictionaries(SERVERS, st.sets(TOOLS, max_size=4), max_size=4))
+@example({"dup_": {"x"}, "dup": {"_x"}})
+def test_a_name_the_model_sees_is_one_tool_of_one_server_or_none(
+    servers: dict[str, set[str]],
+) -> None:
+    infos = [
+        info
+        for server, tools in servers.items()
+        for tool in tools
+        if (info := tool_info(server, Tool(name=tool, input_schema={"type": "object"})))
+    ]
+    kept, clashes = distinct(infos)
+    names = [info.name for info in kept]
+    assert len(names) == len(set(names))
+    assert not set(names) & set(clashes)
+    # Nothing is lost but the clashes: every name that only one tool has is offered.
+    assert {info.name for info in infos} == set(names) | set(clashes)
+    for info in kept:  # and it is the tool of the one server that listed it
+        assert servers[info.server] >= {info.tool}

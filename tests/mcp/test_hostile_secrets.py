@@ -78,3 +78,27 @@ async def test_a_server_handing_back_its_secrets_reaches_neither_the_model_nor_t
     [down] = tool_results(claude.requests[5])
     assert down["is_error"]
     assert "cannot log in with [redacted]" in down["content"]
+
+
+async def test_a_secret_pasted_into_a_message_reaches_neither_the_model_nor_the_store(
+    slack: FakeSlack, claude: FakeAnthropic, make_mcp_config: MakeMcpConfig, agent_dir: Path
+) -> None:
+    """Not only tools: the person's own text is redacted by value too (the signing secret has
+    no credential shape; only its value finds it), before it is stored (the inbox, history,
+    memory) or read into a prompt."""
+    claude.script("I will not repeat it.")
+    async with App(make_mcp_config("")) as app:
+        pasted = f"here is our signing secret {SIGNING_SECRET} and the key {API_KEY}"
+        mention = slack.mention(GENERAL, ALICE, pasted)
+        await send(slack, app, mention)
+        key = f"slack:T0FAKE:{GENERAL}:{mention['event']['ts']}"
+        history = json.dumps([repr(entry) for entry in await app.store.history.load(key)])
+        memory = json.dumps([repr(hit) for hit in await app.store.memory.search("signing")])
+    sent = json.dumps(claude.requests, ensure_ascii=False)
+    assert "here is our signing secret [redacted] and the key [redacted]" in sent
+    assert "[redacted]" in history
+    for secret in (SIGNING_SECRET, API_KEY):
+        assert secret not in sent
+        assert secret not in history
+        assert secret not in memory
+        assert secret not in stored(agent_dir)

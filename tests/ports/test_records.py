@@ -54,6 +54,9 @@ async def test_recent_lists_newest_first_per_conversation(store: OpenStore) -> N
 
     assert [r.turn_id for r in await store.records.recent("a")] == ["turn-3", "turn-1"]
     assert [r.turn_id for r in await store.records.recent(limit=2)] == ["turn-4", "turn-3"]
+    since = T0 + timedelta(minutes=3)
+    assert [r.turn_id for r in await store.records.recent(since=since)] == ["turn-4", "turn-3"]
+    assert [r.turn_id for r in await store.records.recent("a", since=since)] == ["turn-3"]
 
 
 async def test_only_the_newest_records_are_kept(engine: Engine) -> None:

@@ -19,6 +19,8 @@ from bot.ports.stores import OpenStore, RunRecords
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub
+    from bot.policy.surfaces import Policies
+    from bot.tools.toolbox import Toolbox
     from channels.cron.plan import JobPlan
 
 log = structlog.get_logger(__name__)
@@ -34,10 +36,11 @@ def install_console(
     desk: PressDesk | None,
     runs: Callable[[], Awaitable[RunRecords]],
     jobs: Callable[[], Sequence[JobPlan]],
-    tools: Callable[[], Sequence[ToolOffer]],
+    offered: tuple[Toolbox, Policies],
     hub: McpHub | None,
 ) -> bool:
-    """Mount the console when it is to be served; whether it was."""
+    """Mount the console when it is to be served; whether it was. `offered`: the toolbox and
+    the surface rules, for what each surface is offered (as `bot tools` lists it)."""
     settings = config.settings
     if not settings.console.enabled:
         return False
@@ -63,13 +66,19 @@ def install_console(
         desk=desk,
         runs=runs if settings.schedules.enabled or settings.cron.jobs else None,
         jobs=lambda: [_job(job) for job in jobs()],
-        tools=tools,
+        tools=lambda: _offers(offered, hub),
         servers=lambda: _health(hub, tuple(config.secrets.values.values())),
         config_text=lambda: effective_config(config),
     )
     mount(web_app, build_console(parts), settings.console.path_prefix)
     log.info("console_serving", path=settings.console.path_prefix + "/console/")
     return True
+
+
+def _offers(offered: tuple[Toolbox, Policies], hub: McpHub | None) -> list[ToolOffer]:
+    from bot.cli.tools import offers
+
+    return offers(*offered, hub)
 
 
 def _job(job: JobPlan) -> JobView:

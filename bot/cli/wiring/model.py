@@ -4,10 +4,12 @@ itself is `bot.cli.compose.require_api_key`'s)."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Sequence
 
 import structlog
 
 from bot.config import ModelSettings
+from bot.config.providers import Endpoint
 from bot.errors import ConfigError, ModelAuthError, ModelError
 from bot.ports.model import ModelRuntime
 from bot.prompt import TokenCounter
@@ -16,19 +18,24 @@ log = structlog.get_logger(__name__)
 
 
 def build_model(
-    settings: ModelSettings, key: str, counter: TokenCounter, tls: ssl.SSLContext
+    settings: ModelSettings,
+    keys: Sequence[tuple[Endpoint, str]],
+    counter: TokenCounter,
+    tls: ssl.SSLContext,
 ) -> ModelRuntime:
-    from bot.model import AnthropicRuntime
+    """The runtime over the model's endpoint and its fallbacks (`keys`: each with its key)."""
+    from bot.model import ModelClient
 
-    return AnthropicRuntime(settings, key, counter, tls=tls)
+    (_, key), *fallbacks = keys
+    return ModelClient(settings, key, counter, tls=tls, fallbacks=fallbacks)
 
 
 async def verify_model(model: ModelRuntime) -> None:
     """A refused key stops start-up (nothing could be answered); a model API that is down
     right now does not (turns retry, and it may be back by the first message)."""
-    from bot.model import AnthropicRuntime
+    from bot.model import ModelClient
 
-    if not isinstance(model, AnthropicRuntime):
+    if not isinstance(model, ModelClient):
         return
     try:
         await model.check_key()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -14,6 +14,7 @@ from aiohttp import web
 from bot import tracing
 from bot.config import HttpSettings, OtelSettings
 from bot.errors import ConfigError
+from bot.logs import redact_text
 from bot.metrics import CONTENT_TYPE, Metrics
 
 log = structlog.get_logger(__name__)
@@ -68,17 +69,26 @@ def listening_port(runner: web.AppRunner | None) -> int | None:
 
 class Health:
     """The `/healthz` and `/metrics` routes: up when every channel is connected and the host is
-    not draining."""
+    not draining. The body lists the parts (channels, MCP servers) and, under `down`, why each
+    one that is not up is down. An MCP server that is down costs only its tools' calls, so it
+    does not make the host unhealthy."""
 
     def __init__(
         self,
         channels_up: Callable[[], dict[str, bool]],
         draining: Callable[[], bool],
         metrics: Metrics,
+        *,
+        down: Callable[[], Mapping[str, str]] = dict,
+        mcp: Callable[[], Mapping[str, str | None]] = dict,
     ) -> None:
+        """`down`: why each channel that could not start yet is down (it is being retried).
+        `mcp`: each MCP server's problem (None while it is up)."""
         self._channels_up = channels_up
         self._draining = draining
         self._metrics = metrics
+        self._down = down
+        self._mcp = mcp
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/healthz", self.healthz)
@@ -89,6 +99,14 @@ class Health:
         draining = self._draining()
         ok = all(channels.values()) and not draining
         body: dict[str, Any] = {"ok": ok, "channels": channels}
+        # Which part, and why (one line each; tried again meanwhile), while it is not up.
+        down = {name: why for name, why in self._down().items() if not channels.get(name)}
+        if servers := dict(self._mcp()):
+            body["mcp"] = {name: problem is None for name, problem in servers.items()}
+            # What a server wrote may hold a secret it was given.
+            down |= {f"mcp:{n}": redact_text(why) for n, why in servers.items() if why}
+        if down:
+            body["down"] = down
         if draining:
             body["draining"] = True
         return web.json_response(body, status=200 if ok else 503)

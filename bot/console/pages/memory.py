@@ -1,5 +1,6 @@
 """Memory: search the long-term memory as `bot memory search` does, each hit with where its words
-came from (conversation, surface, person, when), and forget one entry (audited)."""
+came from (its origin: a person's own words, someone unlisted, a bot, an agent, the operator or a
+scheduled run; the conversation, surface, person and when), and forget one entry (audited)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ async def _page(
                 "conversation": hit.conversation_key,
                 "surface": hit.surface,
                 "person": hit.person or "–",
+                "origin": str(hit.origin),
                 "at": console.shown(hit.captured_at),
             }
             for hit in hits

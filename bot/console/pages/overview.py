@@ -33,7 +33,7 @@ def install(app: web.Application, console: Console) -> None:
 async def figures(console: Console) -> dict[str, Any]:
     store, now = console.parts.store, console.now()
     hour_ago = now - timedelta(minutes=MINUTES)
-    records = [r for r in await store.records.recent(limit=RECENT) if r.started_at >= hour_ago]
+    records = await store.records.recent(limit=RECENT, since=hour_ago)
     today = group(await store.usage.rows(console.today_start()), key_of("agent", console.zone))
     pending = await store.inbox.pending()
     waiting_approvals = await store.approvals.listing(pending=True)

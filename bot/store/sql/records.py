@@ -105,14 +105,25 @@ class SqlTurnRecords:
         return document
 
     async def recent(
-        self, conversation: str | None = None, *, limit: int = 20
+        self,
+        conversation: str | None = None,
+        *,
+        limit: int = 20,
+        since: datetime | None = None,
     ) -> list[RecordSummary]:
-        """The newest records, newest first; of one conversation when given."""
-        where, params = (
-            ("WHERE conversation_key = ?", (conversation,)) if conversation else ("", ())
-        )
+        """The newest records, newest first; of one conversation, and only those started
+        since `since`, when given (the bodies of older ones are never read)."""
+        terms: list[str] = []
+        params: list[object] = []
+        if conversation:
+            terms.append("conversation_key = ?")
+            params.append(conversation)
+        if since is not None:
+            terms.append("started_at >= ?")
+            params.append(since.timestamp())
+        where = f"WHERE {' AND '.join(terms)} " if terms else ""
         rows = await self._db.reads().fetch_all(
-            f"SELECT body FROM turn_records {where} ORDER BY seq DESC LIMIT ?", *params, limit
+            f"SELECT body FROM turn_records {where}ORDER BY seq DESC LIMIT ?", *params, limit
         )
         return [summary(json.loads(row["body"])) for row in rows]
 

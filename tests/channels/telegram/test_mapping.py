@@ -146,7 +146,12 @@ def test_forum_topic_is_its_own_conversation_and_route() -> None:
     assert request.surface is not None
     assert request.surface.id == "-1009988776655"  # the chat, never the topic
     assert request.route is not None
-    assert request.route.values == {"chat_id": -1009988776655, "thread_id": 4077, "reply_to": 5120}
+    assert request.route.values == {
+        "chat_id": -1009988776655,
+        "thread_id": 4077,
+        "reply_to": 5120,
+        "user_id": 311942807,
+    }
 
 
 def test_topic_started_by_the_bot_does_not_make_every_message_a_reply_to_it() -> None:
@@ -250,7 +255,12 @@ def test_ids_that_direct_the_answer_stay_out_of_what_the_model_sees(
             assert not any(hidden in str(value) for value in visible)
     assert request.person == f"telegram:{user_id}"
     assert request.route is not None
-    assert request.route.values == {"chat_id": chat_id, "thread_id": topic, "reply_to": message_id}
+    assert request.route.values == {
+        "chat_id": chat_id,
+        "thread_id": topic,
+        "reply_to": message_id,
+        "user_id": user_id,  # route-side only: whom a reply meant for them alone goes to
+    }
 
 
 @given(user_id=st.integers(10**6, 2**52), text=st.text(min_size=1))

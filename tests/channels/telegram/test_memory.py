@@ -127,7 +127,7 @@ def _group_scope() -> MemoryScope:
     return MemoryScope(f"telegram:{GROUP_ID}", person=f"telegram:{BOB_ID}")
 
 
-async def test_usage_is_told_in_a_private_chat_and_not_in_a_group(
+async def test_usage_is_told_in_a_private_chat_and_in_a_group_only_to_the_person_who_asked(
     tg: FakeTelegram, claude: FakeAnthropic, make_config: MakeConfig
 ) -> None:
     alice, _, dm, group = people(tg)
@@ -138,10 +138,11 @@ async def test_usage_is_told_in_a_private_chat_and_not_in_a_group(
         calls = len(claude.requests)
         await tg.push(tg.message(dm, alice, "/usage"))
         await tg.push(tg.message(group, alice, "", command="usage"))
-        replies = [sent.plain for sent in await tg.wait_sent(3)]
+        sent = await tg.wait_sent(3)
     assert len(claude.requests) == calls, "/usage never reaches the model"
-    in_dm, in_group = replies[1:]
-    assert in_dm.startswith("Today you have used")
-    assert "used 0 tokens" not in in_dm
-    assert "tokens" not in in_group
-    assert "private" in in_group
+    in_dm, in_group = sent[1:]
+    assert in_dm.plain.startswith("Today you have used")
+    assert "used 0 tokens" not in in_dm.plain
+    # In the group: a message only Alice sees (Bot API 10.2), with the same report.
+    assert (in_group.chat_id, in_group.receiver) == (GROUP_ID, alice["id"])
+    assert in_group.plain == in_dm.plain

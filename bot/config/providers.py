@@ -1,0 +1,116 @@
+"""Model providers (SPEC §8): what each wire can take (`capabilities`), the `[providers.NAME]`
+tables, and the endpoints a configuration's model and its fallbacks resolve to.
+
+A model elsewhere is written `NAME:model`, where NAME is a `[providers.NAME]` table or one of the
+built-in `anthropic` and `openai` (their public APIs, keys in ANTHROPIC_API_KEY / OPENAI_API_KEY);
+a bare name is on `[model]`'s own provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.errors import ConfigError
+
+Wire = Literal["anthropic", "openai"]
+WIRES: tuple[Wire, ...] = ("anthropic", "openai")
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+DEFAULT_KEY_ENV: Mapping[Wire, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+}
+
+
+class Capabilities(BaseModel):
+    """What a model's server accepts; what it does not gets markers, never a request it refuses.
+    Unset: the wire's default (Anthropic: everything; OpenAI-compatible: images and tools, PDFs
+    as markers, since most compatible servers refuse file parts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    images: bool | None = None
+    documents: bool | None = None
+    tools: bool | None = None
+
+    def on(self, wire: Wire) -> Capabilities:
+        """Every capability decided, the wire's default where this leaves it unset."""
+        documents = wire == "anthropic"
+        return Capabilities(
+            images=True if self.images is None else self.images,
+            documents=documents if self.documents is None else self.documents,
+            tools=True if self.tools is None else self.tools,
+        )
+
+
+class ProviderSettings(BaseModel):
+    """`[providers.NAME]`: another provider a model may be on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wire: Wire
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    api_key_env: EnvName | None = None  # optional for a local server
+    capabilities: Capabilities = Capabilities()
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one model is called: its provider's name, wire, base URL and key variable (None:
+    no key), the model (None: the request's own) and what it accepts."""
+
+    provider: str
+    wire: Wire
+    base_url: str | None
+    key_env: str | None
+    model: str | None
+    capabilities: Capabilities
+    key_required: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+
+def endpoint_for(
+    ref: str,
+    where: str,
+    home: Endpoint,
+    providers: Mapping[str, ProviderSettings],
+) -> Endpoint:
+    """The endpoint of a model reference (`NAME:model`, or a bare name on `home`'s provider)."""
+    name, _, model = ref.rpartition(":") if ":" in ref else ("", "", ref)
+    if not model.strip():
+        raise ConfigError(
+            f"{where} = {ref!r} names no model. Fix: write it as PROVIDER:MODEL, e.g. "
+            '"openai:gpt-5-mini".'
+        )
+    if not name:
+        return replace(home, model=model)
+    table = providers.get(name)
+    if table is not None:
+        return Endpoint(
+            provider=name,
+            wire=table.wire,
+            base_url=table.base_url,
+            key_env=table.api_key_env,
+            model=model,
+            capabilities=table.capabilities.on(table.wire),
+            key_required=table.api_key_env is not None,
+        )
+    if name in WIRES:
+        wire: Wire = "openai" if name == "openai" else "anthropic"
+        return Endpoint(name, wire, None, DEFAULT_KEY_ENV[wire], model, Capabilities().on(wire))
+    known = ", ".join(sorted({*providers, *WIRES}))
+    raise ConfigError(
+        f"{where} = {ref!r}: there is no provider {name!r} (known: {known}). Fix: add a "
+        f'[providers.{name}] table with wire = "openai" or "anthropic", base_url and '
+        "api_key_env, or use one of the known names."
+    )
+
+
+def key_names(endpoints: Sequence[Endpoint]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e.key_env for e in endpoints if e.key_env))
