@@ -1,7 +1,14 @@
 """Benchmark: prompt-cache share and cache-weighted input cost over the 40-turn group scenario.
 
 Run: `.venv/bin/python -m benchmarks.cache [--memory on|off|both] [--skills none|all]
-                                           [--turns N] [--data PATH] [--wire anthropic|openai|both]`
+                                           [--turns N] [--data PATH] [--wire anthropic|openai|both]
+                                           [--baseline REV]`
+
+`--data benchmarks/data/tools-40.json` plays the tool-heavy variant (Anthropic wire): the same
+turns, each mention answered after one to three rounds of calls to the notes MCP server's `big`
+tool (the server is configured and allowed on the group); a turn's figure then sums all its
+calls. `--baseline REV` first plays the same scenario with the bot of commit REV (exported from
+git, in a subprocess; driver and fakes from this checkout) and ends with both means side by side.
 
 The scenario (`data/group-40.json`, a copy of `../shared/bench/group-40.json`, SPEC §12) is
 played as a Telegram group through the real thing: the composition root (`App`, as `bot run`
@@ -43,8 +50,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -58,7 +68,7 @@ import structlog
 from bot.cli.compose import App, Runs
 from bot.cli.settings import load_config
 from bot.ports.memory import MemoryCapture
-from tests.fakes.anthropic import FakeAnthropic, breakpoint_tokens
+from tests.fakes.anthropic import FakeAnthropic, Reply, ToolCall, breakpoint_tokens
 from tests.fakes.openai import FakeOpenAI, count_tokens
 from tests.fakes.telegram import FakeTelegram
 
@@ -70,6 +80,15 @@ GROUP, OTHER_GROUP = -1001234, -1005678
 MEAN_FROM, MEAN_TO = 10, 40
 TARGET_SHARE, TARGET_WEIGHTED = 0.89, 1340
 RECALLED = re.compile(r"^- \(\d{4}-\d\d-\d\d\) ", re.MULTILINE)
+
+
+# The notes server of the tests, for scenarios that call tools (`"mcp": "notes"` in the data).
+NOTES = [sys.executable, str(Path(__file__).resolve().parents[1] / "tests/mcp_servers/notes.py")]
+NOTES_SERVER = f'\n[[mcp.servers]]\nname = "notes"\ncommand = {json.dumps(NOTES)}\n'
+NOTES_RULE = (
+    '\n[[surfaces]]\nplatform = "telegram"\nkind = "group"\ntools = ["notes__add", "notes__big", '
+    '"notes__search", "memory_recall", "load_skill", "read_attachment", "tool_result_fetch"]\n'
+)
 
 
 @dataclass(frozen=True)
@@ -204,16 +223,18 @@ async def remember_facts(app: App, group: Group, turns: Sequence[Mapping[str, An
 Fake = FakeAnthropic | FakeOpenAI
 
 
-def _figure(fake: Fake, number: int, recalled: int) -> Figure:
-    usage = fake.usages[-1]
+def _figure(fake: Fake, number: int, recalled: int, calls: int = 1) -> Figure:
+    """The turn's figure: the usage of its last `calls` calls, summed."""
+    usages = fake.usages[-calls:]
     if isinstance(fake, FakeOpenAI):
-        cached = usage["prompt_tokens_details"]["cached_tokens"]
-        return Figure(number, usage["prompt_tokens"] - cached, cached, 0, recalled)
+        cached = sum(usage["prompt_tokens_details"]["cached_tokens"] for usage in usages)
+        prompt = sum(usage["prompt_tokens"] for usage in usages)
+        return Figure(number, prompt - cached, cached, 0, recalled)
     return Figure(
         number,
-        usage["input_tokens"],
-        usage["cache_read_input_tokens"],
-        usage["cache_creation_input_tokens"],
+        sum(usage["input_tokens"] for usage in usages),
+        sum(usage["cache_read_input_tokens"] for usage in usages),
+        sum(usage["cache_creation_input_tokens"] for usage in usages),
         recalled,
     )
 
@@ -234,25 +255,36 @@ def agent_wide_tokens(fake: Fake, body: Mapping[str, Any]) -> int:
 
 
 async def play(app: App, group: Group, fake: Fake, turn: Mapping[str, Any], number: int) -> Figure:
-    """One turn: the others' messages, then the mention; waits for the answer and the capture."""
+    """One turn: the others' messages, then the mention; waits for the answer and the capture.
+    A turn with `tools` calls them first, one round each: its figure sums all its calls."""
     for said in turn["preceding"]:
         await group.say(said)
-    fake.script(turn["answer"])
+    rounds = [
+        Reply(tool_calls=[ToolCall(call["name"], call["input"], id=f"toolu_{number}_{index}")])
+        for index, call in enumerate(turn.get("tools", ()))
+    ]
+    if rounds and not isinstance(fake, FakeAnthropic):
+        raise SystemExit("a scenario with tool calls runs on the Anthropic wire only")
+    fake.script(*rounds, turn["answer"])  # type: ignore[arg-type]  # rounds: Anthropic only
     before, sent = len(fake.usages), len(group.tg.sent)
     await group.say(turn["mention"], mention=True)
     await group.tg.wait_for(lambda: len(group.tg.sent) > sent)
     await app.host.idle()
-    if len(fake.usages) != before + 1:
-        raise RuntimeError(f"turn {number} made {len(fake.usages) - before} model calls, not 1")
-    last = fake.requests[-1]["messages"][-1]["content"]
-    recalled = sum(len(RECALLED.findall(text)) for text in _texts(last))
-    return _figure(fake, number, recalled)
+    calls = len(rounds) + 1
+    if len(fake.usages) != before + calls:
+        made = len(fake.usages) - before
+        raise RuntimeError(f"turn {number} made {made} model calls, not {calls}")
+    first = fake.requests[-calls]["messages"][-1]["content"]
+    recalled = sum(len(RECALLED.findall(text)) for text in _texts(first))
+    return _figure(fake, number, recalled, calls)
 
 
 async def scenario(
     data: Mapping[str, Any], skills: str, memory: bool, extra: str = "", wire: str = "anthropic"
 ) -> tuple[list[Figure], Figure, float]:
     turns = data["turns"]
+    if data.get("mcp") == "notes":  # a tool-heavy scenario: the notes server, allowed there
+        extra += NOTES_SERVER + NOTES_RULE
     fake: Fake = FakeOpenAI() if wire == "openai" else FakeAnthropic()
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeTelegram() as tg, fake:
@@ -323,11 +355,15 @@ async def _main(argv: Sequence[str] | None) -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--turns", type=int, default=0, help="only the first N turns (0: all)")
     parser.add_argument("--wire", choices=["anthropic", "openai", "both"], default="anthropic")
+    parser.add_argument(
+        "--baseline", help="a commit whose bot plays the same scenario first, for comparison"
+    )
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.turns:
         data = {**data, "turns": data["turns"][: args.turns]}
+    before = baseline(args.baseline, args.data, argv or sys.argv[1:]) if args.baseline else None
     summaries = []
     wires = ["anthropic", "openai"] if args.wire == "both" else [args.wire]
     for wire in wires:
@@ -337,6 +373,47 @@ async def _main(argv: Sequence[str] | None) -> None:
             label += ", openai wire" if wire == "openai" else ""
             summaries.append(report(label, figures, fresh, ceiling))
     print("\n" + json.dumps(summaries, indent=1))
+    if before is not None:
+        compared(args.baseline, before, summaries)
+
+
+def baseline(rev: str, data: Path, argv: Sequence[str]) -> list[dict[str, Any]]:
+    """The summaries of this benchmark, same arguments, with the bot (`bot/`, `channels/`) of
+    commit `rev`; the driver and the fakes stay this checkout's, so both are driven alike."""
+    from benchmarks.compare import export
+
+    own = [a for i, a in enumerate(argv) if a != "--baseline" and argv[i - 1 : i] != ["--baseline"]]
+    with tempfile.TemporaryDirectory() as folder:
+        tree = Path(folder)
+        commit = export(rev, tree)
+        for name in ("benchmarks", "tests"):  # these come from this checkout
+            subprocess.run(["rm", "-rf", str(tree / name)], check=True)
+        here = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{here}"}
+        print(f"baseline: the bot of {commit[:12]} ...", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.cache", *own, "--data", str(data.resolve())],
+            env=env,
+            cwd=tree,  # `-m` puts the working folder first on the path: the baseline's bot
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"the baseline run failed:\n{done.stdout}{done.stderr}")
+    print(done.stdout)
+    summaries: list[dict[str, Any]] = json.loads(done.stdout[done.stdout.rindex("\n[") :])
+    return summaries
+
+
+def compared(rev: str, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    print(f"\n== baseline {rev} against this checkout (mean over turns {MEAN_FROM}-{MEAN_TO}) ==")
+    print(f"{'run':<26} {'share before':>12} {'after':>7} {'weighted before':>15} {'after':>7}")
+    for old, new in zip(before, after, strict=True):
+        print(
+            f"{new['run']:<26} {old['mean_share']:>12.3f} {new['mean_share']:>7.3f} "
+            f"{old['mean_weighted']:>15.0f} {new['mean_weighted']:>7.0f}"
+        )
 
 
 if __name__ == "__main__":

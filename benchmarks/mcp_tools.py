@@ -25,10 +25,8 @@ import asyncio
 import json
 import os
 import socket
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
@@ -38,7 +36,7 @@ from benchmarks import cache
 from bot.mcp.hub import McpHub, McpTool
 from bot.mcp.settings import McpServerSettings, McpSettings
 
-NOTES = [sys.executable, str(Path(__file__).resolve().parents[1] / "tests/mcp_servers/notes.py")]
+NOTES = cache.NOTES
 RULE = (
     '\n[[surfaces]]\nplatform = "telegram"\nkind = "group"\n'
     'tools = ["notes__add", "notes__search", "memory_recall", "load_skill", "read_attachment"]\n'

@@ -252,9 +252,13 @@ class ToolUseBlock:
 
 @dataclass(frozen=True, slots=True)
 class ToolResultBlock:
+    """A tool's result. `aged`, once set (the result is older than the newest turns), is the
+    short reference replayed instead of `content`; `content` stays, to be fetched again."""
+
     tool_use_id: str
     content: str
     is_error: bool = False
+    aged: str = ""
 
 
 @dataclass(frozen=True, slots=True)

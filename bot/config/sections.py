@@ -179,6 +179,9 @@ class StoreSettings(Section):
     # throughput. PostgreSQL keeps its server's own setting.
     synchronous: Literal["normal", "full"] = "normal"
     history_messages: Annotated[int, Field(ge=2, le=10_000)] = 64
+    # Tool results of the newest N turns are replayed in full; older ones, from the next time
+    # history is halved or compacted, as a short reference the model can fetch again (0: never).
+    tool_results_turns: Annotated[int, Field(ge=0, le=10_000)] = 3
     message_max_bytes: Annotated[int, Field(ge=1024, le=64 * _MiB)] = 64 * 1024
     max_bytes: Annotated[int, Field(ge=_MiB, le=_TiB)] = 256 * 1024 * 1024
     max_conversations: Annotated[int, Field(ge=1, le=100_000_000)] = 10_000

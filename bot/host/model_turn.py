@@ -32,6 +32,7 @@ from bot.ports.model import LeftOut, Steering, TurnOutcome, TurnPlan
 from bot.ports.outbox import InboxState
 from bot.ports.records import Usage
 from bot.prompt import SILENT_TOKEN, speaker_label
+from bot.prompt.ageing import ResultFetch, has_aged
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import (
     Attached,
@@ -176,6 +177,8 @@ class ModelTurn:
             words = assembler.words(request)
             hits = await recall.recall(words) if self._memory is not None else []
             tools = self._thinking.tools_for(request, recall, turn.policy.rule)
+            if has_aged(history):  # results replayed as references can be read again
+                tools = [*tools, ResultFetch(history)]
             surface = surface_prompt(turn.policy)
             surface = replace(surface, tools=tuple(tool.spec for tool in tools))
             prepared = assembler.prepare(request, history, hits, surface=surface, attached=attached)

@@ -45,7 +45,7 @@ def _countable_text(entry: HistoryEntry) -> str:
         elif isinstance(block, ToolUseBlock):
             parts.append(block.name + json.dumps(dict(block.input), ensure_ascii=False))
         elif isinstance(block, ToolResultBlock):
-            parts.append(block.content)
+            parts.append(block.aged or block.content)
         else:
             parts.append(markers([block]))
     return "\n".join(parts)
@@ -158,13 +158,14 @@ def _text(text: str) -> Text:
 
 
 def tool_result(block: ToolResultBlock) -> ToolResult:
-    """A stored tool result as a request part (the tool loop sends the same)."""
-    return ToolResult(block.tool_use_id, block.content, block.is_error)
+    """A stored tool result as a request part (the tool loop sends the same); an aged result
+    as its short reference."""
+    return ToolResult(block.tool_use_id, block.aged or block.content, block.is_error)
 
 
 def _stray_result(block: ToolResultBlock) -> Text:
     outcome = "failed" if block.is_error else "returned"
-    return _text(f"[An earlier tool call {outcome}: {untrusted(block.content)}]")
+    return _text(f"[An earlier tool call {outcome}: {untrusted(block.aged or block.content)}]")
 
 
 def _repair_tool_pairs(turns: list[tuple[Role, list[Part]]]) -> None:

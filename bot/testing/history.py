@@ -72,7 +72,13 @@ class MemoryHistory(OperatorHistory):
         """Append (or replace with) staged entries; the caller checked the write may happen."""
         found = self._conversations.get(key)
         existing = [] if replace or found is None else found.window
-        window = trimmed([*existing, *fresh], self._settings.history_messages)
+        settings = self._settings
+        window = trimmed(
+            [*existing, *fresh],
+            settings.history_messages,
+            settings.tool_results_turns,
+            replaced=replace,
+        )
         self._conversations[key] = ConversationRow(self._opened.tables.clock(), window)
 
     def prune(self, keep: str) -> None:

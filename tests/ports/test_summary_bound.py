@@ -1,12 +1,13 @@
 """The compaction summary survives the message bound (SPEC §5): history drops to its newest half
-at once, and the summary stays first, once, on every engine."""
+at once, and the summary stays first, once, on every engine; old tool results age then (and at a
+compaction) and not in between."""
 
 from __future__ import annotations
 
 import pytest
 
 from bot.model.compaction import summary_entry
-from bot.turns import AttachmentBlock
+from bot.turns import AttachmentBlock, HistoryEntry, ToolResultBlock
 from tests.engines import Engine
 from tests.store.sqlite.helpers import turn
 
@@ -52,5 +53,39 @@ async def test_halving_without_a_summary_is_as_before(engine: Engine) -> None:
         loaded = await store.history.load("k")
         assert not any(e.summary for e in loaded)
         assert [e.text for e in loaded[:1]] == ["question 2"]
+    finally:
+        await store.aclose()
+
+
+def _results(entries: list[HistoryEntry]) -> list[ToolResultBlock]:
+    return [b for e in entries for b in e.blocks if isinstance(b, ToolResultBlock)]
+
+
+async def test_old_tool_results_age_only_when_history_is_halved(engine: Engine) -> None:
+    store = await engine.open(history_messages=16, tool_results_turns=1)
+    try:
+        for n in range(4):
+            await store.history.publish("k", turn(n, "x" * 2000))
+        before = await store.history.load("k")
+        assert not any(r.aged for r in _results(before))  # 16 messages: no halving yet
+        await store.history.publish("k", turn(4, "x" * 2000))
+        halved = await store.history.load("k")  # 20 > 16: the newest 8 (turns 3 and 4)
+        assert [bool(r.aged) for r in _results(halved)] == [True, False]
+        assert _results(halved)[0].content.endswith("x" * 100)  # kept to be fetched again
+        await store.history.publish("k", turn(5, "x" * 2000))
+        later = await store.history.load("k")
+        assert later[: len(halved)] == halved  # byte-stable until the next halving
+        assert [bool(r.aged) for r in _results(later)] == [True, False, False]
+    finally:
+        await store.aclose()
+
+
+async def test_a_compaction_ages_the_tail_it_keeps(engine: Engine) -> None:
+    store = await engine.open(tool_results_turns=1)
+    try:
+        tail = [*turn(1, "y" * 2000), *turn(2, "y" * 2000)]
+        await store.history.publish("k", [summary_entry("S"), *tail], replace=True)
+        loaded = await store.history.load("k")
+        assert [bool(r.aged) for r in _results(loaded)] == [True, False]
     finally:
         await store.aclose()

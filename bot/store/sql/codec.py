@@ -58,6 +58,8 @@ def _encode_block(block: Block) -> dict[str, Any]:
     }
     if block.is_error:
         encoded["is_error"] = True
+    if block.aged:
+        encoded["aged"] = block.aged
     return encoded
 
 
@@ -98,7 +100,10 @@ def _decode_block(block: Any) -> Block:
         return ToolUseBlock(_str(block, "id"), _str(block, "name"), arguments)
     if kind == "tool_result":
         return ToolResultBlock(
-            _str(block, "tool_use_id"), _str(block, "content"), block.get("is_error") is True
+            _str(block, "tool_use_id"),
+            _str(block, "content"),
+            block.get("is_error") is True,
+            _optional(block, "aged", str) or "",
         )
     if kind == "attachment":
         return _decode_attachment(block)

@@ -22,6 +22,7 @@ from bot.config import StoreSettings
 from bot.errors import UnreadableRecord
 from bot.ports.history import ConversationInfo
 from bot.ports.sql import Sql, SqlDatabase
+from bot.prompt.ageing import aged
 from bot.store.sql.codec import bound_entry, decode_entry, encode_entry
 from bot.turns import HistoryEntry, ToolResultBlock
 
@@ -114,7 +115,13 @@ class SqlHistory:
         """Append (or replace with) staged entries inside the caller's write transaction."""
         await tx.lock(_lock(key))
         existing = [] if replace else await _read_window(tx, key)
-        window = trimmed(existing + fresh, self._settings.history_messages)
+        settings = self._settings
+        window = trimmed(
+            existing + fresh,
+            settings.history_messages,
+            settings.tool_results_turns,
+            replaced=replace,
+        )
         kept_seqs = [item.seq for item in window if item.seq is not None]
         if kept_seqs:
             await tx.execute("DELETE FROM messages WHERE key = ? AND seq < ?", key, kept_seqs[0])
@@ -160,7 +167,9 @@ class SqlHistory:
             log.info("history_pruned", **removed)
 
 
-def trimmed(items: list[Staged], limit: int) -> list[Staged]:
+def trimmed(
+    items: list[Staged], limit: int, keep_turns: int = 0, *, replaced: bool = False
+) -> list[Staged]:
     """At most `limit` items, opened on a clean start (see `_opens_window`).
 
     Over the limit, the window drops to its newest half at once instead of shedding one turn's
@@ -168,17 +177,33 @@ def trimmed(items: list[Staged], limit: int) -> list[Staged]:
     provider's prompt cache keeps matching it. Sliding by two messages a turn would change the
     start of the history, and miss the cache, on every single turn of a long conversation.
 
-    The newest compaction summary survives the drop: it goes first, before the kept half, and
-    the whole window is written again (every item unsaved), so its rows stay in order.
+    The newest compaction summary survives the drop: it goes first, before the kept half. At
+    that moment, and when the history is `replaced` (a compaction), tool results older than the
+    newest `keep_turns` turns age into short references (`bot.prompt.ageing`): the prefix
+    changes then anyway. A window that changed so is written again whole (every item unsaved),
+    so its rows stay in order.
     """
     if len(items) <= limit:
-        return _clean_start(items)
+        kept = _clean_start(items)
+        return _aged(kept, keep_turns) if replaced else kept
     half = max(limit // 2, 2)
     summary = next((item for item in reversed(items[:-half]) if item.entry.summary), None)
     kept = _clean_start(items[-half:])
     if summary is None or any(item.entry.summary for item in kept):
-        return kept
-    return [Staged(None, item.entry, item.body) for item in [summary, *kept]]
+        return _aged(kept, keep_turns)
+    return _aged([summary, *kept], keep_turns, rewrite=True)
+
+
+def _aged(items: list[Staged], keep_turns: int, *, rewrite: bool = False) -> list[Staged]:
+    """The items with their old tool results aged; all unsaved when any changed (or `rewrite`)."""
+    entries = aged([item.entry for item in items], keep_turns)
+    changed = [new is not item.entry for new, item in zip(entries, items, strict=True)]
+    if not rewrite and not any(changed):
+        return items
+    return [
+        Staged(None, new, encode_entry(new) if moved else item.body)
+        for new, item, moved in zip(entries, items, changed, strict=True)
+    ]
 
 
 def _clean_start(items: list[Staged]) -> list[Staged]:

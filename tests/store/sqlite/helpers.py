@@ -21,11 +21,12 @@ def tool_result(call_id: str, content: str) -> HistoryEntry:
     return HistoryEntry("user", (ToolResultBlock(call_id, content),))
 
 
-def turn(n: int) -> list[HistoryEntry]:
-    """A four-message turn with one tool round, every message tagged with the turn number."""
+def turn(n: int, padding: str = "") -> list[HistoryEntry]:
+    """A four-message turn with one tool round, every message tagged with the turn number (the
+    result followed by `padding`)."""
     return [
         user(f"question {n}", speaker="Alice (@alice)"),
         tool_call(f"call-{n}", f"lookup {n}"),
-        tool_result(f"call-{n}", f"result {n}"),
+        tool_result(f"call-{n}", f"result {n}{padding}"),
         assistant(f"answer {n}"),
     ]
