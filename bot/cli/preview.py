@@ -142,7 +142,7 @@ async def _previewed(
     request: TurnRequest,
     agent: AgentTexts,
     hub: McpHub | None,
-    wire: str | None = None,
+    wire: str | None,
 ) -> tuple[Mapping[str, Any], str]:
     from bot.cli.compose import build_assembler, build_toolbox
     from bot.policy.files import load_policy
