@@ -131,14 +131,18 @@ async def _preview(
     if hub is not None:  # their tools are offered too, as `bot tools` lists them
         await hub.start()
     try:
-        return await _previewed(config, request, agent, hub)
+        return await _previewed(config, request, agent, hub, wire)
     finally:
         if hub is not None:
             await hub.aclose()
 
 
 async def _previewed(
-    config: Config, request: TurnRequest, agent: AgentTexts, hub: McpHub | None
+    config: Config,
+    request: TurnRequest,
+    agent: AgentTexts,
+    hub: McpHub | None,
+    wire: str | None,
 ) -> tuple[Mapping[str, Any], str]:
     from bot.cli.compose import build_assembler, build_toolbox
     from bot.policy.files import load_policy

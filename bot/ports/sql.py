@@ -56,6 +56,8 @@ class SqlDatabase(Protocol):
     def reads(self) -> Sql:
         """A connection for reads outside any write (it sees committed data only)."""
 
-    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]], *, urgent: bool = False) -> T:
         """Run `op` in one write transaction: it commits when `op` returns, rolls back when it
-        raises, and once started it finishes even when the caller is cancelled."""
+        raises, and once started it finishes even when the caller is cancelled. `urgent` (a
+        small write whose delay widens a window, as a part's "delivered" mark does): committed
+        ahead of writes queued before it, never grouped with them."""

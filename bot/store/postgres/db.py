@@ -117,9 +117,10 @@ class PgDatabase:
                 await asyncio.sleep(0.01 * attempt)
         raise AssertionError("unreachable")
 
-    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]], *, urgent: bool = False) -> T:
         """`write`, with the connection as the shared store logic's `Sql`; a row refused for
-        its unique key raises `DuplicateKey`."""
+        its unique key raises `DuplicateKey`. Every write has a pooled connection of its own,
+        so an `urgent` one never waits behind others anyway."""
 
         async def run(conn: Any) -> T:
             try:

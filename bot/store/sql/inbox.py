@@ -311,7 +311,8 @@ class SqlOutbox:
                 self._clock(),
             )
 
-        await self._db.transaction(opened)
+        # Urgent, as a delivered mark is: until this commits, a crash shows the answer twice.
+        await self._db.transaction(opened, urgent=True)
 
     async def streamed(self, turn_id: str) -> dict[int, str]:
         rows = await self._db.reads().fetch_all(
@@ -344,4 +345,6 @@ class SqlOutbox:
                 part_id,
             )
 
-        await self._db.transaction(settle)
+        # Urgent: until the mark is durable a crash posts the part again (Telegram has no
+        # idempotency key), so it never waits behind the group commit of other turns' writes.
+        await self._db.transaction(settle, urgent=True)

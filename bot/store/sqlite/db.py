@@ -4,8 +4,11 @@ Writes are serialized through one connection and an asyncio lock (`Database.writ
 processes (the CLI next to `bot run`) wait on SQLite's busy timeout. Writes that queue up while
 another commits are committed together (group commit): one BEGIN IMMEDIATE transaction, each write
 in a savepoint of its own so that one that fails undoes only its own changes, and every caller
-answered only after the commit. Reads go through a second, query-only connection, which in WAL
-mode sees only committed transactions and never waits for the writer.
+answered only after the commit. An urgent write (a part's "delivered" mark: until it is
+durable a crash posts the part again) is not queued behind them: whoever takes the lock next
+commits the urgent writes first, in a transaction of their own. Reads go through a second,
+query-only connection, which in WAL mode sees only committed transactions and never waits for
+the writer.
 
 `SqliteDatabase.open_read_only` is the inspection commands' handle (`bot turns`, `bot history
 show`...): one `mode=ro` connection that neither migrates nor takes the write lock, so it answers
@@ -66,6 +69,7 @@ class SqliteDatabase:
         self._reader = reader
         self._lock = asyncio.Lock()
         self._queued: list[_Queued[Any]] = []
+        self._urgent: list[_Queued[Any]] = []
         self._writes = ShieldedWrites(str(path))
 
     @classmethod
@@ -100,14 +104,18 @@ class SqliteDatabase:
         await conn.execute("PRAGMA query_only = ON")
         return cls(path, conn, conn)
 
-    async def write(self, op: Write[T]) -> T:
-        """Run `op` in one write transaction; commit when it returns, roll back when it raises."""
-        return await self._writes.run(self._transaction(op))
+    async def write(self, op: Write[T], *, urgent: bool = False) -> T:
+        """Run `op` in one write transaction; commit when it returns, roll back when it raises.
+        `urgent`: committed before the writes queued ahead of it (see the module's docstring)."""
+        return await self._writes.run(self._transaction(op, urgent))
 
-    async def _transaction(self, op: Write[T]) -> T:
+    async def _transaction(self, op: Write[T], urgent: bool = False) -> T:
         mine: _Queued[T] = _Queued(op, asyncio.get_running_loop().create_future())
-        self._queued.append(mine)
+        (self._urgent if urgent else self._queued).append(mine)
         async with self._lock:
+            if self._urgent:  # whoever holds the lock first commits what must not wait
+                group, self._urgent = self._urgent, []
+                await self._commit(group)
             if not mine.done.done():  # not yet committed in a group another write took
                 group, self._queued = self._queued, []
                 await self._commit(group)
@@ -143,7 +151,7 @@ class SqliteDatabase:
             else:
                 queued.done.set_exception(error)
 
-    async def transaction(self, op: Callable[[Sql], Awaitable[T]]) -> T:
+    async def transaction(self, op: Callable[[Sql], Awaitable[T]], *, urgent: bool = False) -> T:
         """`write`, with the connection as the shared store logic's `Sql`; a row refused for
         its unique key raises `DuplicateKey`."""
 
@@ -155,7 +163,7 @@ class SqliteDatabase:
                     raise DuplicateKey(str(exc)) from None
                 raise
 
-        return await self.write(run)
+        return await self.write(run, urgent=urgent)
 
     def reads(self) -> Sql:
         """The query-only connection as the shared store logic's `Sql`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import pytest
@@ -100,3 +101,30 @@ async def test_a_lone_write_that_fails_leaves_nothing(db: SqliteDatabase) -> Non
 
     assert await values(db) == []
     assert await db.write(lambda conn: insert(conn, "y")) == "y"
+
+
+async def test_an_urgent_write_is_not_grouped_behind_queued_writes(tmp_path: Path) -> None:
+    """A delivered mark (urgent) commits in a transaction of its own, before writes queued ahead
+    of it: they would hold it back for as long as their commit takes."""
+    db = await SqliteDatabase.open(tmp_path / "u.sqlite3")
+    order: list[str] = []
+    try:
+        await db.write(lambda conn: conn.execute("CREATE TABLE t (name TEXT)"))
+
+        def insert(name: str) -> Any:
+            async def op(conn: Any) -> None:
+                await conn.execute("INSERT INTO t VALUES (?)", (name,))
+                order.append(name)
+
+            return op
+
+        async with db._lock:  # a commit under way: what comes now queues
+            waiting = [asyncio.ensure_future(db.write(insert(f"slow{i}"))) for i in range(3)]
+            waiting.append(asyncio.ensure_future(db.write(insert("mark"), urgent=True)))
+            while len(db._queued) + len(db._urgent) < 4:  # each write runs to the lock
+                await asyncio.sleep(0)
+            assert (len(db._queued), len(db._urgent)) == (3, 1)
+        await asyncio.gather(*waiting)
+        assert order[0] == "mark"
+    finally:
+        await db.aclose()
