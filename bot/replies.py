@@ -439,6 +439,25 @@ def approval_card(tool: str, arguments: str, who: str, minutes: int) -> str:
     )
 
 
+def approval_asked_in(place: str) -> str:
+    return f"Asked in: {place}"
+
+
+def approval_notice(tool: str, minutes: int) -> str:
+    return (
+        f"⏳ {tool} is waiting for an approval from an approver: the card went to them privately "
+        f"(they have {minutes} minutes)."
+    )
+
+
+def approval_card_hidden(tool: str, who: str, minutes: int) -> str:
+    return (
+        f"Approval needed: {who} asked me to run {tool}; its arguments are shown only to the "
+        f"approvers (I could not reach one privately: start a private chat with me to see them). "
+        f"It runs only if an approver presses Approve within {minutes} minutes."
+    )
+
+
 def approval_recorded(state: str) -> str:
     return f"Recorded: {_STATES.get(state, state)}."
 

@@ -7,16 +7,18 @@ non-zero when anything failed.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ConfigError
 
 if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
     from bot.cli.settings import Config
     from bot.config import StoreSettings
+    from bot.config.providers import Endpoint
     from bot.mcp.hub import McpTool
 
 HELP = "check config, files, tokens and services"
@@ -299,7 +301,12 @@ def _store_where(settings: StoreSettings) -> tuple[str, str]:
 
 def _tokens(config: Config) -> list[Check]:
     settings, secrets = config.settings, config.secrets
-    needed = [("ANTHROPIC_API_KEY", "the model")]
+    endpoints = settings.model_endpoints()
+    needed = [
+        (e.key_env, "the model" if e.model is None else f"the model {e.label}")
+        for e in endpoints
+        if e.key_env and e.key_required
+    ]
     if settings.slack.enabled:
         needed.append(("SLACK_BOT_TOKEN", "Slack (Web API)"))
         if settings.slack.mode == "socket":
@@ -413,8 +420,11 @@ Probe = Callable[[], Awaitable[str]]
 def _services(config: Config) -> list[tuple[str, Probe]]:
     settings, secrets = config.settings, config.secrets
     services: list[tuple[str, Probe]] = []
-    if secrets.get("ANTHROPIC_API_KEY") and secrets.problem("ANTHROPIC_API_KEY") is None:
-        services.append(("model", lambda: _ping_model(config)))
+    for endpoint in settings.model_endpoints():
+        key = secrets.get(endpoint.key_env or "")
+        if (key and secrets.problem(endpoint.key_env or "") is None) or not endpoint.key_required:
+            name = "model" if endpoint.model is None else f"model {endpoint.label}"
+            services.append((name, functools.partial(_check_model, config, endpoint, key)))
     if settings.slack.enabled and secrets.get("SLACK_BOT_TOKEN"):
         from channels.slack.doctor import check_slack
 
@@ -433,13 +443,40 @@ async def _probe(name: str, probe: Probe) -> Check:
         return Check(name, False, str(exc) or type(exc).__name__)
 
 
-async def _ping_model(config: Config) -> str:
-    from bot.model import AnthropicRuntime
+async def _check_model(config: Config, endpoint: Endpoint, key: str | None) -> str:
+    """An Anthropic model answers a one-token ping; an OpenAI-compatible server must accept the
+    key and list the model (GET /models: free, and what a local server answers first)."""
+    from bot.model import ModelClient
+    from bot.model.retry import WireError, error_message
+    from bot.model.runtime import transport_for
 
     settings = config.settings.model
-    runtime = AnthropicRuntime(settings, config.secrets.get("ANTHROPIC_API_KEY") or "")
+    if endpoint.model is None and endpoint.wire == "anthropic":
+        runtime = ModelClient(settings, key or "")
+        try:
+            await runtime.ping()
+        finally:
+            await runtime.aclose()
+        return f"{settings.name} answered"
+    model = endpoint.model or settings.name
+    transport: Any = transport_for(endpoint, key or "unused", settings.timeout, None)
     try:
-        await runtime.ping()
+        listed = await transport.models() if endpoint.wire == "openai" else None
+        if listed is None:
+            await transport.ping(model)
+    except (WireError, TimeoutError) as exc:
+        fix = f"check {endpoint.key_env}" if endpoint.key_env else "check the key"
+        raise RuntimeError(
+            f"{transport.base_url} failed ({error_message(exc)}). Fix: {fix} and the base_url."
+        ) from None
     finally:
-        await runtime.aclose()
-    return f"{settings.name} answered"
+        await transport.aclose()
+    if listed is None:
+        return f"{model} answered"
+    if model not in listed:
+        shown = ", ".join(listed[:10]) or "none"
+        raise RuntimeError(
+            f"{transport.base_url} does not list model {model!r} (it lists: {shown}). Fix: set "
+            "the model name to one it serves (for a local server, pull or load the model first)."
+        )
+    return f"{transport.base_url} is reachable, accepts the key and lists {model}"

@@ -82,7 +82,8 @@ def endpoint_for(
     providers: Mapping[str, ProviderSettings],
 ) -> Endpoint:
     """The endpoint of a model reference (`NAME:model`, or a bare name on `home`'s provider)."""
-    name, _, model = ref.rpartition(":") if ":" in ref else ("", "", ref)
+    # Provider names have no colon; model names may (Ollama's `qwen3:32b`).
+    name, _, model = ref.partition(":") if ":" in ref else ("", "", ref)
     if not model.strip():
         raise ConfigError(
             f"{where} = {ref!r} names no model. Fix: write it as PROVIDER:MODEL, e.g. "
@@ -108,7 +109,8 @@ def endpoint_for(
     raise ConfigError(
         f"{where} = {ref!r}: there is no provider {name!r} (known: {known}). Fix: add a "
         f'[providers.{name}] table with wire = "openai" or "anthropic", base_url and '
-        "api_key_env, or use one of the known names."
+        "api_key_env, or start the name with a known provider (a model name with a colon needs "
+        'its provider in front: "local:qwen3:32b").'
     )
 
 

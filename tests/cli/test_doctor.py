@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.conftest import subprocess_env
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 
@@ -140,3 +141,37 @@ async def test_a_fresh_starter_with_slack_expects_agent_messaging_and_says_what_
     slack_line = next(line for line in lines if line.split()[1:2] == ["slack"])
     assert "without commands the slash commands" in slack_line
     assert slack.bot_token not in "\n".join(lines)
+
+
+async def test_doctor_checks_each_provider_and_that_it_lists_the_model(
+    bot_command: list[str], tmp_path: Path
+) -> None:
+    folder = await _init(bot_command, tmp_path)
+    text = (folder / "bot.toml").read_text(encoding="utf-8")
+    (folder / "bot.toml").write_text(
+        text.replace("[model]\n", '[model]\nfallbacks = ["local:qwen3-32b", "local:missing-7b"]\n')
+    )
+    async with FakeAnthropic() as model, FakeOpenAI(api_key="sk-local-key") as local:
+        with (folder / "bot.toml").open("a", encoding="utf-8") as toml:
+            toml.write(
+                f'\n[providers.local]\nwire = "openai"\nbase_url = "{local.base_url}"\n'
+                'api_key_env = "LOCAL_API_KEY"\n'
+            )
+        code, lines = await _doctor(
+            bot_command,
+            folder,
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-doctor-0123456789",
+                "ANTHROPIC_BASE_URL": model.base_url,
+                "LOCAL_API_KEY": "sk-local-key",
+            },
+        )
+    assert code == 1, lines
+    listed = next(line for line in lines if "model local:qwen3-32b " in line)
+    assert listed.startswith("ok")
+    assert "lists qwen3-32b" in listed
+    missing = next(line for line in lines if "model local:missing-7b " in line)
+    assert missing.startswith("FAIL")
+    assert "does not list model 'missing-7b'" in missing
+    assert "Fix:" in missing
+    assert "sk-local-key" not in "\n".join(lines)
