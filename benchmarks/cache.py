@@ -137,6 +137,8 @@ def write_config(
         path.write_text(front + skill["body"], encoding="utf-8")
     selected = [s["name"] for s in data["skills"]] if skills == "all" else []
     path = folder / "bot.toml"
+    # The default wire is left unsaid, so a baseline bot older than `provider` reads it too.
+    provider = "" if wire == "anthropic" else f'provider = "{wire}"\n            '
     path.write_text(
         textwrap.dedent(
             f"""\
@@ -148,8 +150,7 @@ def write_config(
 
             [model]
             name = "{MODEL if wire == "anthropic" else OPENAI_MODEL}"
-            provider = "{wire}"
-            base_url = "{model}"
+            {provider}base_url = "{model}"
             max_retries = 0
 
             [store]

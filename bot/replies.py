@@ -123,12 +123,15 @@ CONSOLE_FINISHING = "(finishing this answer; press Ctrl-C again to cancel it)"
 CONSOLE_CANCELLING = "(cancelling this answer; the conversation keeps a note of it)"
 
 
-def chat_unanswered(unanswered: int, asked: int, reason: str, log: Path) -> str:
-    """One line on stderr when a piped `bot chat` could not answer every message."""
+def chat_unanswered(
+    unanswered: int, asked: int, reason: str, log: Path, *, turn_id: str, conversation: str
+) -> str:
+    """One line on stderr when a piped `bot chat` could not answer every message: the last
+    unanswered turn's id, for `bot turns show`, and the conversation's key."""
     return (
-        f"bot chat: {unanswered} of {asked} messages got no answer ({reason}). "
-        f"Fix: see the turn with `bot turns show` and the log ({log}); check the model is "
-        "reachable."
+        f"bot chat: {unanswered} of {asked} messages got no answer ({reason}) in conversation "
+        f"{conversation}. Fix: see the turn with `bot turns show {turn_id}` and the log ({log}); "
+        "check the model is reachable."
     )
 
 
@@ -432,6 +435,25 @@ _STATES = {"approved": "approved", "denied": "denied", "expired": "expired unans
 def approval_card(tool: str, arguments: str, who: str, minutes: int) -> str:
     return (
         f"Approval needed: {who} asked me to run {tool} with these arguments:\n{arguments}\n"
+        f"It runs only if an approver presses Approve within {minutes} minutes."
+    )
+
+
+def approval_asked_in(place: str) -> str:
+    return f"Asked in: {place}"
+
+
+def approval_notice(tool: str, minutes: int) -> str:
+    return (
+        f"⏳ {tool} is waiting for an approval from an approver: the card went to them privately "
+        f"(they have {minutes} minutes)."
+    )
+
+
+def approval_card_hidden(tool: str, who: str, minutes: int) -> str:
+    return (
+        f"Approval needed: {who} asked me to run {tool}; its arguments are shown only to the "
+        f"approvers (I could not reach one privately: start a private chat with me to see them). "
         f"It runs only if an approver presses Approve within {minutes} minutes."
     )
 

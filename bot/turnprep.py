@@ -28,4 +28,6 @@ def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
     rule = policy.rule
     if rule is None:
         return SurfacePrompt()
-    return SurfacePrompt(policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens)
+    return SurfacePrompt(
+        policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens, rule.thinking_budget
+    )

@@ -88,7 +88,12 @@ async def _chat(name: str | None, config: Config) -> int:
     if channel.unanswered and not channel.interactive:  # a script must be able to tell
         print(
             replies.chat_unanswered(
-                len(channel.unanswered), channel.asked, channel.unanswered[-1], log_file
+                len(channel.unanswered),
+                channel.asked,
+                channel.unanswered[-1],
+                log_file,
+                turn_id=channel.unanswered_turn,
+                conversation=channel.conversation,
             ),
             file=sys.stderr,
         )

@@ -147,7 +147,12 @@ def build_assembler(
     try:
         assembler = Assembler(
             agent,
-            ModelLimits(settings.model.name, settings.model.max_tokens, settings.model.window),
+            ModelLimits(
+                settings.model.name,
+                settings.model.max_tokens,
+                settings.model.window,
+                settings.model.thinking_budget,
+            ),
             timezone=settings.agent.timezone,
             counter=counter,
             tools=toolbox.specs,

@@ -23,7 +23,7 @@ from bot.config.providers import (
 )
 from bot.errors import ConfigError
 from bot.policy.budget import BudgetSettings
-from bot.policy.surfaces import SurfaceRule
+from bot.policy.surfaces import SurfaceRule, ThinkingBudget
 
 # Context windows of the models people use; anything else falls back to the common 200k.
 CONTEXT_WINDOWS = {
@@ -116,6 +116,9 @@ class ModelSettings(Section):
     # Tried in order after the retries of an overload, a 5xx or a timeout: "PROVIDER:MODEL".
     fallbacks: Annotated[list[str], Field(max_length=8)] = []
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] = 4096
+    # Extended thinking (Anthropic wire): tokens the model may think in before it answers, on
+    # top of max_tokens; 0 (default) sends no thinking at all. A surface rule may set its own.
+    thinking_budget: ThinkingBudget = 0
     context_window: Annotated[int, Field(ge=1024, le=10_000_000)] | None = None
     max_turns: Annotated[int, Field(ge=0, le=100)] = 24
     timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0

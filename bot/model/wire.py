@@ -55,6 +55,8 @@ def encode(request: ModelRequest) -> dict[str, Any]:
         ]
         if request.tool_choice == "none":
             body["tool_choice"] = {"type": "none"}
+    if request.thinking_budget > 0:
+        body["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
     return body
 
 

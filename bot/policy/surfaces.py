@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.errors import PolicyError
 from bot.policy.budget import BudgetLimits
@@ -42,6 +42,20 @@ APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"  # platform:person id (SPE
 BusyMode = Literal["queue", "collect", "steer", "interrupt"]
 
 
+def _thinking_budget(value: int) -> int:
+    if 0 < value < THINKING_MIN:
+        raise ValueError(
+            f"{value} is below the API's minimum thinking budget; write 0 (no extended "
+            f"thinking) or at least {THINKING_MIN}"
+        )
+    return value
+
+
+THINKING_MIN = 1024  # the Messages API's smallest `budget_tokens`
+# Tokens the model may think in before it answers (Anthropic's extended thinking); 0: none.
+ThinkingBudget = Annotated[int, Field(ge=0, le=64_000), AfterValidator(_thinking_budget)]
+
+
 class SurfaceRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -52,6 +66,7 @@ class SurfaceRule(BaseModel):
     instructions_path: Path | None = None
     model: Annotated[str, Field(min_length=1)] | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] | None = None
+    thinking_budget: ThinkingBudget | None = None  # None: [model] thinking_budget
     skills: list[str] = []
     budget: BudgetLimits | None = None
     # None: the built-in tools only; a list: exactly the tools whose names match one of its globs.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -92,6 +93,11 @@ class Card:
     text: str  # the whole card as one plain text, for platforms without blocks
     approve_label: str
     deny_label: str
+    # For a card sent to the approvers privately (`[approvals] where = "approver"`): the one line
+    # left in the conversation, and the card without its arguments, for a conversation where an
+    # approver cannot be reached privately.
+    notice: str = ""
+    hidden_text: str = ""
 
 
 @runtime_checkable
@@ -108,9 +114,18 @@ class ApprovalCards(Protocol):
         """Post `card` through `route` (and show the waiting sign); where it went (the channel's
         own values, stored with the request), to close it from any replica."""
 
+    async def post_private(
+        self, route: ReplyRoute, card: Card, approvers: Sequence[str]
+    ) -> dict[str, Any]:
+        """Send `card` privately to each of `approvers` (`platform:person` ids) and leave
+        `card.notice` in the conversation (with the waiting sign); where no approver can be
+        reached privately, the conversation gets the card with `card.hidden_text` (no arguments)
+        instead. Where it all went, as `post_card` says."""
+
     async def close_card(self, where: dict[str, Any], text: str) -> None:
         """Replace the card at `where` with `text`, its buttons gone, and take the waiting sign
-        down. Closing a card twice is harmless."""
+        down (a private card, its private copies and the line left in the conversation alike).
+        Closing a card twice is harmless."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ class SurfacePrompt:
     skills: tuple[str, ...] = ()
     model: str | None = None
     max_tokens: int | None = None
+    thinking_budget: int | None = None  # None: the agent's own ([model] thinking_budget)
     # The tool definitions offered there, in request order (None: the assembler's own list).
     tools: tuple[ToolSpec, ...] | None = None
 

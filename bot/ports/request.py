@@ -103,3 +103,6 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolDef, ...] = ()
     tool_choice: Literal["auto", "none"] = "auto"
+    # Extended thinking's budget in tokens (part of max_tokens); 0: none. A wire without it
+    # sends none.
+    thinking_budget: int = 0

@@ -69,6 +69,7 @@ class ModelLimits:
     model: str
     max_tokens: int
     context_window: int
+    thinking_budget: int = 0  # extended thinking's tokens, on top of max_tokens (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,7 @@ class Assembler:
         self._agent = agent
         self._model = model
         self._max_tokens = max_tokens
+        self._thinking = limits.thinking_budget
         self._window = context_window
         self._session_template = templates.session
         self._turn_template = templates.turn
@@ -257,7 +259,8 @@ class Assembler:
         files = attached or Attached()
         session = self.session(request, surface)
         current = self._current_message(request, memory, turn_skills, text, files)
-        max_tokens = surface.max_tokens or self._max_tokens
+        thinking = self._thinking if surface.thinking_budget is None else surface.thinking_budget
+        max_tokens = (surface.max_tokens or self._max_tokens) + thinking  # thinking counts in it
         budget = self._window - max_tokens
         floors = (
             self._fixed_tokens
@@ -282,6 +285,7 @@ class Assembler:
                 sections=self._sections(self._agent_part(surface), session, cache_ttl),
                 messages=tuple(messages),
                 tools=tools,
+                thinking_budget=thinking,
             ),
             estimated_tokens=floors + sum(costs[start:]),
             history_used=len(kept),

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import structlog
 from pydantic import Field, field_validator
@@ -47,7 +47,7 @@ from bot.ports.approvals import (
 )
 from bot.ports.intake import Admission, TurnSink
 from bot.ports.tools import Hinted, Tool, ToolOutput, ToolSpec
-from bot.prompt.fence import neutralize, person_label, scrub
+from bot.prompt.fence import NAME_MAX_CHARS, neutralize, one_line, person_label, scrub
 from bot.turns import Continuation, TurnRequest
 
 log = structlog.get_logger(__name__)
@@ -72,6 +72,9 @@ class ApprovalSettings(Section):
     # a conversation, and every further call gets an error result saying why.
     max_pending_per_turn: Annotated[int, Field(ge=1, le=100)] = 3
     max_pending_per_conversation: Annotated[int, Field(ge=1, le=1000)] = 10
+    # "thread": the card in the conversation; "approver": to the approvers privately, with one
+    # line left in the conversation (arguments people there should not read).
+    where: Literal["thread", "approver"] = "thread"
 
     @field_validator("approvers")
     @classmethod
@@ -227,20 +230,12 @@ class ApprovalDesk:
             expires_at=now + self._settings.expire_minutes * 60,
         )
         await self._book.add(approval)
-        shown_arguments, who = shown(text, MAX_SHOWN_ARGUMENTS), shown(_who(request), 200)
-        card = Card(
-            approval_id=approval.id,
-            tool=spec.name,
-            arguments=shown_arguments,
-            requester=who,
-            text=replies.approval_card(
-                spec.name, shown_arguments, who, self._settings.expire_minutes
-            ),
-            approve_label=replies.APPROVE,
-            deny_label=replies.DENY,
-        )
+        card = self._card(approval, request)
         try:
-            where = await cards.post_card(request.route, card)
+            if self._settings.where == "approver":
+                where = await cards.post_private(request.route, card, approvers)
+            else:
+                where = await cards.post_card(request.route, card)
         except Exception as exc:  # the card could not be shown: nobody can decide, so deny now
             log.warning("approval_card_failed", approval_id=approval.id, error=type(exc).__name__)
             await self._book.decide(approval.id, DENIED, "host", self._clock())
@@ -256,6 +251,27 @@ class ApprovalDesk:
             conversation_key=request.conversation_key,
         )
         return self._waiting(spec.name, approval.id)
+
+    def _card(self, approval: Approval, request: TurnRequest) -> Card:
+        """The card: bounded, on one line where a person's name is, and in the two forms a
+        private card needs (what stays in the conversation, and the card without arguments)."""
+        tool, minutes = approval.tool, self._settings.expire_minutes
+        arguments, who = shown(approval.arguments, MAX_SHOWN_ARGUMENTS), shown(_who(request), 200)
+        text = replies.approval_card(tool, arguments, who, minutes)
+        if self._settings.where == "approver" and request.surface is not None:
+            place = one_line(request.surface.name or request.surface.id, NAME_MAX_CHARS)
+            text += "\n" + replies.approval_asked_in(place)
+        return Card(
+            approval_id=approval.id,
+            tool=tool,
+            arguments=arguments,
+            requester=who,
+            text=text,
+            approve_label=replies.APPROVE,
+            deny_label=replies.DENY,
+            notice=replies.approval_notice(tool, minutes),
+            hidden_text=replies.approval_card_hidden(tool, who, minutes),
+        )
 
     async def _bounded(self, tool: str, request: TurnRequest) -> None:
         """Refuse one more card past `max_pending_per_turn` cards asked for by this turn, or

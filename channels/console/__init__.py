@@ -197,6 +197,7 @@ class ConsoleChannel:
         self._conversing: asyncio.Task[None] | None = None
         self.asked = 0  # messages run as turns
         self.unanswered: list[str] = []  # why each message that got no answer got none
+        self.unanswered_turn = ""  # the turn id of the last one (what `bot turns show` takes)
 
     def request(self, text: str) -> TurnRequest:
         turn_id = uuid.uuid4().hex
@@ -234,7 +235,8 @@ class ConsoleChannel:
                 continue
             if text in QUIT:
                 break
-            self._turn = asyncio.ensure_future(sink.run(self.request(text)))
+            request = self.request(text)
+            self._turn = asyncio.ensure_future(sink.run(request))
             self._finishing = False
             try:
                 result = await asyncio.shield(self._turn)
@@ -243,6 +245,7 @@ class ConsoleChannel:
             self.asked += 1
             if result.outcome in _UNANSWERED:
                 self.unanswered.append(_one_line(result.error or str(result.outcome)))
+                self.unanswered_turn = request.turn_id
             self._explain(result)
             if self.interrupted or self.deliverer.gone:
                 break  # nobody reads the answers: the rest of the input is not worth a model call

@@ -12,8 +12,8 @@ reaction (the conversation's sign that it waits), taken down when the card is cl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -124,14 +124,60 @@ async def post_card(client: AsyncWebClient, route: ReplyRoute, card: Card) -> di
     return where
 
 
+async def post_private(
+    client: AsyncWebClient, route: ReplyRoute, card: Card, approvers: Sequence[str]
+) -> dict[str, Any]:
+    """The card in a DM with each approver (conversations.open, then chat.postMessage), and one
+    line in the conversation; with no approver reachable, the card without its arguments there."""
+    private = []
+    for approver in approvers:
+        platform, _, user = approver.partition(":")
+        if platform != PLATFORM:
+            continue
+        try:
+            opened = await client.conversations_open(users=user)
+            channel = str(opened["channel"]["id"])
+            sent = await client.chat_postMessage(
+                channel=channel, text=escaped(card.text)[:MAX_SECTION], blocks=card_blocks(card)
+            )
+        except CALL_ERRORS as exc:
+            log.warning("slack_private_card_failed", error=error_code(exc))
+            continue
+        private.append({"channel": channel, "ts": str(sent["ts"])})
+    if not private:
+        return await post_card(client, route, replace(card, text=card.hidden_text))
+    where = await _post_line(client, route, card.notice)
+    return {**where, "private": private}
+
+
+async def _post_line(client: AsyncWebClient, route: ReplyRoute, text: str) -> dict[str, Any]:
+    """One line in the conversation (no buttons), and the waiting sign on the asking message."""
+    channel = str(route.values.get("channel"))
+    thread = route.values.get("thread_ts")
+    answer = await client.chat_postMessage(
+        channel=channel,
+        text=escaped(text)[:MAX_SECTION],
+        thread_ts=thread if isinstance(thread, str) else None,
+    )
+    where = {"channel": channel, "ts": str(answer["ts"])}
+    asked = route.values.get("message_ts")
+    if isinstance(asked, str) and await _react(client, "reactions_add", channel, asked):
+        where["waits"] = asked
+    return where
+
+
 async def close_card(client: AsyncWebClient, where: dict[str, Any], text: str) -> None:
     shown = escaped(text)[:MAX_SECTION]
-    await client.chat_update(
-        channel=where["channel"],
-        ts=where["ts"],
-        text=shown,
-        blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": shown}}],
-    )
+    for card in [where, *where.get("private", ())]:
+        try:
+            await client.chat_update(
+                channel=card["channel"],
+                ts=card["ts"],
+                text=shown,
+                blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": shown}}],
+            )
+        except CALL_ERRORS as exc:  # the others are closed all the same
+            log.warning("slack_card_update_failed", error=error_code(exc))
     waits = where.get("waits")
     if isinstance(waits, str):
         await _react(client, "reactions_remove", where["channel"], waits)

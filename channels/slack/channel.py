@@ -11,6 +11,7 @@ approval cards), `SessionEvents` (agent messaging's stop button and Messages tab
 from __future__ import annotations
 
 import ssl
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -169,6 +170,11 @@ class SlackChannel:
 
     async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
         return await approvals.post_card(self._client, route, card)
+
+    async def post_private(
+        self, route: ReplyRoute, card: Card, approvers: Sequence[str]
+    ) -> dict[str, Any]:
+        return await approvals.post_private(self._client, route, card, approvers)
 
     async def close_card(self, where: dict[str, Any], text: str) -> None:
         await approvals.close_card(self._client, where, text)

@@ -39,6 +39,9 @@ FILE_SCOPES = frozenset({"files:read"})
 ASSISTANT_SCOPES = frozenset({"assistant:write"})
 # Without this, the slash commands (/memory, /forget, /usage, /schedules) are not the app's.
 COMMAND_SCOPES = frozenset({"commands"})
+# Without this, an approval card cannot reach an approver's DM (`[approvals] where = "approver"`):
+# it is posted in the conversation without its arguments instead.
+APPROVER_SCOPES = frozenset({"im:write"})
 # The manifest for each way of messaging (deploy/): the events it subscribes differ.
 MANIFESTS = {
     "agent": "deploy/slack-app-manifest.yaml",
@@ -106,5 +109,10 @@ async def check_slack(settings: SlackSettings, secrets: Secrets) -> str:
         notes.append(
             "without commands the slash commands /memory, /forget, /usage and /schedules do not "
             "reach the bot (add the scope and the commands, as the manifest does, and reinstall)"
+        )
+    if APPROVER_SCOPES - granted:
+        notes.append(
+            "without im:write approval cards cannot be sent to approvers privately (add it and "
+            "reinstall)"
         )
     return "; ".join([who, *notes]) if notes else f"{who}; every scope the host uses is granted"

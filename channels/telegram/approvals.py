@@ -8,6 +8,8 @@ and nothing else the host would trust. Anything else is not ours and is answered
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -40,34 +42,67 @@ def parse_callback(data: object) -> tuple[str, bool] | None:
     return match.group(2), match.group(1) == "a"
 
 
-async def post_card(bot: Bot, route: ReplyRoute, card: Card) -> dict[str, Any]:
-    """The card as plain text (no parse mode: nothing in it is markup) with its two buttons."""
-    target = Target.of(route)
-    keyboard = InlineKeyboardMarkup(
+def _keyboard(card: Card) -> InlineKeyboardMarkup:
+    approve = callback_data(card.approval_id, True)
+    deny = callback_data(card.approval_id, False)
+    return InlineKeyboardMarkup(
         [
             [
-                InlineKeyboardButton(
-                    card.approve_label, callback_data=callback_data(card.approval_id, True)
-                ),
-                InlineKeyboardButton(
-                    card.deny_label, callback_data=callback_data(card.approval_id, False)
-                ),
+                InlineKeyboardButton(card.approve_label, callback_data=approve),
+                InlineKeyboardButton(card.deny_label, callback_data=deny),
             ]
         ]
     )
+
+
+async def post_card(bot: Bot, route: ReplyRoute, card: Card) -> dict[str, Any]:
+    """The card as plain text (no parse mode: nothing in it is markup) with its two buttons."""
+    target = Target.of(route)
     sent = await bot.send_message(
         chat_id=target.chat_id,
         text=card.text[:MAX_CARD],
         message_thread_id=target.thread_id,
-        reply_markup=keyboard,
+        reply_markup=_keyboard(card),
     )
     return {"chat_id": sent.chat_id, "message_id": sent.message_id}
 
 
-async def close_card(bot: Bot, where: dict[str, Any], text: str) -> None:
-    await bot.edit_message_text(
-        text[:MAX_CARD], chat_id=where["chat_id"], message_id=where["message_id"]
+async def post_private(
+    bot: Bot, route: ReplyRoute, card: Card, approvers: Sequence[str]
+) -> dict[str, Any]:
+    """The card in the private chat of each approver who has started the bot (a person's
+    private chat id is their user id), and one line in the conversation; with none reachable,
+    the card without its arguments in the conversation."""
+    private = []
+    for approver in approvers:
+        platform, _, user = approver.partition(":")
+        if platform != PLATFORM or not user.lstrip("-").isdigit():
+            continue
+        try:
+            sent = await bot.send_message(
+                chat_id=int(user), text=card.text[:MAX_CARD], reply_markup=_keyboard(card)
+            )
+        except TelegramError as exc:  # never started the bot, or blocked it
+            log.info("telegram_private_card_failed", error=type(exc).__name__)
+            continue
+        private.append({"chat_id": sent.chat_id, "message_id": sent.message_id})
+    target = Target.of(route)
+    if not private:
+        return await post_card(bot, route, replace(card, text=card.hidden_text))
+    line = await bot.send_message(
+        chat_id=target.chat_id, text=card.notice[:MAX_CARD], message_thread_id=target.thread_id
     )
+    return {"chat_id": line.chat_id, "message_id": line.message_id, "private": private}
+
+
+async def close_card(bot: Bot, where: dict[str, Any], text: str) -> None:
+    for card in [where, *where.get("private", ())]:
+        try:
+            await bot.edit_message_text(
+                text[:MAX_CARD], chat_id=card["chat_id"], message_id=card["message_id"]
+            )
+        except TelegramError as exc:  # the others are closed all the same
+            log.warning("telegram_card_update_failed", error=type(exc).__name__)
 
 
 async def press(bot: Bot, desk: PressDesk | None, query: dict[str, Any]) -> None:

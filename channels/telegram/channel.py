@@ -175,6 +175,11 @@ class TelegramChannel:
     async def post_card(self, route: ReplyRoute, card: Card) -> dict[str, Any]:
         return await approvals.post_card(self._app.bot, route, card)
 
+    async def post_private(
+        self, route: ReplyRoute, card: Card, approvers: Sequence[str]
+    ) -> dict[str, Any]:
+        return await approvals.post_private(self._app.bot, route, card, approvers)
+
     async def close_card(self, where: dict[str, Any], text: str) -> None:
         await approvals.close_card(self._app.bot, where, text)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -113,6 +115,10 @@ async def test_a_piped_chat_whose_model_times_out_exits_non_zero_and_the_call_is
     [line] = err.decode().strip().splitlines()
     assert line.startswith("bot chat: 1 of 1 messages got no answer (")
     assert "Fix:" in line
+    [turn_id] = re.findall(r"`bot turns show (\w+)`", line)
+    with sqlite3.connect(agent_dir / "data" / "bot.sqlite3") as db:  # the id its record has
+        assert db.execute("SELECT 1 FROM turn_records WHERE turn_id = ?", (turn_id,)).fetchone()
+    assert " in conversation console:" in line
     assert str(agent_dir / "data" / "chat.log") in line
     assert "model_call" in (agent_dir / "data" / "chat.log").read_text()
 

@@ -80,7 +80,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -601,7 +601,7 @@ class FakeAnthropic:
                     return web.Response(status=503)  # the server is closing
             else:
                 return _error(failure.status, failure.body, failure.retry_after)
-        invalid = check_media(body, self.refused_media)
+        invalid = check_media(body, self.refused_media) or check_thinking(body)
         if invalid is not None:
             return _error(400, invalid, None)
         total = count_request(body)
@@ -609,6 +609,8 @@ class FakeAnthropic:
             overflow = f"prompt is too long: {total} tokens > {self.context_window} maximum"
             return _error(400, overflow, None)
         reply = self._next_reply(body)
+        if thinks(body) and reply.thinking is None:  # thinking on: every answer thinks first
+            reply = replace(reply, thinking="Considering: " + _last_user_text(body)[:40])
         usage = self.cache.usage(body)
         usage["output_tokens"] = _output_tokens(reply)
         self.usages.append(usage)
@@ -668,7 +670,7 @@ class FakeAnthropic:
         number = next(self._ids)
         content: list[dict[str, Any]] = []
         if reply.thinking is not None:
-            signature = hashlib.sha256(reply.thinking.encode()).hexdigest()
+            signature = signature_of(reply.thinking)
             content.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
         if reply.text:
             content.append({"type": "text", "text": reply.text})
@@ -819,6 +821,55 @@ def _pieces(text: str) -> list[str]:
 def _output_tokens(reply: Reply) -> int:
     text = reply.text + "".join(json.dumps(dict(c.input)) for c in reply.tool_calls)
     return max(1, count_text(text + (reply.thinking or "")))
+
+
+def thinks(body: Mapping[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
+
+
+def signature_of(thinking: str) -> str:
+    """The fake's signature of a thinking block: what a replay must carry back unchanged."""
+    return hashlib.sha256(thinking.encode()).hexdigest()
+
+
+def check_thinking(body: Mapping[str, Any]) -> str | None:
+    """The API's checks of extended thinking: a budget of at least 1,024 tokens, below
+    max_tokens; and within a tool loop (the last user message answers tool calls) the
+    assistant message with those calls replayed starting with its thinking block, signature
+    intact. None when the request passes."""
+    if not thinks(body):
+        return None
+    budget = body["thinking"].get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= int(body.get("max_tokens", 0)):
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    messages = body.get("messages") or []
+    if len(messages) < 2 or not _answers_calls(messages[-1]):
+        return None
+    index = len(messages) - 2
+    first = (messages[index].get("content") or [{}])[0]
+    if first.get("type") == "redacted_thinking":
+        return None
+    if first.get("type") != "thinking" or first.get("signature") != signature_of(
+        str(first.get("thinking", ""))
+    ):
+        return (
+            f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{first.get('type')}`. When `thinking` is enabled, a final `assistant` "
+            "message must start with a thinking block (with its signature unchanged)."
+        )
+    return None
+
+
+def _answers_calls(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and any(block.get("type") == "tool_result" for block in content)
+    )
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:

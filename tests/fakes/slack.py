@@ -130,6 +130,7 @@ ALL_SCOPES = frozenset(
         "groups:read",
         "im:history",
         "im:read",
+        "im:write",
         "mpim:history",
         "mpim:read",
         "reactions:write",
@@ -213,6 +214,8 @@ class FakeSlack:
     responses: list[tuple[str, Any]] = field(default_factory=list)
     ephemeral: list[dict[str, Any]] = field(default_factory=list)
     responses_expired: bool = False
+    dms: dict[str, str] = field(default_factory=dict)  # user -> the DM conversations.open gave
+    im_opened: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._failures: list[_Failure] = []
@@ -954,6 +957,19 @@ class FakeSlack:
             return _missing_scope("users:read")
         user = self.users.get(str(params.get("user")))
         return _ok(user=user) if user else _error("user_not_found")
+
+    def _api_conversations_open(self, params: dict[str, Any]) -> web.Response:
+        """The DM with one user (made the first time, as Slack does); `im_opened` records them."""
+        if "im:write" not in self.scopes:
+            return _missing_scope("im:write")
+        user = str(params.get("users", ""))
+        if user not in self.users or "," in user:
+            return _error("user_not_found")
+        channel = self.dms.setdefault(user, f"D{user[1:]}"[:11])
+        if channel not in self.channels:
+            self.add_channel(channel, kind="im")
+        self.im_opened.append(user)
+        return _ok(channel={"id": channel})
 
     def _api_conversations_info(self, params: dict[str, Any]) -> web.Response:
         info = self.channels.get(str(params.get("channel")))

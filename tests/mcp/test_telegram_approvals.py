@@ -62,15 +62,22 @@ def config(
         + RULE
         + APPROVALS,
     )
-    environment = {
+    return load_config(agent_dir / "bot.toml", env={**environment(tg, claude, log), **env})
+
+
+def environment(
+    tg: FakeTelegram,  # noqa: F811
+    claude: FakeAnthropic,
+    log: CallLog,
+) -> dict[str, str]:
+    """The variables a Telegram config with the notes server reads."""
+    return {
         "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
         "ANTHROPIC_BASE_URL": claude.base_url,
         "TELEGRAM_BOT_TOKEN": tg.token,
         "NOTES_CALLS": str(log.path),
         "NOTES_TOKEN": "unused",
-        **env,
     }
-    return load_config(agent_dir / "bot.toml", env=environment)
 
 
 def card_of(tg: FakeTelegram) -> Sent:  # noqa: F811

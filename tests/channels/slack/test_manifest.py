@@ -74,6 +74,7 @@ def test_socket_mode_is_the_default(manifest: Path) -> None:
 @BOTH
 def test_doctor_checks_exactly_the_manifest_scopes(manifest: Path) -> None:
     from channels.slack.doctor import (
+        APPROVER_SCOPES,
         ASSISTANT_SCOPES,
         COMMAND_SCOPES,
         CONTEXT_SCOPES,
@@ -82,6 +83,7 @@ def test_doctor_checks_exactly_the_manifest_scopes(manifest: Path) -> None:
     )
 
     every = REQUIRED_SCOPES | CONTEXT_SCOPES | FILE_SCOPES | ASSISTANT_SCOPES | COMMAND_SCOPES
+    every |= APPROVER_SCOPES
     assert sorted(every) == sorted(listed_under("bot", manifest))
 
 
