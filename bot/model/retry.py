@@ -22,7 +22,8 @@ import re
 import time
 from enum import Enum
 
-from bot.errors import WireError
+# WireError lives in the error tree; the wires and the runtime import it from here.
+from bot.errors import WireError as WireError
 
 BASE_DELAY = 0.5
 MAX_DELAY = 30.0
