@@ -35,7 +35,7 @@ from bot.cli.wiring.starting import ChannelStarts
 from bot.config.providers import Endpoint
 from bot.errors import ConfigError
 from bot.host import Host
-from bot.host.parts import HostStores, Outlets, Thinking, TurnRules
+from bot.host.inputs import HostStores, Outlets, Thinking, TurnRules
 from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.memory.departures import MemoryDepartures

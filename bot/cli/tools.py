@@ -17,7 +17,7 @@ from bot.turns import ConversationKind, Surface, SurfaceKind, TurnRequest
 
 if TYPE_CHECKING:  # the MCP SDK and the rest are imported where they run: see bot/cli/__init__.py
     from bot.cli.settings import Config
-    from bot.console.parts import ToolOffer
+    from bot.console.inputs import ToolOffer
     from bot.mcp.hub import McpHub
     from bot.policy.surfaces import Policies, SurfacePolicy
     from bot.tools.toolbox import Toolbox
@@ -84,7 +84,7 @@ def offers(
     """What each surface rule (and a surface no rule matches) is offered, or only `chosen`:
     the names the model sees, each with its server's hints. `bot tools` prints these and the
     console shows them."""
-    from bot.console.parts import ToolOffer
+    from bot.console.inputs import ToolOffer
     from bot.policy.surfaces import NO_POLICY
 
     hints = _hints(hub) if hub is not None else {}

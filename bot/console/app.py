@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from bot.console.auth import Gate
+from bot.console.inputs import ConsoleInputs
 from bot.console.pages import (
     access,
     approvals,
@@ -21,25 +22,24 @@ from bot.console.pages import (
     usage,
 )
 from bot.console.pages.common import Console
-from bot.console.parts import ConsoleParts
 from bot.console.render import CSS, SCRIPT, Renderer
 
 MOUNT = "/console"
 PAGES = (overview, conversations, usage, approvals, schedules, access, tools, memory, settings)
 
 
-def build_console(parts: ConsoleParts) -> web.Application:
+def build_console(inputs: ConsoleInputs) -> web.Application:
     """The console's application; mount it with `mount(host_app, console)`."""
     nav = [page.NAV for page in PAGES] + [settings.AUDIT_NAV]
-    renderer = Renderer(parts.settings.path_prefix + MOUNT, parts.secrets.values(), nav)
-    gate = Gate(parts, renderer)
+    renderer = Renderer(inputs.settings.path_prefix + MOUNT, inputs.secrets.values(), nav)
+    gate = Gate(inputs, renderer)
     app = web.Application(middlewares=[gate.guard])
     app.router.add_get("/login", gate.login_page, name="login")
     app.router.add_post("/login", gate.login, name="login_post")
     app.router.add_post("/logout", gate.logout, name="logout")
     app.router.add_get("/static/console.css", _static(CSS, "text/css"), name="css")
     app.router.add_get("/static/live.js", _static(SCRIPT, "text/javascript"), name="script")
-    console = Console(parts, renderer)
+    console = Console(inputs, renderer)
     for page in PAGES:
         page.install(app, console)
     return app

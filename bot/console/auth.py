@@ -18,7 +18,7 @@ from urllib.parse import quote
 import structlog
 from aiohttp import web
 
-from bot.console.parts import ConsoleParts
+from bot.console.inputs import ConsoleInputs
 from bot.console.passwords import hash_password, password_matches, token_matches
 from bot.console.render import SESSION, Renderer, secure_headers
 from bot.console.settings import Operator
@@ -49,8 +49,8 @@ def _dummy_hash() -> str:
 class Gate:
     """Sign-in, sign-out and the guard of every other route."""
 
-    def __init__(self, parts: ConsoleParts, renderer: Renderer) -> None:
-        self._parts = parts
+    def __init__(self, inputs: ConsoleInputs, renderer: Renderer) -> None:
+        self._inputs = inputs
         self._render = renderer
         self._base = renderer.base
         self._cookie_path = renderer.base
@@ -82,11 +82,11 @@ class Gate:
         if request.match_info.route.name in PUBLIC:
             return await handler(request)
         token = request.cookies.get(SESSION_COOKIE, "")
-        session = await self._parts.store.console.session(digest(token)) if token else None
-        known = {op.name for op in self._parts.settings.operators}
+        session = await self._inputs.store.console.session(digest(token)) if token else None
+        known = {op.name for op in self._inputs.settings.operators}
         if session is None or session.operator not in known:  # or no longer an operator
             return self._refuse(request, expired=False)
-        if session.expires_at <= self._parts.clock():
+        if session.expires_at <= self._inputs.clock():
             return self._refuse(request, expired=True)
         request[SESSION] = session
         if request.method == "POST" and not await self._csrf_ok(request, session):
@@ -177,9 +177,9 @@ class Gate:
                 name=name,
                 error="The sign-in form was stale (it came from another visit). Try again.",
             )
-        settings, now = self._parts.settings, self._parts.clock()
+        settings, now = self._inputs.settings, self._inputs.clock()
         window = settings.lockout_minutes * 60
-        book = self._parts.store.console
+        book = self._inputs.store.console
         if await book.failures(name, now - window) >= settings.login_attempts:
             return self._login(
                 request,
@@ -200,7 +200,7 @@ class Gate:
             password_matches(_dummy_hash(), password)
             return False
         if operator.token_env is not None:
-            return token_matches(self._parts.secrets.get(operator.token_env), password)
+            return token_matches(self._inputs.secrets.get(operator.token_env), password)
         assert operator.password_hash is not None
         return password_matches(operator.password_hash, password)
 
@@ -208,10 +208,10 @@ class Gate:
         self, request: web.Request, operator: Operator, now: float
     ) -> web.Response:
         token = secrets.token_urlsafe(32)
-        lasts = self._parts.settings.session_hours * 3600
+        lasts = self._inputs.settings.session_hours * 3600
         session = ConsoleSession(operator.name, secrets.token_urlsafe(32), now, now + lasts)
-        await self._parts.store.console.open_session(digest(token), session)
-        await self._parts.store.console.audit(AuditEntry(now, operator.name, "sign in", "", "ok"))
+        await self._inputs.store.console.open_session(digest(token), session)
+        await self._inputs.store.console.audit(AuditEntry(now, operator.name, "sign in", "", "ok"))
         form = await request.post()
         response = see_other(_safe_next(_text(form.get("next")), self._base))
         response.set_cookie(
@@ -229,9 +229,9 @@ class Gate:
 
     async def logout(self, request: web.Request) -> web.Response:
         session = request[SESSION]
-        await self._parts.store.console.close_session(digest(request.cookies[SESSION_COOKIE]))
-        await self._parts.store.console.audit(
-            AuditEntry(self._parts.clock(), session.operator, "sign out", "", "ok")
+        await self._inputs.store.console.close_session(digest(request.cookies[SESSION_COOKIE]))
+        await self._inputs.store.console.audit(
+            AuditEntry(self._inputs.clock(), session.operator, "sign out", "", "ok")
         )
         response = see_other(f"{self._base}/login?signed_out=1")
         response.del_cookie(SESSION_COOKIE, path=self._cookie_path)

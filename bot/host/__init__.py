@@ -26,11 +26,11 @@ from bot.host.busy import Busy
 from bot.host.conclusions import policy_of
 from bot.host.continuation import Continuing
 from bot.host.delivery import Delivery
+from bot.host.inputs import NO_RULES, HostStores, Outlets, Thinking, TurnRules
 from bot.host.intake import Gate, Intake
 from bot.host.job import Job
 from bot.host.lanes import Lanes
 from bot.host.model_turn import ModelTurn
-from bot.host.parts import NO_RULES, HostStores, Outlets, Thinking, TurnRules
 from bot.host.pipeline import Handler, Pipeline, Stops
 from bot.host.publisher import Publisher
 from bot.host.work import SHARE_SWEEP_SECONDS, Replicas, SingleProcess, WorkSource

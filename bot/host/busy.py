@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
-from bot.host.completion import completed
 from bot.host.conclusions import BY_NEWER_MESSAGE
 from bot.host.job import Job
 from bot.host.lanes import Lanes
+from bot.host.lookups import completed
 from bot.host.pipeline import Stops, Turn
 from bot.policy.surfaces import SurfacePolicy
 from bot.ports.intake import RequestCompleter, TurnResult

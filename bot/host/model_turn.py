@@ -22,7 +22,7 @@ from bot.host.conclusions import (
     tool_details,
 )
 from bot.host.continuity import MODEL_FAILED, TIMED_OUT, continuity_account
-from bot.host.parts import HostStores, Thinking, TurnRules
+from bot.host.inputs import HostStores, Thinking, TurnRules
 from bot.host.pipeline import Stops, Turn
 from bot.host.publisher import Publisher
 from bot.host.redaction import without_secrets

@@ -18,11 +18,11 @@ from typing import Any
 import structlog
 
 from bot import replies, tracing
-from bot.host.completion import completed
 from bot.host.conclusions import STOPPED, Conclusion, record
 from bot.host.continuity import HOST_FAILED, STOPPED_BY_PERSON, ToolsRan, continuity_account
 from bot.host.delivery import Delivery
 from bot.host.job import Job, open_trace
+from bot.host.lookups import completed
 from bot.host.publisher import Publisher
 from bot.policy.surfaces import SurfacePolicy
 from bot.ports.intake import Inbox, RequestCompleter, TurnResult

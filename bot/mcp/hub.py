@@ -22,7 +22,7 @@ from mcp.types import ImageContent
 from bot.attachments.images import prepare_image
 from bot.errors import FileUnreadable, ToolCallFailed, ToolError
 from bot.logs import redact_text
-from bot.mcp.link import ServerLink, ToolInfo
+from bot.mcp.connection import ServerConnection, ToolInfo
 from bot.mcp.results import fenced, images, result_text
 from bot.mcp.settings import McpSettings
 from bot.ports.tools import ToolImage, ToolOutput, ToolSpec
@@ -38,7 +38,7 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024
 class McpTool:
     """One server tool as the host offers it: its spec, its hints, and the call."""
 
-    def __init__(self, info: ToolInfo, link: ServerLink) -> None:
+    def __init__(self, info: ToolInfo, link: ServerConnection) -> None:
         self.info = info
         self.spec = ToolSpec(info.name, info.description, info.input_schema)
         self.approve = tuple(link.settings.approve)  # its server's globs (bot.tools.approvals)
@@ -113,7 +113,7 @@ class McpHub:
     def __init__(self, settings: McpSettings, secrets: Mapping[str, str]) -> None:
         """`secrets`: environment values by name (those `env` and `headers_env` name)."""
         self.links = [
-            ServerLink(server, secrets, on_tools=self._changed) for server in settings.servers
+            ServerConnection(server, secrets, on_tools=self._changed) for server in settings.servers
         ]
         self._tools: tuple[McpTool, ...] = ()
         # Names the model would see for tools of two servers (`dup_` + `x` and `dup` + `_x` are

@@ -1,6 +1,6 @@
 """ModelClient: the production `ModelRuntime`, over the wires the configuration names.
 
-The host hands over a `TurnPlan`; a `Turn` (bot.model.turn) sends the request the plan's
+The host hands over a `TurnPlan`; a `ModelRun` (bot.model.turn) sends the request the plan's
 `PromptBuilder` builds (streaming), runs the tools the model asks for, and returns the final text
 with the turn's new history entries. Every call goes through one retry loop (`Calls`, in
 bot.model.calls) over the routes: the configured model on its wire (Anthropic Messages or
@@ -22,7 +22,7 @@ from bot.config.providers import Endpoint
 from bot.errors import ModelAuthError, ModelError
 from bot.model.calls import Calls, Route, Sleep, Transport
 from bot.model.retry import Verdict, WireError, classify, error_message
-from bot.model.turn import Turn
+from bot.model.turn import ModelRun
 from bot.ports.model import Counter, TurnOutcome, TurnPlan
 
 
@@ -69,7 +69,7 @@ class ModelClient:
         self._calls = Calls(routes, settings, sleep, clock, rng or random.Random())
 
     async def run(self, plan: TurnPlan) -> TurnOutcome:
-        return await Turn(self._calls, self.settings, self.counter, plan).run()
+        return await ModelRun(self._calls, self.settings, self.counter, plan).run()
 
     async def aclose(self) -> None:
         for route in self._routes:

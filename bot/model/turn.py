@@ -36,7 +36,7 @@ log = structlog.get_logger(__name__)
 EMPTY_ENTRY_TEXT = "(no reply)"
 
 
-class Turn:
+class ModelRun:
     """The state of one `run(plan)`: history, this turn's round messages, entries, spend."""
 
     def __init__(

@@ -1,7 +1,7 @@
 """The Slack channel: Slack's events in (Socket Mode by default, or the host's HTTP port), answers
 out through the deliverer, and the names a stored turn still needs looked up when it runs.
 
-The channel wires small parts, each with one job: `SlackLink` (bolt's app and the connection),
+The channel wires small parts, each with one job: `SlackTransport` (bolt's app and the connection),
 `MessageIntake` (mentions, DMs, departures and the assistant pane's events, stored before the
 ack), `SlashCommands` (a new slash command is registered there), `ApprovalButtons` (presses on
 approval cards), `SessionEvents` (agent messaging's stop button and Messages tab), and
@@ -34,11 +34,11 @@ from channels.slack.deliver import SlackDeliverer
 from channels.slack.directory import SlackDirectory
 from channels.slack.files import SlackFiles
 from channels.slack.intake import MessageIntake
-from channels.slack.link import SlackLink
 from channels.slack.pairing import Pairs
 from channels.slack.sessions import AgentSessions, SessionEvents
 from channels.slack.settings import SlackSettings
 from channels.slack.slash import SlashCommands
+from channels.slack.transport import SlackTransport
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +88,7 @@ class SlackChannel:
         )
         self._sink: TurnSink | None = None
         self._background = Background()
-        self._link = SlackLink(
+        self._link = SlackTransport(
             self._client,
             settings,
             signing_secret=secrets.get("SLACK_SIGNING_SECRET") or "",

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from bot.links import misleading
+from bot.linkcheck import misleading
 from channels.slack.split import FENCE
 
 # Raw HTML in an answer is shown as text, never interpreted.

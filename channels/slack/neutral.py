@@ -6,7 +6,7 @@ so `<!channel>`, `<@U…>` or `<https://evil|https://good>` would be live there.
 rewrites the Markdown so that nothing in it can ping or mislead, whatever Slack's parser makes
 of it: a word joiner (U+2060, invisible) after every `<` and every `]` that does not close a link
 we checked, and after every `@` (`@here`, `@channel`, a person's name). A link `[text](url)` stays
-live only when its URL is http(s) and its text names no other address (`bot.links`); otherwise
+live only when its URL is http(s) and its text names no other address (`bot.linkcheck`); otherwise
 its text is followed by the address, in parentheses. The stream shows this only while the answer
 is written: finishing replaces the message's text with the checked mrkdwn.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from bot.links import misleading
+from bot.linkcheck import misleading
 
 JOINER = "\u2060"
 _LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\((https?://[^\s()<>\[\]]{1,2000})\)")

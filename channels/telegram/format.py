@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from bot.links import misleading
+from bot.linkcheck import misleading
 
 # Tags carried across a split are re-opened in every part, so their length is bounded: a longer
 # (escaped) URL is written out as text instead (text can be split anywhere).

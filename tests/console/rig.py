@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from argon2 import PasswordHasher
 
 from bot.console.app import build_console, mount
-from bot.console.parts import ConsoleParts
+from bot.console.inputs import ConsoleInputs
 from bot.console.settings import ConsoleSettings, Operator
 from bot.policy.budget import BudgetSettings
 from bot.testing.cron import MemoryCronRuns
@@ -104,7 +104,7 @@ class Client:
 @dataclass
 class Rig:
     store: MemoryStore
-    parts: ConsoleParts
+    inputs: ConsoleInputs
     clock: Clock
     client: Client
     app: web.Application
@@ -112,7 +112,7 @@ class Rig:
 
 
 @asynccontextmanager
-async def console_rig(*, cron: bool = False, **part_changes: Any) -> AsyncIterator[Rig]:
+async def console_rig(*, cron: bool = False, **input_changes: Any) -> AsyncIterator[Rig]:
     """The console over a new in-memory store; `cron`: with its cron records (pause, resume)."""
     clock = Clock()
     store = open_memory_store(clock=clock)
@@ -121,7 +121,7 @@ async def console_rig(*, cron: bool = False, **part_changes: Any) -> AsyncIterat
     async def runs() -> MemoryCronRuns:
         return records
 
-    parts = ConsoleParts(
+    inputs = ConsoleInputs(
         settings=settings(),
         store=store,
         budget=BudgetSettings(daily_usd=5.0),
@@ -130,17 +130,17 @@ async def console_rig(*, cron: bool = False, **part_changes: Any) -> AsyncIterat
         clock=clock,
         runs=runs if cron else None,
     )
-    parts = replace(parts, **part_changes)
+    inputs = replace(inputs, **input_changes)
     host = web.Application()
-    console = build_console(parts)
-    mount(host, console, parts.settings.path_prefix)
+    console = build_console(inputs)
+    mount(host, console, inputs.settings.path_prefix)
     server = TestServer(host, host="127.0.0.1")
     await server.start_server()
     try:
         async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
             base = f"http://127.0.0.1:{server.port}"
-            client = Client(session, base, parts.settings.path_prefix + "/console")
-            yield Rig(store, parts, clock, client, console, runs)
+            client = Client(session, base, inputs.settings.path_prefix + "/console")
+            yield Rig(store, inputs, clock, client, console, runs)
     finally:
         await server.close()
         await store.aclose()

@@ -37,19 +37,19 @@ async def test_a_token_from_the_environment_signs_in_its_operator() -> None:
 
 async def test_refused_logins_past_the_limit_lock_the_name_even_with_the_right_password() -> None:
     async with console_rig() as rig:
-        for _ in range(rig.parts.settings.login_attempts):
+        for _ in range(rig.inputs.settings.login_attempts):
             assert (await rig.client.sign_in(password="guess"))[0] == 401
         status, page, _ = await rig.client.sign_in()
         assert status == 429
         assert "Too many refused sign-ins" in page
-        rig.clock.now += rig.parts.settings.lockout_minutes * 60 + 1
+        rig.clock.now += rig.inputs.settings.lockout_minutes * 60 + 1
         assert (await rig.client.sign_in(password=PASSWORD))[0] == 303
 
 
 async def test_an_expired_session_sends_the_page_to_sign_in_saying_so() -> None:
     async with console_rig() as rig:
         await rig.client.sign_in()
-        rig.clock.now += rig.parts.settings.session_hours * 3600 + 1
+        rig.clock.now += rig.inputs.settings.session_hours * 3600 + 1
         status, _, headers = await rig.client.get("/conversations")
         assert status == 303
         assert headers["Location"] == "/console/login?expired=1"

@@ -10,7 +10,7 @@ import io
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from bot.console.parts import JobView, ServerHealth, ToolOffer
+from bot.console.inputs import JobView, ServerHealth, ToolOffer
 from bot.ports.approvals import Approval, PressAnswer
 from bot.ports.memory import MemoryCapture
 from bot.ports.records import TurnRecord, Usage, UsageEntry

@@ -45,7 +45,7 @@ async def test_the_console_is_served_only_when_enabled_with_an_operator(
 
 async def test_behind_a_path_prefix_links_redirects_and_the_cookie_carry_it() -> None:
     async with console_rig() as plain:
-        settings = plain.parts.settings.model_copy(update={"path_prefix": "/ops"})
+        settings = plain.inputs.settings.model_copy(update={"path_prefix": "/ops"})
     async with console_rig(settings=settings) as rig:
         rig.client.prefix = "/console"  # the proxy has stripped /ops
         status, _, headers = await rig.client.get("/usage")

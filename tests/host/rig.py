@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from bot.config import HostSettings
 from bot.host import Host
-from bot.host.parts import HostStores, Outlets, Thinking
+from bot.host.inputs import HostStores, Outlets, Thinking
 from bot.memory.recall import RecallCache
 from bot.ports.intake import Admission, Resumer
 from bot.ports.outbox import InboxState

@@ -20,8 +20,8 @@ from bot.cli import main
 from bot.cli.compose import App
 from bot.config import LoggingSettings
 from bot.logs import configure_logging
+from bot.mcp.connection import RELIST_SECONDS, tool_info
 from bot.mcp.hub import McpHub, distinct
-from bot.mcp.link import RELIST_SECONDS, tool_info
 from bot.mcp.settings import SERVER_NAME, McpServerSettings, McpSettings
 from tests.channels.slack.conftest import ALICE, GENERAL
 from tests.channels.slack.test_scenarios import send

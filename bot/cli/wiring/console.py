@@ -1,4 +1,4 @@
-"""The operator console wired into `bot run` (SPEC §18): its parts from what the root opened (the
+"""The operator console wired into `bot run` (SPEC §18): its inputs from what the root opened (the
 store, the approval desk, the cron records, the MCP servers, the configuration), mounted on the
 HTTP port when `[console]` enables it and names an operator."""
 
@@ -12,7 +12,7 @@ import structlog
 from aiohttp import web
 
 from bot.cli.settings import Config
-from bot.console.parts import ConsoleParts, JobView, ServerHealth, ToolOffer
+from bot.console.inputs import ConsoleInputs, JobView, ServerHealth, ToolOffer
 from bot.logs import redact_text
 from bot.ports.approvals import PressDesk
 from bot.ports.stores import OpenStore, RunRecords
@@ -57,7 +57,7 @@ def install_console(
                 why=f"{operator.token_env} is not set",
             )
 
-    parts = ConsoleParts(
+    inputs = ConsoleInputs(
         settings=settings.console,
         store=store,
         budget=settings.budget,
@@ -70,7 +70,7 @@ def install_console(
         servers=lambda: _health(hub, tuple(config.secrets.values.values())),
         config_text=lambda: effective_config(config),
     )
-    mount(web_app, build_console(parts), settings.console.path_prefix)
+    mount(web_app, build_console(inputs), settings.console.path_prefix)
     log.info("console_serving", path=settings.console.path_prefix + "/console/")
     return True
 

@@ -18,7 +18,7 @@ def install(app: web.Application, console: Console) -> None:
     async def approve(request: web.Request) -> web.Response:
         form = await request.post()
         code = str(form.get("code", "")).strip()[:MAX_FIELD]
-        admitted = await console.parts.store.access.approve(code) if code else None
+        admitted = await console.inputs.store.access.approve(code) if code else None
         if admitted is None:
             notice = (
                 "No such code waiting (unknown, used, or expired after an hour). Fix: ask the "
@@ -33,7 +33,7 @@ def install(app: web.Application, console: Console) -> None:
     async def revoke(request: web.Request) -> web.Response:
         form = await request.post()
         person = str(form.get("person", ""))[:MAX_FIELD]
-        revoked = await console.parts.store.access.revoke(person)
+        revoked = await console.inputs.store.access.revoke(person)
         notice = f"Revoked {person}." if revoked else f"{person} is not admitted: nothing changed."
         await console.audit(request, "revoke access", person, notice)
         return await _page(console, request, notice)
@@ -44,7 +44,7 @@ def install(app: web.Application, console: Console) -> None:
 
 
 async def _page(console: Console, request: web.Request, notice: str = "") -> web.Response:
-    access = console.parts.store.access
+    access = console.inputs.store.access
     return console.render.page(
         "access.html",
         request,

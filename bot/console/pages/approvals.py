@@ -43,18 +43,18 @@ async def _decide(console: Console, request: web.Request, approval_id: str, appr
             'approver = "slack:<user id>" (an id in [approvals] approvers) for this operator '
             "in [console] operators."
         )
-    elif console.parts.desk is None:
+    elif console.inputs.desk is None:
         answer = "Not decided: approvals are not running in this process."
     else:
-        pressed = await console.parts.desk.press(approval_id, approve, operator.approver)
+        pressed = await console.inputs.desk.press(approval_id, approve, operator.approver)
         answer = pressed.text
     await console.audit(request, action, f"approval {approval_id}", answer)
     return answer
 
 
 async def _page(console: Console, request: web.Request, notice: str = "") -> web.Response:
-    found = await console.parts.store.approvals.listing(limit=LISTED)
-    since = console.parts.clock() - DECIDED_DAYS * 86_400
+    found = await console.inputs.store.approvals.listing(limit=LISTED)
+    since = console.inputs.clock() - DECIDED_DAYS * 86_400
     pending = [_row(console, a) for a in found if a.state == PENDING]
     decided = [
         _row(console, a)

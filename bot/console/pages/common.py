@@ -1,4 +1,4 @@
-"""What every page handler shares: the parts, the renderer, the signed-in operator, times shown
+"""What every page handler shares: the inputs, the renderer, the signed-in operator, times shown
 in the operator's zone, and the audit of a change."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from bot.console.parts import ConsoleParts
+from bot.console.inputs import ConsoleInputs
 from bot.console.render import SESSION, Renderer
 from bot.console.settings import Operator
 from bot.ports.console import AuditEntry
@@ -17,15 +17,15 @@ from bot.ports.console import AuditEntry
 
 @dataclass(frozen=True)
 class Console:
-    parts: ConsoleParts
+    inputs: ConsoleInputs
     render: Renderer
 
     @property
     def zone(self) -> ZoneInfo:
-        return ZoneInfo(self.parts.timezone)
+        return ZoneInfo(self.inputs.timezone)
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.parts.clock(), UTC)
+        return datetime.fromtimestamp(self.inputs.clock(), UTC)
 
     def today_start(self) -> datetime:
         """Midnight today where days begin (budgets and usage per day)."""
@@ -44,12 +44,12 @@ class Console:
 
     def operator(self, request: web.Request) -> Operator:
         session = request[SESSION]
-        return next(op for op in self.parts.settings.operators if op.name == session.operator)
+        return next(op for op in self.inputs.settings.operators if op.name == session.operator)
 
     async def audit(self, request: web.Request, action: str, target: str, outcome: str) -> None:
         session = request[SESSION]
-        entry = AuditEntry(self.parts.clock(), session.operator, action, target, outcome)
-        await self.parts.store.console.audit(entry)
+        entry = AuditEntry(self.inputs.clock(), session.operator, action, target, outcome)
+        await self.inputs.store.console.audit(entry)
 
     def see_other(self, path: str) -> web.Response:
         return web.Response(status=303, headers={"Location": f"{self.render.base}/{path}"})

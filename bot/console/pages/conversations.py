@@ -44,7 +44,7 @@ def install(app: web.Application, console: Console) -> None:
 
 
 async def _places(console: Console) -> dict[str, Place]:
-    store = console.parts.store
+    store = console.inputs.store
     records = await store.records.recent(limit=RECENT_TURNS)
     rows = {row.turn_id: row for row in await store.usage.rows(console.days_ago(30))}
     places: dict[str, Place] = defaultdict(Place)
@@ -58,7 +58,7 @@ async def _places(console: Console) -> dict[str, Place]:
 
 def _listing(console: Console) -> Any:
     async def handler(request: web.Request) -> web.Response:
-        infos = await console.parts.store.history.describe()
+        infos = await console.inputs.store.history.describe()
         places = await _places(console)
         surface, person = request.query.get("surface", ""), request.query.get("person", "")
         lines = []
@@ -98,7 +98,7 @@ def _listing(console: Console) -> Any:
 def _view(console: Console) -> Any:
     async def handler(request: web.Request) -> web.Response:
         key = request.query.get("key", "")
-        store = console.parts.store
+        store = console.inputs.store
         entries = await store.history.load(key) if key else []
         if not entries and key not in await store.history.conversations():
             return console.render.page(
@@ -158,7 +158,7 @@ def _reset(console: Console) -> Any:
     async def handler(request: web.Request) -> web.Response:
         form = await request.post()
         key = str(form.get("key", ""))
-        forgot = await console.parts.store.history.reset(key) if key else False
+        forgot = await console.inputs.store.history.reset(key) if key else False
         outcome = "reset" if forgot else "nothing stored"
         await console.audit(request, "reset conversation", key, outcome)
         return console.see_other("conversations?done=" + ("reset" if forgot else "nothing"))
@@ -169,7 +169,7 @@ def _reset(console: Console) -> Any:
 def _turn(console: Console) -> Any:
     async def handler(request: web.Request) -> web.Response:
         turn_id = request.match_info["turn_id"]
-        document = await console.parts.store.records.show(turn_id)
+        document = await console.inputs.store.records.show(turn_id)
         if document is None:
             return console.render.page(
                 "error.html",
@@ -179,7 +179,7 @@ def _turn(console: Console) -> Any:
                 message="No turn record has this id (records are kept for a bounded time).",
             )
         details = document.get("details") or {}
-        secrets = tuple(console.parts.secrets.values())
+        secrets = tuple(console.inputs.secrets.values())
         return console.render.page(
             "turn.html",
             request,

@@ -21,7 +21,7 @@ def install(app: web.Application, console: Console) -> None:
         form = await request.post()
         memory_id = str(form.get("id", ""))[:100]
         query = str(form.get("q", ""))[:MAX_QUERY]
-        forgot = bool(memory_id) and await console.parts.store.memory.forget(memory_id)
+        forgot = bool(memory_id) and await console.inputs.store.memory.forget(memory_id)
         notice = (
             f"Forgot entry {memory_id}." if forgot else f"No entry {memory_id!r}: nothing changed."
         )
@@ -35,7 +35,7 @@ def install(app: web.Application, console: Console) -> None:
 async def _page(
     console: Console, request: web.Request, query: str, notice: str = ""
 ) -> web.Response:
-    store = console.parts.store
+    store = console.inputs.store
     hits = await store.memory.search(query, limit=HITS) if query.strip() else []
     return console.render.page(
         "memory.html",

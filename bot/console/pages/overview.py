@@ -31,14 +31,14 @@ def install(app: web.Application, console: Console) -> None:
 
 
 async def figures(console: Console) -> dict[str, Any]:
-    store, now = console.parts.store, console.now()
+    store, now = console.inputs.store, console.now()
     hour_ago = now - timedelta(minutes=MINUTES)
     records = await store.records.recent(limit=RECENT, since=hour_ago)
     today = group(await store.usage.rows(console.today_start()), key_of("agent", console.zone))
     pending = await store.inbox.pending()
     waiting_approvals = await store.approvals.listing(pending=True)
     latencies = [r.latency_ms for r in records]
-    budget = console.parts.budget
+    budget = console.inputs.budget
     return {
         "turns_chart": bar_chart(_per_minute(records, now, lambda r: True)),
         "errors_chart": bar_chart(_per_minute(records, now, lambda r: r.outcome in ERRORS)),

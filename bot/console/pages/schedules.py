@@ -32,7 +32,7 @@ def install(app: web.Application, console: Console) -> None:
 
 
 async def _page(console: Console, request: web.Request, notice: str = "") -> web.Response:
-    opened = console.parts.runs
+    opened = console.inputs.runs
     if opened is None:
         return console.render.page(
             "schedules.html", request, title="Schedules", jobs=[], notice=notice, off=True
@@ -48,7 +48,7 @@ async def _page(console: Console, request: web.Request, notice: str = "") -> web
             "enabled": j.enabled,
             "does": j.notify or "history only",
         }
-        for j in console.parts.jobs()
+        for j in console.inputs.jobs()
     ]
     listed += [
         {
@@ -86,8 +86,8 @@ async def _runs(console: Console, runs: RunRecords, job: str) -> list[dict[str, 
 async def _change(console: Console, request: web.Request, *, pausing: bool) -> web.Response:
     form = await request.post()
     job = str(form.get("job", ""))[:MAX_JOB]
-    opened = console.parts.runs
-    known = {j.name for j in console.parts.jobs()}
+    opened = console.inputs.runs
+    known = {j.name for j in console.inputs.jobs()}
     if opened is None:
         return await _page(console, request, notice="Schedules are off in this configuration.")
     runs = await opened()

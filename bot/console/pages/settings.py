@@ -14,11 +14,11 @@ AUDIT_NAV = ("audit", "Audit")
 def install(app: web.Application, console: Console) -> None:
     async def config(request: web.Request) -> web.Response:
         return console.render.page(
-            "config.html", request, title="Config", text=console.parts.config_text()
+            "config.html", request, title="Config", text=console.inputs.config_text()
         )
 
     async def audit(request: web.Request) -> web.Response:
-        entries = await console.parts.store.console.audited(limit=500)
+        entries = await console.inputs.store.console.audited(limit=500)
         return console.render.page(
             "audit.html",
             request,

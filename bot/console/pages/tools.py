@@ -16,8 +16,8 @@ def install(app: web.Application, console: Console) -> None:
             "tools.html",
             request,
             title="Tools",
-            servers=console.parts.servers(),
-            offers=console.parts.tools(),
+            servers=console.inputs.servers(),
+            offers=console.inputs.tools(),
         )
 
     app.router.add_get("/tools", page, name="tools")

@@ -88,7 +88,7 @@ def _every_day(
 
 
 async def _rows(console: Console, window: dict[str, Any]) -> list[UsageEntry]:
-    rows = await console.parts.store.usage.rows(window["start"])
+    rows = await console.inputs.store.usage.rows(window["start"])
     end = window["end"]
     return [row for row in rows if end is None or row.at < end]
 

@@ -1,12 +1,12 @@
 """The Markdown a native Slack stream is sent (`channels.slack.neutral`) and the link check it
-shares with every rendering (`bot.links`)."""
+shares with every rendering (`bot.linkcheck`)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.links import misleading
+from bot.linkcheck import misleading
 from channels.slack.neutral import JOINER, stream_text
 
 PIECES = st.sampled_from(

@@ -14,8 +14,8 @@ from mcp.types import Tool, ToolAnnotations
 
 from bot.cli.settings import load_config
 from bot.errors import ConfigError, ToolCallFailed, ToolError
+from bot.mcp.connection import ServerConnection, tool_info
 from bot.mcp.hub import McpHub
-from bot.mcp.link import ServerLink, tool_info
 from bot.mcp.settings import McpServerSettings, McpSettings
 from tests.conftest import write_config
 from tests.mcp.conftest import NOTES, CallLog
@@ -81,7 +81,7 @@ async def test_a_cancelled_call_ends_at_once_and_the_next_call_works(
 
 async def test_a_server_that_cannot_start_costs_each_call_an_error_result() -> None:
     settings = McpServerSettings(name="gone", command=["/nonexistent/server"], timeout_seconds=0.5)
-    link = ServerLink(settings, {})
+    link = ServerConnection(settings, {})
     await link.start()
     try:
         assert link.problem is not None
@@ -93,7 +93,7 @@ async def test_a_server_that_cannot_start_costs_each_call_an_error_result() -> N
 
 
 async def test_closing_stops_the_child_process(call_log: CallLog) -> None:
-    link = ServerLink(notes(), {"NOTES_CALLS": str(call_log.path)})
+    link = ServerConnection(notes(), {"NOTES_CALLS": str(call_log.path)})
     await link.start()
     await link.call("search", {"query": "x"})
     [call] = call_log.calls()

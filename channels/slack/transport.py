@@ -44,7 +44,7 @@ class _ClientChosen(logging.Filter):
 _BOLT_LOG.addFilter(_ClientChosen())
 
 
-class SlackLink:
+class SlackTransport:
     """The bolt app and the connection it listens on; the channel's collaborators register their
     listeners on `app`, and every other event type is acknowledged."""
 

@@ -1,4 +1,4 @@
-"""`ServerLink`: one MCP server kept connected, its tools listed, its calls bounded.
+"""`ServerConnection`: one MCP server kept connected, its tools listed, its calls bounded.
 
 A supervisor task owns the SDK's `Client` (its context must be entered and left in one task):
 it connects, lists the tools, then waits for news. A call that finds the connection gone (a
@@ -133,7 +133,7 @@ def too_many(settings: McpServerSettings, count: int) -> ServerRefused:
     )
 
 
-class ServerLink:
+class ServerConnection:
     """One configured server: its supervisor, its listed tools, and `call`."""
 
     def __init__(

@@ -49,7 +49,7 @@ def _none() -> tuple[()]:
 
 
 @dataclass(frozen=True)
-class ConsoleParts:
+class ConsoleInputs:
     settings: ConsoleSettings
     store: OpenStore
     budget: BudgetSettings
