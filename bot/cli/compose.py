@@ -348,7 +348,7 @@ class App:
         # One TLS client context for the model API, Slack and Telegram (see client_tls).
         tls = client_tls()
         model = self._model_override or build_model(
-            settings.model, self._model_keys(), counter, tls
+            settings.model, self._model_keys(), counter, tls, settings.providers
         )
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:

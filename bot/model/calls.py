@@ -59,6 +59,7 @@ class Route:
     transport: Transport
     model: str | None = None
     name: str = ""
+    key_env: str | None = None  # the variable its key comes from (for a refused key's fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class _CallError(ModelError):
         self.spent = spent
         self.body: Mapping[str, Any] = {}
         self.streamed = False  # the reader saw part of an answer that will not finish
+        self.route: Route | None = None  # the route that failed last
 
 
 class Tally:
@@ -139,6 +141,7 @@ class Calls:
                 return await self._traced(route, body, on_text, charge, count, fields)
             except _CallError as exc:
                 exc.body = body
+                exc.route = route
                 if exc.verdict is not Verdict.RETRY or index + 1 == len(self._routes):
                     raise
                 following = self._routes[index + 1]
