@@ -330,14 +330,14 @@ class CoreSettings(Section):
         from bot.config.models import endpoint_of, model_chain  # it resolves over these sections
 
         home, *fallbacks = self.model.endpoints(self.providers)
-        found = {(e.provider, e.base_url, e.key_env): e for e in fallbacks}
+        found = {(e.provider, e.base_url, e.key_env, e.model): e for e in fallbacks}
         for index, rule in enumerate(self.surfaces):
             if rule.model is not None:
                 where = f"surfaces[{index}].model"
                 for ref in model_chain(rule.model, self.model, self.providers, where):
-                    endpoint = endpoint_of(ref)
-                    found.setdefault((ref.provider, ref.base_url, ref.key_env), endpoint)
-        found.pop((home.provider, home.base_url, home.key_env), None)
+                    place = (ref.provider, ref.base_url, ref.key_env, ref.name)
+                    found.setdefault(place, endpoint_of(ref))
+        found.pop((home.provider, home.base_url, home.key_env, self.model.name), None)
         return [home, *found.values()]
 
 
