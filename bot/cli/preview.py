@@ -201,9 +201,15 @@ def _encoded(
             base_url = model.base_url if model.provider == "openai" else None
         tokens = openai_wire.completion_tokens(base_url)
         return openai_wire.encode(request, caps, completion_tokens=tokens)
+    from bot.config.providers import Capabilities as Caps
+    from bot.model import capable
     from bot.model import wire as anthropic_wire
 
-    return anthropic_wire.encode(request)
+    if ref is not None and ref.wire == "anthropic":
+        accepted = Caps(images=ref.images, documents=ref.documents, tools=ref.tools)
+    else:
+        accepted = model.capabilities.on("anthropic")
+    return anthropic_wire.encode(capable.within(request, accepted))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ Sleep = Callable[[float], Awaitable[None]]
 OnText = Callable[[str], Awaitable[None]]
 Charge = Callable[[Usage], None]
 Count = Callable[[str], int]
-Fit = Callable[[dict[str, Any]], dict[str, Any]]
+Fit = Callable[[dict[str, Any], str], dict[str, Any]]  # a body and its wire -> the body to send
 
 
 class Transport(Protocol):
@@ -136,7 +136,7 @@ class Calls:
         for index, route in enumerate(self._routes):
             routed = request if route.model is None else replace(request, model=route.model)
             body = route.transport.encode(routed)
-            body = fit(body) if fit is not None else body
+            body = fit(body, route.transport.provider) if fit is not None else body
             try:
                 return await self._traced(route, body, on_text, charge, count, fields)
             except _CallError as exc:

@@ -44,7 +44,7 @@ def transport_for(
         return OpenAITransport(api_key, base_url, timeout, tls, capabilities)
     from bot.model.anthropic_transport import AnthropicTransport
 
-    return AnthropicTransport(api_key, base_url, timeout, tls)
+    return AnthropicTransport(api_key, base_url, timeout, tls, capabilities)
 
 
 class ModelClient:

@@ -6,6 +6,8 @@ gets the same history, tool calls and results re-encoded for it."""
 
 from __future__ import annotations
 
+import base64
+import json
 import random
 from dataclasses import replace
 from typing import Any
@@ -15,15 +17,17 @@ import structlog
 
 from bot.config import ModelSettings
 from bot.config.models import model_chain
-from bot.config.providers import ProviderSettings
+from bot.config.providers import Capabilities, ProviderSettings
 from bot.errors import TurnFailed
 from bot.model import ModelClient
+from bot.model.openai_wire import NO_IMAGES
 from bot.policy.models import ModelChoice
-from bot.ports.model import SurfacePrompt, TurnPlan
+from bot.ports.model import AssembledRequest, SurfacePrompt, TurnPlan
+from bot.ports.request import Image, Message, ModelRequest, Section, Text
 from bot.turns import HistoryEntry, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai import FakeOpenAI, Reply, ToolCall
-from tests.model.conftest import MODEL, PROMPT, FakeTime, RecordingTool, plan
+from tests.model.conftest import MODEL, PROMPT, Builder, FakeTime, RecordingTool, plan
 
 # An earlier turn that called a tool: what a fallback on the other wire must replay.
 TOOL_HISTORY = (
@@ -173,3 +177,33 @@ async def test_a_rule_without_fallbacks_has_none(
         await client.run(_on_surface(plan("hi"), choice, settings, providers))
     await client.aclose()
     assert fake.requests == []  # data meant for the local model stays there
+
+
+def _with_image() -> Builder:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64).decode("ascii")
+    request = ModelRequest(
+        model=MODEL,
+        max_tokens=256,
+        sections=(Section("You are a test."),),
+        messages=(Message("user", (Text("what is this?"), Image("image/png", png))),),
+    )
+    return Builder(lambda history: AssembledRequest(request, 100, 0))
+
+
+@pytest.mark.parametrize("provider", ["local", "claude"])
+async def test_a_model_without_images_gets_a_marker_on_either_wire(
+    fake: FakeAnthropic, gpt: FakeOpenAI, fake_time: FakeTime, provider: str
+) -> None:
+    client, settings, providers = _client(fake, gpt, fake_time)
+    choice = ModelChoice(name=f"{provider}:m1", capabilities=Capabilities(images=False))
+    gpt.script("a text-only answer")
+    fake.script("a text-only answer")
+    turn = replace(plan("ignored"), builder=_with_image())
+    outcome = await client.run(_on_surface(turn, choice, settings, providers))
+    await client.aclose()
+    assert outcome.text == "a text-only answer"
+    [sent] = gpt.requests if provider == "local" else fake.requests
+    said = json.dumps(sent)
+    assert "base64" not in said
+    assert NO_IMAGES in said
+    assert "what is this?" in said
