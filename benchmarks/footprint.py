@@ -3,7 +3,8 @@
     python -m benchmarks.footprint [--runs N] [--idle SECONDS] [--commands NAME,...]
 
 Start time: the `bot` console script with `--help`, and `bot COMMAND --help` for every command
-(or those `--commands` names), each run many times (p50, max; SPEC: each within 150 ms); heavy SDKs must not load.
+(or those `--commands` names), each run many times (p50, max; SPEC: each within 150 ms);
+heavy SDKs must not load.
 First answer: `echo hi | bot chat` against the fake Messages API (which answers at once), from
 start to the answer's first line on stdout, beside what `import anthropic` alone takes in a fresh
 interpreter (SPEC: within 300 ms more). Idle memory: `bot run` with Slack (Socket Mode), Telegram
@@ -213,7 +214,8 @@ def _commands(value: str) -> list[str]:
     unknown = sorted(set(names) - set(COMMANDS))
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"no such command: {', '.join(unknown) or value!r}. Fix: name some of {', '.join(COMMANDS)}"
+            f"no such command: {', '.join(unknown) or value!r}. "
+            f"Fix: name some of {', '.join(COMMANDS)}"
         )
     return names
 
