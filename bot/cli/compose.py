@@ -35,6 +35,7 @@ from bot.cli.wiring.agents import (
 from bot.cli.wiring.approvals import connect_approvals
 from bot.cli.wiring.console import install_console
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
+from bot.cli.wiring.heap import freeze_started, thaw
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
 from bot.cli.wiring.starting import ChannelStarts
@@ -270,7 +271,7 @@ class App:
         # One TLS client context for the model API, Slack and Telegram (see client_tls).
         tls = client_tls()
         model = self._model_override or build_model(
-            settings.model, self._model_keys(), counter, tls
+            settings.model, self._model_keys(), counter, tls, settings.providers
         )
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:
@@ -329,6 +330,8 @@ class App:
         # Leaving: the expiry sweep stops before the host closes.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
+        freeze_started()  # the start-up heap stays out of full collections
+        self._exits.callback(thaw)
 
     def _install_console(
         self, store: OpenStore, hub: McpHub | None, toolbox: Toolbox, policy: Policy

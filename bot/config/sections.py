@@ -38,6 +38,23 @@ CONTEXT_WINDOWS = {
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 
+def window_for(name: str) -> int:
+    """The known context window of a model family, else the common 200k."""
+    for prefix, size in CONTEXT_WINDOWS.items():
+        if name.startswith(prefix):
+            return size
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def encoding_for(wire: str, name: str) -> str:
+    """The tiktoken encoding that estimates a model's tokens (loaded offline, from files a
+    package ships): cl100k_base (calibrated) for Claude, o200k_base for OpenAI's models and the
+    other models an OpenAI-compatible server hosts."""
+    if name.startswith("claude") or (wire == "anthropic" and not name.startswith("gpt")):
+        return "cl100k_base"
+    return "o200k_base"
+
+
 # Upper bounds: every number a person can set has one (a huge value must fail validation with
 # the key's name, not crash `bot run` later).
 _MiB = 1024 * 1024
@@ -153,23 +170,18 @@ class ModelSettings(Section):
     @property
     def encoding(self) -> str:
         """The tiktoken encoding that estimates this model family's tokens."""
-        return "o200k_base" if self.provider == "openai" else "cl100k_base"
+        return encoding_for(self.provider, self.name)
 
     @property
     def calibration(self) -> float:
         """o200k_base is an OpenAI family's own vocabulary: no correction unless one is set."""
-        if self.provider == "openai" and "token_calibration" not in self.model_fields_set:
+        if self.encoding == "o200k_base" and "token_calibration" not in self.model_fields_set:
             return 1.0
         return self.token_calibration
 
     @property
     def window(self) -> int:
-        if self.context_window is not None:
-            return self.context_window
-        for prefix, size in CONTEXT_WINDOWS.items():
-            if self.name.startswith(prefix):
-                return size
-        return DEFAULT_CONTEXT_WINDOW
+        return self.context_window or window_for(self.name)
 
 
 class StoreSettings(Section):
@@ -333,9 +345,21 @@ class CoreSettings(Section):
         return tuple(dict.fromkeys((*self.SECRETS, *key_names(self.model_endpoints()))))
 
     def model_endpoints(self) -> list[Endpoint]:
-        """The model's and its fallbacks' endpoints; raises ConfigError for a fallback that
-        names no provider."""
-        return self.model.endpoints(self.providers)
+        """Every endpoint the configuration calls, each once: the model's, its fallbacks', and
+        each surface rule's model and fallbacks; raises ConfigError for a reference that names
+        no provider."""
+        from bot.config.models import endpoint_of, model_chain  # it resolves over these sections
+
+        home, *fallbacks = self.model.endpoints(self.providers)
+        found = {(e.provider, e.base_url, e.key_env, e.model): e for e in fallbacks}
+        for index, rule in enumerate(self.surfaces):
+            if rule.model is not None:
+                where = f"surfaces[{index}].model"
+                for ref in model_chain(rule.model, self.model, self.providers, where):
+                    place = (ref.provider, ref.base_url, ref.key_env, ref.name)
+                    found.setdefault(place, endpoint_of(ref))
+        found.pop((home.provider, home.base_url, home.key_env, self.model.name), None)
+        return [home, *found.values()]
 
 
 def check_files(settings: CoreSettings) -> None:

@@ -26,6 +26,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from bot.errors import PolicyError
 from bot.policy.budget import BudgetLimits
+from bot.policy.models import ModelSpec
+from bot.ports.model import ModelRef
 from bot.turns import TurnRequest
 
 INSTRUCTIONS_MAX_BYTES = 64 * 1024
@@ -67,7 +69,8 @@ class SurfaceRule(BaseModel):
     id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     instructions: Annotated[str, Field(max_length=INSTRUCTIONS_MAX_BYTES)] | None = None
     instructions_path: Path | None = None
-    model: Annotated[str, Field(min_length=1)] | None = None
+    # "NAME", "PROVIDER:NAME", or { name = ..., fallbacks = [...], context_window, capabilities }
+    model: ModelSpec | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] | None = None
     thinking_budget: ThinkingBudget | None = None  # None: [model] thinking_budget
     skills: list[str] = []
@@ -132,6 +135,7 @@ class SurfacePolicy:
     index: int | None = None
     rule: SurfaceRule | None = None
     instructions: str = ""
+    models: tuple[ModelRef, ...] = ()  # the rule's model and its fallbacks, resolved
 
     @property
     def label(self) -> str:
@@ -165,9 +169,15 @@ def offered_tools(rule: SurfaceRule | None, names: Sequence[str]) -> tuple[str, 
 class Policies:
     """The configured rules, ready to match (instruction files already read)."""
 
-    def __init__(self, rules: Sequence[SurfaceRule], instructions: Sequence[str]) -> None:
+    def __init__(
+        self,
+        rules: Sequence[SurfaceRule],
+        instructions: Sequence[str],
+        models: Sequence[tuple[ModelRef, ...]] = (),
+    ) -> None:
+        chains = list(models) or [()] * len(rules)
         ranked = sorted(range(len(rules)), key=lambda i: (-rules[i].specificity, i))
-        self._ranked = [SurfacePolicy(i, rules[i], instructions[i]) for i in ranked]
+        self._ranked = [SurfacePolicy(i, rules[i], instructions[i], chains[i]) for i in ranked]
 
     def for_request(self, request: TurnRequest) -> SurfacePolicy:
         for policy in self._ranked:
@@ -181,9 +191,11 @@ class Policies:
         return sorted(self._ranked, key=lambda p: p.index or 0)
 
 
-def load_policies(rules: Sequence[SurfaceRule]) -> Policies:
-    """Read every rule's instructions (text or file)."""
-    return Policies(rules, [_instructions(rule, i) for i, rule in enumerate(rules)])
+def load_policies(
+    rules: Sequence[SurfaceRule], models: Sequence[tuple[ModelRef, ...]] = ()
+) -> Policies:
+    """Read every rule's instructions (text or file); `models`: each rule's model chain."""
+    return Policies(rules, [_instructions(rule, i) for i, rule in enumerate(rules)], models)
 
 
 def _instructions(rule: SurfaceRule, index: int) -> str:
