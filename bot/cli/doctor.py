@@ -191,7 +191,7 @@ def _files(config: Config) -> Check:
 def _window(config: Config) -> Check:
     """Whether the model's window can fund the prompt's floors (as `bot run` checks it)."""
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_assembler
+    from bot.cli.wiring.agents import build_assembler
     from bot.prompt import TokenCounter
 
     counter = TokenCounter(

@@ -147,7 +147,7 @@ async def _previewed(
     hub: McpHub | None,
     wire: str | None,
 ) -> tuple[Mapping[str, Any], str]:
-    from bot.cli.compose import build_assembler, build_toolbox
+    from bot.cli.wiring.agents import build_assembler, build_toolbox
     from bot.policy.files import load_policy
     from bot.prompt import TokenCounter
     from bot.turnprep import memory_scope, surface_prompt

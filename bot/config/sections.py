@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.config.agents import AgentEntry, HandoffSettings, check_agents
 from bot.config.providers import (
     DEFAULT_KEY_ENV,
     Capabilities,
@@ -318,6 +319,26 @@ class CoreSettings(Section):
     surfaces: list[SurfaceRule] = []
     budget: BudgetSettings = BudgetSettings()
     otel: OtelSettings = OtelSettings()
+    agents: list[AgentEntry] = []  # several agents (SPEC §15); none: `[agent]` alone
+    handoffs: HandoffSettings = HandoffSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_agent(cls, raw: object) -> object:
+        """Beside `[[agents]]`, `[agent]` holds defaults: its identity may be left to the first
+        entry's (the default agent's)."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("agents"), list):
+            return raw
+        first = raw["agents"][0] if raw["agents"] else None
+        table = raw.get("agent", {})
+        if isinstance(first, dict) and isinstance(table, dict) and "identity_path" in first:
+            raw = {**raw, "agent": {"identity_path": first["identity_path"], **table}}
+        return raw
+
+    @model_validator(mode="after")
+    def _agents_known(self) -> CoreSettings:
+        check_agents(self.agents, self.surfaces)
+        return self
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this configuration reads credentials from."""
@@ -349,3 +370,8 @@ def check_files(settings: CoreSettings) -> None:
         value = getattr(settings, name)
         if isinstance(value, Section):
             value.check()
+    for index, entry in enumerate(settings.agents):
+        try:
+            entry.settings(settings.agent).check()
+        except ConfigError as exc:
+            raise ConfigError(f"agents[{index}] ({entry.name}): {exc}") from None

@@ -8,8 +8,9 @@ a kind beats a platform alone, a platform beats `*`; among equals the first in t
 A rule may set `instructions` (text, or `instructions_path` to a file), `model`, `max_tokens`,
 `skills` (whose bodies ride the session block, so the agent-wide prompt prefix stays the same
 bytes for every surface), a daily `budget`, `tools` (globs over the tool names the model sees,
-`offered_tools`: least privilege per surface) and `busy` (what a message that arrives while the
-conversation's turn runs does, SPEC §19: `bot.host.busy`). Reading the instruction files is the
+`offered_tools`: least privilege per surface), `agents` (who may answer there, SPEC §15) and
+`busy` (what a message that arrives while the conversation's turn runs does, SPEC §19:
+`bot.host.busy`). Reading the instruction files is the
 only I/O here.
 """
 
@@ -38,6 +39,8 @@ PLATFORMS = ("slack", "telegram", "console", "cron", "webhook", ANY_PLATFORM)
 BUILTIN_TOOLS = frozenset({"memory_recall", "read_attachment", "load_skill"})
 # A tool glob: the characters of tool names (`server__tool`) and the glob's own (`*`, `?`, `[]`).
 TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!]{1,128}$"
+AGENT_NAME = r"^[a-z][a-z0-9_-]{0,31}$"  # an [[agents]] name, addressed as @name
+AgentName = Annotated[str, Field(pattern=AGENT_NAME)]
 APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"  # platform:person id (SPEC §14)
 # A message that arrives while its conversation's turn runs (SPEC §19): its own turn after this
 # one, one turn with every other that arrived meanwhile, added to the running turn, or stopping it.
@@ -77,6 +80,9 @@ class SurfaceRule(BaseModel):
     # None: `[approvals] approvers`; a list: who decides approvals asked for on these surfaces.
     approvers: list[Annotated[str, Field(pattern=APPROVER)]] | None = None
     busy: BusyMode = "queue"
+    # Who may answer here (`[[agents]]` names); the first answers when nobody is named. None: the
+    # default agent.
+    agents: Annotated[list[AgentName], Field(min_length=1)] | None = None
 
     @field_validator("platform")
     @classmethod
