@@ -12,7 +12,7 @@ PLATFORM_NAMES = frozenset({"slack", "telegram"})
 # listed may name none.
 STILL_NAMING = {
     "bot/cli/doctor.py": 2,  # the services `bot doctor` checks
-    "bot/cli/preview.py": 4,  # the channels `bot preview` reads events from
+    "bot/cli/preview.py": 6,  # the channels `bot preview` reads events from
     "bot/cli/settings.py": 4,  # the channel sections of the settings
     "bot/policy/surfaces.py": 2,  # PLATFORMS: the channel names a surface rule may name
 }

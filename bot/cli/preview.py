@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import BadInput, UnknownSkill
-from bot.policy.surfaces import ANY_PLATFORM, PLATFORMS
 from bot.turns import (
     ConversationKind,
     HistoryEntry,
@@ -44,8 +43,7 @@ if TYPE_CHECKING:  # `bot preview --help` imports no config model
 
 HELP = "print the exact model request for an event file"
 # The channels a turn comes from (each one's `channel` in its TurnRequest).
-# The channels an event may come from: every name a surface rule may carry but `*`.
-CHANNELS = tuple(name for name in PLATFORMS if name != ANY_PLATFORM)
+CHANNELS = ("slack", "telegram", "console", "cron", "webhook")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
