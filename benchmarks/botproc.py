@@ -9,8 +9,8 @@ commit's (`benchmarks.compare`), while this file is the current checkout's. It p
 standard output once every channel is up, and stops on SIGTERM. `server` (the host benchmarks'
 default) calls the model through the anthropic SDK at the config's base URL; `instant` answers
 with the in-process stand-in. With BENCH_PROFILE=FILE in the environment the bot runs under
-cProfile (CPU time, every thread's) and writes its stats to FILE when it stops (read them with
-`python -m pstats FILE`), e.g.
+cProfile (CPU time, every thread's, from the App's start on: the bot's modules are imported
+before) and writes its stats to FILE when it stops (read them with `python -m pstats FILE`), e.g.
 `BENCH_PROFILE=/tmp/tg.prof python -m benchmarks.host_telegram --bot-tree TREE ...`.
 """
 
@@ -44,6 +44,8 @@ if __name__ == "__main__":
     if profile := os.environ.get("BENCH_PROFILE"):  # cProfile the bot; stats written at stop
         import cProfile
         import time
+
+        import bot.cli.compose  # noqa: F401  imported first: the stats are the bot's work, not imports
 
         with cProfile.Profile(time.process_time) as profiler:  # CPU, not time spent waiting
             asyncio.run(serve(sys.argv[1], sys.argv[2]))

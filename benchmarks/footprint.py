@@ -1,9 +1,10 @@
 """Footprint benchmark (SPEC §12): start times of every command and the idle memory of `bot run`.
 
-    python -m benchmarks.footprint [--runs N] [--idle SECONDS]
+    python -m benchmarks.footprint [--runs N] [--idle SECONDS] [--commands NAME,...]
 
-Start time: the `bot` console script with `--help`, and `bot COMMAND --help` for every command,
-each run many times (p50, max; SPEC: each within 150 ms); heavy SDKs must not load.
+Start time: the `bot` console script with `--help`, and `bot COMMAND --help` for every command
+(or those `--commands` names), each run many times (p50, max; SPEC: each within 150 ms);
+heavy SDKs must not load.
 First answer: `echo hi | bot chat` against the fake Messages API (which answers at once), from
 start to the answer's first line on stdout, beside what `import anthropic` alone takes in a fresh
 interpreter (SPEC: within 300 ms more). Idle memory: `bot run` with Slack (Socket Mode), Telegram
@@ -208,13 +209,30 @@ async def _wait_healthy(port: int) -> None:
     raise RuntimeError("bot run did not become healthy within 30 s")
 
 
+def _commands(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(COMMANDS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"no such command: {', '.join(unknown) or value!r}. "
+            f"Fix: name some of {', '.join(COMMANDS)}"
+        )
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=RUNS, help="`bot --help` runs timed")
     parser.add_argument("--idle", type=float, default=IDLE_SECONDS, help="seconds idle before RSS")
+    parser.add_argument(
+        "--commands",
+        type=_commands,
+        default=list(COMMANDS),
+        help="the commands whose `--help` is timed, comma-separated (default: every one)",
+    )
     args = parser.parse_args(argv)
     print(f"bot --help start time over {args.runs} runs: {_shown(start_time(args.runs))}")
-    for name in COMMANDS:
+    for name in args.commands:
         print(f"  bot {name + ' --help':<18} {_shown(start_time(args.runs, name))}")
     sdk = sdk_import(args.runs)
     chat = asyncio.run(first_answer(args.runs))

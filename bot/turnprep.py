@@ -28,6 +28,12 @@ def surface_prompt(policy: SurfacePolicy) -> SurfacePrompt:
     rule = policy.rule
     if rule is None:
         return SurfacePrompt()
+    models = policy.models
     return SurfacePrompt(
-        policy.instructions, tuple(rule.skills), rule.model, rule.max_tokens, rule.thinking_budget
+        policy.instructions,
+        tuple(rule.skills),
+        models[0].name if models else None,
+        rule.max_tokens,
+        rule.thinking_budget,
+        models=models,
     )

@@ -219,6 +219,11 @@ class TurnRequest:
     # Set by the channel: who wrote `text` as the platform says (a person its allowlist names, one
     # it does not, another bot). None: the host assumes the least (`Origin.UNLISTED`).
     origin: Origin | None = None
+    # Set by the host only (SPEC §15): the agent this turn is for (a hand-off names it; None: the
+    # one its text and place choose), and how many agent-to-agent hops led to it since a person
+    # last spoke.
+    agent: str | None = None
+    hops: int = 0
 
     def named(self, names: Names) -> TurnRequest:
         """The request with the names its lookups found, nothing left to look up."""

@@ -22,20 +22,27 @@ from typing import TYPE_CHECKING
 import structlog
 from aiohttp import web
 
-from bot.agentfiles import load_agent
+from bot.agents import Roster
 from bot.attachments.intake import AttachmentIntake
 from bot.cli.settings import Config, Settings
 from bot.cli.stored import open_configured
+from bot.cli.wiring.agents import (
+    AgentParts,
+    agent_texts,
+    build_agents,
+    build_toolbox,
+)
 from bot.cli.wiring.approvals import connect_approvals
 from bot.cli.wiring.console import install_console
 from bot.cli.wiring.cron import prepare_cron, schedule_desk
+from bot.cli.wiring.heap import freeze_started, thaw
 from bot.cli.wiring.model import build_model, verify_model
 from bot.cli.wiring.serving import Health, listening_port, start_http, start_tracing
 from bot.cli.wiring.starting import ChannelStarts
 from bot.config.providers import Endpoint
 from bot.errors import ConfigError
 from bot.host import Host
-from bot.host.inputs import HostStores, Outlets, Thinking, TurnRules
+from bot.host.inputs import HostStores, Mind, Outlets, Thinking, ToolsFor, TurnRules
 from bot.httpguard import guard
 from bot.logs import remember_secrets
 from bot.memory.departures import MemoryDepartures
@@ -48,19 +55,13 @@ from bot.ports.intake import Channel, RequestCompleter
 from bot.ports.memory import Departures
 from bot.ports.model import ModelRuntime
 from bot.ports.stores import OpenStore, RunRecords
-from bot.ports.tools import ToolSpec
-from bot.prompt import AgentTexts, Assembler, ModelLimits, Templates, TokenCounter
-from bot.prompt.assembler import FLOOR_SHARE
+from bot.prompt import TokenCounter
 from bot.tools.approvals import ApprovalDesk
-from bot.tools.toolbox import MakeTool, Toolbox
+from bot.tools.toolbox import Toolbox
 from bot.voice.local import build_transcriber
 
 if TYPE_CHECKING:
     from bot.mcp.hub import McpHub
-    from bot.memory.recall import RecallCache
-    from bot.ports.tools import Tool
-    from bot.turns import TurnRequest
-    from channels.cron.chat import ScheduleDesk
     from channels.cron.plan import JobPlan
     from channels.cron.runner import CronRunner
     from channels.cron.scheduler import CronScheduler
@@ -89,89 +90,11 @@ def require_api_key(config: Config, endpoint: Endpoint | None = None) -> str:
     return key
 
 
-def build_toolbox(
-    config: Config,
-    agent: AgentTexts,
-    files: AttachmentStore | None = None,
-    hub: McpHub | None = None,
-    desk: ScheduleDesk | None = None,
-    listing: bool = False,
-) -> Toolbox:
-    """The tools the configuration offers; `files` where shared files are kept (the host's),
-    `hub` the started MCP servers (their tools), `desk` the schedules set up in chat. `listing`:
-    only to say what is offered (`bot tools`), so the `schedule` tool is listed without a desk."""
-    settings = config.settings
-    own: list[tuple[ToolSpec, MakeTool]] = []
-    if desk is not None:
-        from channels.cron.chat import SCHEDULE_SPEC
-
-        own.append((SCHEDULE_SPEC, lambda request, recall: desk.tool(request)))
-    elif listing and settings.schedules.enabled:
-        from channels.cron.chat import SCHEDULE_SPEC
-
-        own.append((SCHEDULE_SPEC, _listed_only))
-    return Toolbox(
-        agent,
-        skill_max_bytes=settings.agent.skill_max_bytes,
-        memory=settings.memory.enabled,
-        attachments=settings.attachments.enabled,
-        files=files if settings.attachments.enabled else None,
-        extra=hub.tools if hub is not None else tuple,
-        own=own,
-    )
-
-
-def _listed_only(request: TurnRequest, recall: RecallCache) -> Tool:
-    raise RuntimeError("a toolbox built for listing runs no tools")
-
-
 def build_hub(config: Config) -> McpHub:
     """The configured MCP servers (not started), with the secrets their env and headers name."""
     from bot.mcp.hub import McpHub
 
     return McpHub(config.settings.mcp, config.secrets.values)
-
-
-def build_assembler(
-    config: Config,
-    agent: AgentTexts,
-    counter: TokenCounter,
-    policy: Policy | None = None,
-    toolbox: Toolbox | None = None,
-) -> Assembler:
-    """The assembler, or a ConfigError when the model's window cannot fund the prompt's floors
-    (the same check for `bot run`, `bot chat`, `bot preview` and `bot doctor`)."""
-    settings = config.settings
-    policy = policy or load_policy(settings, agent)
-    toolbox = toolbox or build_toolbox(config, agent)
-    try:
-        assembler = Assembler(
-            agent,
-            ModelLimits(
-                settings.model.name,
-                settings.model.max_tokens,
-                settings.model.window,
-                settings.model.thinking_budget,
-            ),
-            timezone=settings.agent.timezone,
-            counter=counter,
-            tools=toolbox.specs,
-            memory_enabled=settings.memory.enabled,
-            skill_max_bytes=settings.agent.skill_max_bytes,
-            templates=Templates(policy.session_template, policy.turn_template),
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if assembler.fixed_tokens > FLOOR_SHARE * assembler.input_budget:
-        raise ConfigError(
-            f"model.context_window ({settings.model.window}) leaves {assembler.input_budget} "
-            f"tokens for input after model.max_tokens ({settings.model.max_tokens}), but the "
-            f"agent-wide part (guardrails, identity, skills, tool definitions) alone takes about "
-            f"{assembler.fixed_tokens}, leaving no room for the conversation. Fix: raise "
-            "model.context_window, lower model.max_tokens, or shorten the identity and "
-            "agent.selected_skills."
-        )
-    return assembler
 
 
 @dataclass(frozen=True)
@@ -340,15 +263,15 @@ class App:
     async def _start(self) -> None:
         settings = self.config.settings
         start_tracing(settings.otel, self._exits)
-        agent = load_agent(settings.agent)
-        policy = load_policy(settings, agent)
+        roster = Roster.of(settings)
+        policy = load_policy(settings, agent_texts(self.config, roster.default))
         # One counter: the runtime refines its calibration from the API's usage, and the
         # assembler's budget estimates follow.
         counter = TokenCounter(settings.model.encoding, calibration=settings.model.calibration)
         # One TLS client context for the model API, Slack and Telegram (see client_tls).
         tls = client_tls()
         model = self._model_override or build_model(
-            settings.model, self._model_keys(), counter, tls
+            settings.model, self._model_keys(), counter, tls, settings.providers
         )
         self._exits.push_async_callback(model.aclose)
         if self._runs.check_model:
@@ -374,9 +297,15 @@ class App:
         deliverers = {channel.name: channel.deliverer for channel in self.channels}
         hub = await self._start_mcp()
         desk = await schedule_desk(self.config, self._run_records, self._schedules_changed)
-        toolbox = build_toolbox(self.config, agent, store.attachments, hub, desk)
-        assembler = build_assembler(self.config, agent, counter, policy, toolbox)
-        self._host = self._build_host(policy, assembler, toolbox, model, store, deliverers)
+        agents = build_agents(
+            self.config,
+            roster,
+            counter,
+            policy,
+            lambda texts: build_toolbox(self.config, texts, store.attachments, hub, desk),
+        )
+        toolbox = agents[roster.default.name].toolbox
+        self._host = self._build_host(policy, roster, agents, model, store, deliverers)
         Health(
             self._channels_up,
             self._draining,
@@ -401,6 +330,8 @@ class App:
         # Leaving: the expiry sweep stops before the host closes.
         self._exits.push_async_callback(stop_approvals)
         await self._start_cron()
+        freeze_started()  # the start-up heap stays out of full collections
+        self._exits.callback(thaw)
 
     def _install_console(
         self, store: OpenStore, hub: McpHub | None, toolbox: Toolbox, policy: Policy
@@ -441,8 +372,8 @@ class App:
     def _build_host(
         self,
         policy: Policy,
-        assembler: Assembler,
-        toolbox: Toolbox,
+        roster: Roster,
+        agents: Mapping[str, AgentParts],
         model: ModelRuntime,
         store: OpenStore,
         deliverers: Mapping[str, Deliverer],
@@ -454,14 +385,12 @@ class App:
             timezone=settings.agent.timezone,
             default_model=settings.model.name,
         )
+        minds = {
+            name: Mind(one.assembler, self._gated(one.toolbox)) for name, one in agents.items()
+        }
+        default = minds[roster.default.name]
         host = Host(
-            thinking=Thinking(
-                assembler,
-                model,
-                self.approvals.gate(toolbox.for_turn)
-                if self.approvals is not None
-                else toolbox.for_turn,
-            ),
+            thinking=Thinking(default.assembler, model, default.tools_for, roster, minds),
             stores=HostStores(
                 history=store.history,
                 inbox=store.inbox,
@@ -498,6 +427,12 @@ class App:
         if self.approvals is not None:
             self.approvals.observers.append(self.metrics.count_approval)
         return host
+
+    def _gated(self, toolbox: Toolbox) -> ToolsFor:
+        """The toolbox's tools for a turn, each that needs an approval gated."""
+        if self.approvals is None:
+            return toolbox.for_turn
+        return self.approvals.gate(toolbox.for_turn)
 
     def _attachment_intake(self, store: OpenStore) -> AttachmentIntake | None:
         attachment_store: AttachmentStore | None = store.attachments

@@ -191,7 +191,7 @@ def _files(config: Config) -> Check:
 def _window(config: Config) -> Check:
     """Whether the model's window can fund the prompt's floors (as `bot run` checks it)."""
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_assembler
+    from bot.cli.wiring.agents import build_assembler
     from bot.prompt import TokenCounter
 
     counter = TokenCounter(
@@ -459,7 +459,14 @@ async def _check_model(config: Config, endpoint: Endpoint, key: str | None) -> s
             await runtime.aclose()
         return f"{settings.name} answered"
     model = endpoint.model or settings.name
-    transport: Any = transport_for(endpoint, key or "unused", settings.timeout, None)
+    transport: Any = transport_for(
+        endpoint.wire,
+        endpoint.base_url,
+        endpoint.capabilities,
+        key or "unused",
+        settings.timeout,
+        None,
+    )
     try:
         listed = await transport.models() if endpoint.wire == "openai" else None
         if listed is None:

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the rest is imported where it runs: see bot/cli/__init__.py
 
 if TYPE_CHECKING:  # `bot preview --help` imports no config model
     from bot.config import ModelSettings
+    from bot.ports.model import ModelRef
     from bot.ports.request import ModelRequest
 
 HELP = "print the exact model request for an event file"
@@ -144,7 +145,7 @@ async def _previewed(
     hub: McpHub | None,
     wire: str | None,
 ) -> tuple[Mapping[str, Any], str]:
-    from bot.cli.compose import build_assembler, build_toolbox
+    from bot.cli.wiring.agents import build_assembler, build_toolbox
     from bot.policy.files import load_policy
     from bot.prompt import TokenCounter
     from bot.turnprep import memory_scope, surface_prompt
@@ -178,22 +179,37 @@ async def _previewed(
     surface = replace(surface_prompt(matched), tools=tuple(toolbox.offered(matched.rule)))
     prepared = assembler.prepare(request, history, hits, surface=surface)
     assembled = assembler.build(prepared.prompt, history)
-    return _encoded(settings.model, assembled.request, wire), matched.label
+    encoded = _encoded(settings.model, assembled.request, wire, matched.models)
+    return encoded, matched.label
 
 
-def _encoded(model: ModelSettings, request: ModelRequest, wire: str | None) -> dict[str, Any]:
-    """The request as `wire` sends it (no SDK is imported for this)."""
-    if (wire or model.provider) == "openai":
+def _encoded(
+    model: ModelSettings, request: ModelRequest, wire: str | None, models: Sequence[ModelRef]
+) -> dict[str, Any]:
+    """The request as `wire` sends it (default: the wire of the surface rule's model, else
+    `[model]`'s); no SDK is imported for this."""
+    ref = models[0] if models else None
+    if (wire or (ref.wire if ref else model.provider)) == "openai":
+        from bot.config.providers import Capabilities
         from bot.model import openai_wire
 
-        caps = model.capabilities.on("openai")
-        tokens = openai_wire.completion_tokens(
-            model.base_url if model.provider == "openai" else None
-        )
+        if ref is not None and ref.wire == "openai":
+            caps = Capabilities(images=ref.images, documents=ref.documents, tools=ref.tools)
+            base_url = ref.base_url
+        else:
+            caps = model.capabilities.on("openai")
+            base_url = model.base_url if model.provider == "openai" else None
+        tokens = openai_wire.completion_tokens(base_url)
         return openai_wire.encode(request, caps, completion_tokens=tokens)
+    from bot.config.providers import Capabilities as Caps
+    from bot.model import capable
     from bot.model import wire as anthropic_wire
 
-    return anthropic_wire.encode(request)
+    if ref is not None and ref.wire == "anthropic":
+        accepted = Caps(images=ref.images, documents=ref.documents, tools=ref.tools)
+    else:
+        accepted = model.capabilities.on("anthropic")
+    return anthropic_wire.encode(capable.within(request, accepted))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 async def _run(config: Config, surface: str | None) -> int:
     from bot.agentfiles import load_agent
-    from bot.cli.compose import build_hub, build_toolbox
+    from bot.cli.compose import build_hub
+    from bot.cli.wiring.agents import build_toolbox
     from bot.logs import redact_text
     from bot.policy.files import load_policy
 

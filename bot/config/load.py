@@ -52,7 +52,7 @@ def load_config(
             f"or run `bot init {path.parent}` to write a starter config there."
         )
     from_env = apply_env(model, raw, env)
-    if source is None and "agent" not in raw:
+    if source is None and "agent" not in raw and "agents" not in raw:
         raise ConfigError(
             f"no config file at {path} (looked from {Path.cwd()}). Fix: run `bot init` to write "
             "a starter config folder there, or pass --config PATH to an existing bot.toml."
@@ -109,11 +109,19 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     for section, key in _PATH_KEYS:
         value = raw.get(section, {}).get(key)
         if isinstance(value, str) and value:
-            candidate = Path(value).expanduser()
-            raw[section][key] = candidate if candidate.is_absolute() else base / candidate
-    for rule in raw.get("surfaces", []) if isinstance(raw.get("surfaces"), list) else []:
-        value = rule.get("instructions_path") if isinstance(rule, dict) else None
-        if isinstance(value, str) and value:
-            rule["instructions_path"] = Path(value).expanduser()
-            if not rule["instructions_path"].is_absolute():
-                rule["instructions_path"] = base / rule["instructions_path"]
+            raw[section][key] = _resolved(value, base)
+    for table, keys in (("surfaces", ("instructions_path",)), ("agents", _AGENT_PATHS)):
+        entries = raw.get(table)
+        for entry in entries if isinstance(entries, list) else []:
+            for key in keys:
+                value = entry.get(key) if isinstance(entry, dict) else None
+                if isinstance(value, str) and value:
+                    entry[key] = _resolved(value, base)
+
+
+_AGENT_PATHS = ("identity_path", "soul_path", "skills_root")
+
+
+def _resolved(value: str, base: Path) -> Path:
+    candidate = Path(value).expanduser()
+    return candidate if candidate.is_absolute() else base / candidate

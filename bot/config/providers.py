@@ -10,40 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.errors import ConfigError
+from bot.policy.models import Capabilities as Capabilities
+from bot.policy.models import Wire as Wire
 
-Wire = Literal["anthropic", "openai"]
 WIRES: tuple[Wire, ...] = ("anthropic", "openai")
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 DEFAULT_KEY_ENV: Mapping[Wire, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
 }
-
-
-class Capabilities(BaseModel):
-    """What a model's server accepts; what it does not gets markers, never a request it refuses.
-    Unset: the wire's default (Anthropic: everything; OpenAI-compatible: images and tools, PDFs
-    as markers, since most compatible servers refuse file parts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    images: bool | None = None
-    documents: bool | None = None
-    tools: bool | None = None
-
-    def on(self, wire: Wire) -> Capabilities:
-        """Every capability decided, the wire's default where this leaves it unset."""
-        documents = wire == "anthropic"
-        return Capabilities(
-            images=True if self.images is None else self.images,
-            documents=documents if self.documents is None else self.documents,
-            tools=True if self.tools is None else self.tools,
-        )
 
 
 class ProviderSettings(BaseModel):

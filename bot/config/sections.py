@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.config.agents import AgentEntry, HandoffSettings, check_agents
 from bot.config.providers import (
     DEFAULT_KEY_ENV,
     Capabilities,
@@ -35,6 +36,23 @@ CONTEXT_WINDOWS = {
     "gpt-4o": 128_000,
 }
 DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+def window_for(name: str) -> int:
+    """The known context window of a model family, else the common 200k."""
+    for prefix, size in CONTEXT_WINDOWS.items():
+        if name.startswith(prefix):
+            return size
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def encoding_for(wire: str, name: str) -> str:
+    """The tiktoken encoding that estimates a model's tokens (loaded offline, from files a
+    package ships): cl100k_base (calibrated) for Claude, o200k_base for OpenAI's models and the
+    other models an OpenAI-compatible server hosts."""
+    if name.startswith("claude") or (wire == "anthropic" and not name.startswith("gpt")):
+        return "cl100k_base"
+    return "o200k_base"
 
 
 # Upper bounds: every number a person can set has one (a huge value must fail validation with
@@ -152,23 +170,18 @@ class ModelSettings(Section):
     @property
     def encoding(self) -> str:
         """The tiktoken encoding that estimates this model family's tokens."""
-        return "o200k_base" if self.provider == "openai" else "cl100k_base"
+        return encoding_for(self.provider, self.name)
 
     @property
     def calibration(self) -> float:
         """o200k_base is an OpenAI family's own vocabulary: no correction unless one is set."""
-        if self.provider == "openai" and "token_calibration" not in self.model_fields_set:
+        if self.encoding == "o200k_base" and "token_calibration" not in self.model_fields_set:
             return 1.0
         return self.token_calibration
 
     @property
     def window(self) -> int:
-        if self.context_window is not None:
-            return self.context_window
-        for prefix, size in CONTEXT_WINDOWS.items():
-            if self.name.startswith(prefix):
-                return size
-        return DEFAULT_CONTEXT_WINDOW
+        return self.context_window or window_for(self.name)
 
 
 class StoreSettings(Section):
@@ -306,15 +319,47 @@ class CoreSettings(Section):
     surfaces: list[SurfaceRule] = []
     budget: BudgetSettings = BudgetSettings()
     otel: OtelSettings = OtelSettings()
+    agents: list[AgentEntry] = []  # several agents (SPEC §15); none: `[agent]` alone
+    handoffs: HandoffSettings = HandoffSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_agent(cls, raw: object) -> object:
+        """Beside `[[agents]]`, `[agent]` holds defaults: its identity may be left to the first
+        entry's (the default agent's)."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("agents"), list):
+            return raw
+        first = raw["agents"][0] if raw["agents"] else None
+        table = raw.get("agent", {})
+        if isinstance(first, dict) and isinstance(table, dict) and "identity_path" in first:
+            raw = {**raw, "agent": {"identity_path": first["identity_path"], **table}}
+        return raw
+
+    @model_validator(mode="after")
+    def _agents_known(self) -> CoreSettings:
+        check_agents(self.agents, self.surfaces)
+        return self
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this configuration reads credentials from."""
         return tuple(dict.fromkeys((*self.SECRETS, *key_names(self.model_endpoints()))))
 
     def model_endpoints(self) -> list[Endpoint]:
-        """The model's and its fallbacks' endpoints; raises ConfigError for a fallback that
-        names no provider."""
-        return self.model.endpoints(self.providers)
+        """Every endpoint the configuration calls, each once: the model's, its fallbacks', and
+        each surface rule's model and fallbacks; raises ConfigError for a reference that names
+        no provider."""
+        from bot.config.models import endpoint_of, model_chain  # it resolves over these sections
+
+        home, *fallbacks = self.model.endpoints(self.providers)
+        found = {(e.provider, e.base_url, e.key_env, e.model): e for e in fallbacks}
+        for index, rule in enumerate(self.surfaces):
+            if rule.model is not None:
+                where = f"surfaces[{index}].model"
+                for ref in model_chain(rule.model, self.model, self.providers, where):
+                    place = (ref.provider, ref.base_url, ref.key_env, ref.name)
+                    found.setdefault(place, endpoint_of(ref))
+        found.pop((home.provider, home.base_url, home.key_env, self.model.name), None)
+        return [home, *found.values()]
 
 
 def check_files(settings: CoreSettings) -> None:
@@ -325,3 +370,8 @@ def check_files(settings: CoreSettings) -> None:
         value = getattr(settings, name)
         if isinstance(value, Section):
             value.check()
+    for index, entry in enumerate(settings.agents):
+        try:
+            entry.settings(settings.agent).check()
+        except ConfigError as exc:
+            raise ConfigError(f"agents[{index}] ({entry.name}): {exc}") from None

@@ -99,7 +99,7 @@ class Host:
             model_calls,
             steering=busy.steering,
         )
-        compact = (thinking.assembler, thinking.model, stores.history, answering, model_calls)
+        compact = (thinking, stores.history, answering, model_calls)
         # The turn handlers, in order: the first to conclude a turn ends it.
         handlers: list[Handler | None] = [
             Continuing(resumers or {}, answering),
@@ -110,7 +110,7 @@ class Host:
             else None,
             BudgetGate(rules.budgets) if rules.budgets is not None else None,
             commands.HostCommands(*compact, schedules=stores.schedules is not None),
-            commands.NoSuchSkill(thinking.assembler),
+            commands.NoSuchSkill(thinking),
             model_turn,
         ]
         self._pipeline = Pipeline(
@@ -122,6 +122,7 @@ class Host:
             assembler=thinking.assembler,
             completers=dict(outlets.completers),
             policy=policy,
+            roster=thinking.roster,
         )
         self._gate = Gate(
             self._lanes,

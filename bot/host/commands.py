@@ -11,14 +11,15 @@ from bot.errors import TurnFailed, UnknownSkill
 from bot.host import memory_commands, schedule_commands
 from bot.host.answering import Answering
 from bot.host.conclusions import Conclusion
+from bot.host.inputs import Thinking
 from bot.host.pipeline import Turn
 from bot.policy.budget import Budgets
 from bot.ports.cron import ChatSchedules
 from bot.ports.history import HistoryStore
 from bot.ports.memory import MemoryStore
-from bot.ports.model import ModelRuntime, TurnPlan
+from bot.ports.model import TurnPlan
 from bot.ports.outbox import InboxState
-from bot.prompt import Assembler, host_command
+from bot.prompt import host_command
 from bot.turnprep import memory_scope, surface_prompt
 from bot.turns import ConversationKind, Outcome, SurfaceKind, TurnRequest
 
@@ -119,16 +120,14 @@ class HostCommands:
 
     def __init__(
         self,
-        assembler: Assembler,
-        model: ModelRuntime,
+        thinking: Thinking,
         history: HistoryStore,
         answering: Answering,
         model_calls: asyncio.Semaphore,
         *,
         schedules: bool,
     ) -> None:
-        self._assembler = assembler
-        self._model = model
+        self._thinking = thinking
         self._history = history
         self._answering = answering
         self._model_calls = model_calls
@@ -141,7 +140,7 @@ class HostCommands:
         if command == "compact":
             await turn.keep.enter_async_context(self._answering.working(turn.request.route))
             return await self._compact(turn)
-        agent = self._assembler.agent
+        agent = self._thinking.mind(turn.agent).assembler.agent
         listed = [(skill.name, skill.description) for skill in agent.skills]
         say = (
             replies.greeting(agent.identity)
@@ -157,18 +156,19 @@ class HostCommands:
             say = replies.NOTHING_TO_COMPACT
             return turn.answered_by_host(Outcome.COMPACTED, InboxState.ANSWERED, say)
         surface = surface_prompt(turn.policy)
+        assembler = self._thinking.mind(turn.agent).assembler
         plan = TurnPlan(
             turn_id=request.turn_id,
             conversation_key=request.conversation_key,
             history=history,
-            prompt=self._assembler.prepare(request, history, surface=surface).prompt,
-            builder=self._assembler,
+            prompt=assembler.prepare(request, history, surface=surface).prompt,
+            builder=assembler,
             compact_only=True,
             compact_focus=_after_command(request.text),
         )
         try:
             async with self._model_calls:
-                outcome = await self._model.run(plan)
+                outcome = await self._thinking.model.run(plan)
         except TurnFailed as failure:
             say = failure.reply or replies.TURN_FAILED
             return turn.answered_by_host(Outcome.FAILED, InboxState.FAILED, say, error=str(failure))
@@ -194,12 +194,12 @@ def _after_command(text: str) -> str:
 class NoSuchSkill:
     """A `/name` that names no skill: the person is told which there are."""
 
-    def __init__(self, assembler: Assembler) -> None:
-        self._assembler = assembler
+    def __init__(self, thinking: Thinking) -> None:
+        self._thinking = thinking
 
     async def __call__(self, turn: Turn) -> Conclusion | None:
         try:
-            self._assembler.words(turn.request)
+            self._thinking.mind(turn.agent).assembler.words(turn.request)
         except UnknownSkill as exc:
             return turn.answered_by_host(
                 Outcome.REFUSED, InboxState.REFUSED, str(exc), error="unknown_skill"

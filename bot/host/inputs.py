@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.agents import SOLO, Agent, Roster
 from bot.memory.recall import RecallCache
 from bot.policy.budget import NO_CAPS, Budgets, SpendCaps
 from bot.policy.surfaces import Policies, SurfaceRule
@@ -26,12 +27,27 @@ ToolsFor = Callable[[TurnRequest, RecallCache, SurfaceRule | None], Sequence[Too
 
 
 @dataclass(frozen=True, slots=True)
+class Mind:
+    """One agent's own: its assembler (its own agent-wide cached prefix) and its tools."""
+
+    assembler: Assembler
+    tools_for: ToolsFor
+
+
+@dataclass(frozen=True, slots=True)
 class Thinking:
-    """What a model turn is made with: the prompt's assembler, the model, the turn's tools."""
+    """What a model turn is made with: the default agent's assembler and tools, the model, the
+    agents (`roster`) and each other agent's own `minds`."""
 
     assembler: Assembler
     model: ModelRuntime
     tools_for: ToolsFor
+    roster: Roster = SOLO
+    minds: Mapping[str, Mind] = field(default_factory=dict)
+
+    def mind(self, agent: Agent) -> Mind:
+        """The agent's assembler and tools (the default agent's are `assembler`, `tools_for`)."""
+        return self.minds.get(agent.name) or Mind(self.assembler, self.tools_for)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,7 +164,8 @@ class ModelTurn:
 
     async def _prepare(self, turn: Turn) -> _Prepared:
         request = turn.request
-        assembler = self._thinking.assembler
+        mind = self._thinking.mind(turn.agent)
+        assembler = mind.assembler
         with tracing.span("recall") as recalled:
             history = await self._history.load(request.conversation_key)
             attached = await self._attached(request, history)
@@ -176,7 +177,8 @@ class ModelTurn:
             )
             words = assembler.words(request)
             hits = await recall.recall(words) if self._memory is not None else []
-            tools = self._thinking.tools_for(request, recall, turn.policy.rule)
+            offered = mind.tools_for(request, recall, turn.policy.rule)
+            tools = [tool for tool in offered if turn.agent.allows(tool.spec.name)]
             if has_aged(history):  # results replayed as references can be read again
                 tools = [*tools, ResultFetch(history)]
             surface = surface_prompt(turn.policy)
@@ -226,7 +228,7 @@ class ModelTurn:
         remember. A turn whose tool calls wait on something (an approval) is answered all the
         same and suspends: it continues later as a continuation turn."""
         request = turn.request
-        priced = self._thinking.assembler.priced
+        priced = self._thinking.mind(turn.agent).assembler.priced
         entries = [user_entry, *map(priced, without_recalled_words(outcome.entries))]
         if outcome.history is not None:
             entries = [*map(priced, outcome.history), *entries]

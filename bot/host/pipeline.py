@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from bot import replies, tracing
+from bot.agents import SOLO, Agent, Roster
 from bot.host.conclusions import STOPPED, Conclusion, record
 from bot.host.continuity import HOST_FAILED, STOPPED_BY_PERSON, ToolsRan, continuity_account
 from bot.host.delivery import Delivery
@@ -49,6 +50,7 @@ class Turn:
     policy: SurfacePolicy
     keep: contextlib.AsyncExitStack
     ran: ToolsRan = field(default_factory=ToolsRan)
+    agent: Agent = SOLO.default  # who answers it (SPEC §15)
 
     def record(
         self,
@@ -162,8 +164,10 @@ class Pipeline:
         assembler: Assembler,
         completers: Mapping[str, RequestCompleter],
         policy: Callable[[TurnRequest], SurfacePolicy],
+        roster: Roster = SOLO,
     ) -> None:
         self._handlers = tuple(handlers)
+        self._roster = roster
         self._publisher = publisher
         self._stops = stops
         self._delivery = delivery
@@ -193,7 +197,11 @@ class Pipeline:
         ran = ToolsRan()
         try:
             async with contextlib.AsyncExitStack() as keep:
-                turn = Turn(job, request, started, self._policy(request), keep, ran)
+                policy = self._policy(request)
+                agent = self._answering(request, policy)
+                if self._roster.several:  # carried on: approvals, records, delivery name it
+                    request = replace(request, agent=agent.name)
+                turn = Turn(job, request, started, policy, keep, ran, agent)
                 for handler in self._handlers:
                     conclusion = await handler(turn)
                     if conclusion is not None:
@@ -212,6 +220,12 @@ class Pipeline:
             return await self._crashed(job, request, started, type(exc).__name__, ran)
         finally:
             self._stops.forget(request.turn_id)
+
+    def _answering(self, request: TurnRequest, policy: SurfacePolicy) -> Agent:
+        """The agent a hand-off names, else the one its text addresses among its place's."""
+        if request.agent is not None:
+            return self._roster.get(request.agent)
+        return self._roster.answering(request.text, policy.rule)
 
     async def _gave_up(self, job: Job) -> bool:
         """Count one more start of an item an earlier process left pending; past MAX_ATTEMPTS

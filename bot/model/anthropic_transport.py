@@ -9,7 +9,8 @@ from typing import Any
 
 import anthropic
 
-from bot.model import wire
+from bot.config.providers import Capabilities
+from bot.model import capable, wire
 from bot.model.answer import Answer
 from bot.model.calls import OnText
 from bot.model.retry import WireError
@@ -35,7 +36,12 @@ class AnthropicTransport:
     provider = "anthropic"
 
     def __init__(
-        self, api_key: str, base_url: str | None, timeout: float, tls: ssl.SSLContext | None
+        self,
+        api_key: str,
+        base_url: str | None,
+        timeout: float,
+        tls: ssl.SSLContext | None,
+        capabilities: Capabilities | None = None,
     ) -> None:
         # The SDK's own retries are off: ours count attempts and honour the retry budget.
         self.client = anthropic.AsyncAnthropic(
@@ -45,9 +51,11 @@ class AnthropicTransport:
             timeout=timeout,
             http_client=None if tls is None else anthropic.DefaultAsyncHttpxClient(verify=tls),
         )
+        self._capabilities = capabilities
 
     def encode(self, request: ModelRequest) -> dict[str, Any]:
-        return wire.encode(request)
+        caps = self._capabilities
+        return wire.encode(request if caps is None else capable.within(request, caps))
 
     async def stream(self, body: Mapping[str, Any], on_delta: OnText) -> tuple[Answer, Usage]:
         try:

@@ -34,7 +34,7 @@ Sleep = Callable[[float], Awaitable[None]]
 OnText = Callable[[str], Awaitable[None]]
 Charge = Callable[[Usage], None]
 Count = Callable[[str], int]
-Fit = Callable[[dict[str, Any]], dict[str, Any]]
+Fit = Callable[[dict[str, Any], str], dict[str, Any]]  # a body and its wire -> the body to send
 
 
 class Transport(Protocol):
@@ -59,6 +59,7 @@ class Route:
     transport: Transport
     model: str | None = None
     name: str = ""
+    key_env: str | None = None  # the variable its key comes from (for a refused key's fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class _CallError(ModelError):
         self.spent = spent
         self.body: Mapping[str, Any] = {}
         self.streamed = False  # the reader saw part of an answer that will not finish
+        self.route: Route | None = None  # the route that failed last
 
 
 class Tally:
@@ -134,11 +136,12 @@ class Calls:
         for index, route in enumerate(self._routes):
             routed = request if route.model is None else replace(request, model=route.model)
             body = route.transport.encode(routed)
-            body = fit(body) if fit is not None else body
+            body = fit(body, route.transport.provider) if fit is not None else body
             try:
                 return await self._traced(route, body, on_text, charge, count, fields)
             except _CallError as exc:
                 exc.body = body
+                exc.route = route
                 if exc.verdict is not Verdict.RETRY or index + 1 == len(self._routes):
                     raise
                 following = self._routes[index + 1]

@@ -26,13 +26,13 @@ def failure_message(error: _CallError, settings: ModelSettings) -> str:
         )
     if verdict is Verdict.AUTH:
         return (
-            f"the model API refused the API key ({error}). Fix: set {_key(settings)} to a valid "
-            f"{settings.provider} API key (environment or .env) and restart."
+            f"the model API{_of(error)} refused the API key ({error}). Fix: set "
+            f"{_key(error, settings)} to a valid API key for it (environment or .env) and restart."
         )
     if verdict is Verdict.DENIED:
         return (
-            f"the model API denied access ({error}). Fix: check that the key in "
-            f"{_key(settings)} may use model {settings.name!r}."
+            f"the model API{_of(error)} denied access ({error}). Fix: check that the key in "
+            f"{_key(error, settings)} may use model {_model(error, settings)!r}."
         )
     if verdict is Verdict.OVERFLOW:
         return (
@@ -42,5 +42,17 @@ def failure_message(error: _CallError, settings: ModelSettings) -> str:
     return f"the model API refused the request ({error}); not retried."
 
 
-def _key(settings: ModelSettings) -> str:
+def _of(error: _CallError) -> str:
+    return f" of {error.route.name}" if error.route is not None and error.route.name else ""
+
+
+def _model(error: _CallError, settings: ModelSettings) -> str:
+    model = error.body.get("model") if error.body else None
+    return str(model or settings.name)
+
+
+def _key(error: _CallError, settings: ModelSettings) -> str:
+    route = error.route
+    if route is not None and route.model is not None:  # a fallback's or a surface rule's model
+        return route.key_env or "the provider's api_key_env"
     return settings.home.key_env or "the API key variable"

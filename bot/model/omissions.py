@@ -17,7 +17,7 @@ import structlog
 from bot.model.calls import _CallError
 from bot.model.retry import WireError, refused_block
 from bot.ports.model import LeftOut
-from bot.prompt.attachments import REQUEST_BUDGET, fit_request, media_blocks, media_id
+from bot.prompt.fitting import MAX_MEDIA, REQUEST_BUDGETS, fit_request, media_blocks, media_id
 
 log = structlog.get_logger(__name__)
 
@@ -29,11 +29,13 @@ class Omissions:
         self._turn_id = turn_id
         self.refused: dict[str, bool] = {}  # content id -> the API named it
         self._too_large: dict[str, None] = {}  # content ids left out for size, oldest first
-        self._byte_budget = REQUEST_BUDGET
+        self._sized_out = False  # a 413 said the size was misjudged: no media at all
 
-    def fit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """`body` without refused content, its media cut (oldest first) to the request size."""
-        fitted = fit_request(body, self.refused, self._byte_budget)
+    def fit(self, body: dict[str, Any], wire: str = "anthropic") -> dict[str, Any]:
+        """`body` (encoded for `wire`) without refused content, its media cut (oldest first)
+        to the wire's request size and media count."""
+        budget = 0 if self._sized_out else REQUEST_BUDGETS.get(wire, min(REQUEST_BUDGETS.values()))
+        fitted = fit_request(body, self.refused, budget, MAX_MEDIA.get(wire))
         for content_id in fitted.left_out:
             if content_id not in self._too_large:
                 self._too_large[content_id] = None
@@ -49,9 +51,9 @@ class Omissions:
             return False
         cause = error.cause
         if isinstance(cause, WireError) and cause.status == 413:
-            if self._byte_budget == 0:
+            if self._sized_out:
                 return False
-            self._byte_budget = 0  # the size was misjudged: this turn goes without any media
+            self._sized_out = True  # the size was misjudged: this turn goes without any media
             log.warning("model_request_too_large", files=len(found), turn_id=self._turn_id)
             return True
         place = refused_block(cause)

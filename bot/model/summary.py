@@ -43,6 +43,7 @@ async def summarize(
     model: str,
     reason: str,
     focus: str = "",
+    window: int | None = None,
 ) -> Summary | None:
     """Replace the older history by a summary written by `model` (the turn's own, so its price
     and window apply); None when there is nothing older to replace. `focus`: what the person
@@ -53,7 +54,9 @@ async def summarize(
         log.info("compaction_skipped", reason=reason, messages=len(history))
         return None
     older, tail = history[:cut], history[cut:]
-    request = compaction.summary_request(model, settings.max_tokens, older, settings.window, focus)
+    request = compaction.summary_request(
+        model, settings.max_tokens, older, window or settings.window, focus
+    )
     try:
         call = await calls.call(
             request, None, meter.charge, meter.count, purpose="summary", turn_id=meter.turn_id

@@ -40,10 +40,17 @@ class ModelRun:
     """The state of one `run(plan)`: history, this turn's round messages, entries, spend."""
 
     def __init__(
-        self, calls: Calls, settings: ModelSettings, counter: Counter | None, plan: TurnPlan
+        self,
+        calls: Calls,
+        settings: ModelSettings,
+        counter: Counter | None,
+        plan: TurnPlan,
+        *,
+        window: int | None = None,
     ) -> None:
         self.calls = calls
         self.settings = settings
+        self.window = settings.window if window is None else window  # the turn's model's
         self.plan = plan
         self.meter = Meter(counter, plan.on_charge, plan.turn_id)
         self.omissions = Omissions(plan.turn_id)
@@ -67,7 +74,7 @@ class ModelRun:
         if self.plan.compact_only:
             return await self._compact_only()
         request = self._assemble(self.history)
-        if request.estimated_tokens >= compaction.THRESHOLD * self.settings.window:
+        if request.estimated_tokens >= compaction.THRESHOLD * self.window:
             await self._compact_before_call()
         return await self._loop()
 
@@ -112,7 +119,7 @@ class ModelRun:
                 self.meter.counted(rounds.results_entry(done.results)),
             ]
             self.rounds += [answer.message, rounds.results_message(done.results, done.images)]
-            if self._coming() >= compaction.THRESHOLD * self.settings.window:
+            if self._coming() >= compaction.THRESHOLD * self.window:
                 await self._compact_between_rounds()  # a long tool loop compacts, not overflows
 
     def _coming(self) -> int:
@@ -264,6 +271,7 @@ class ModelRun:
             model=model,
             reason=reason,
             focus=self.plan.compact_focus,
+            window=self.window,
         )
         if summary is not None:
             self.history = summary.history
@@ -276,7 +284,7 @@ class ModelRun:
         if self.new_history is None and not self.compacted_between:
             self.compacted_between = True
             await self._compact_before_call()
-        if self._coming() >= compaction.THRESHOLD * self.settings.window:
+        if self._coming() >= compaction.THRESHOLD * self.window:
             self.rounds = rounds.shrunk_rounds(self.rounds)
 
     async def _compact_before_call(self) -> None:

@@ -13,9 +13,12 @@ from pathlib import Path
 
 from bot.agentfiles import missing_skill
 from bot.config import CoreSettings
+from bot.config.models import model_chain
 from bot.errors import ConfigError, PolicyError, TemplateError
 from bot.policy.budget import price_for
+from bot.policy.models import as_choice
 from bot.policy.surfaces import Policies, load_policies
+from bot.ports.model import ModelRef
 from bot.prompt import SESSION_SLOTS, TURN_SLOTS, AgentTexts, Template
 from bot.prompt.template import DEFAULT_SESSION_TEMPLATE, DEFAULT_TURN_TEMPLATE, Slots
 
@@ -32,7 +35,7 @@ class Policy:
 def load_policy(settings: CoreSettings, agent: AgentTexts) -> Policy:
     rules = settings.surfaces
     try:
-        policies = load_policies(rules)
+        policies = load_policies(rules, _models(settings))
     except PolicyError as exc:
         raise ConfigError(str(exc)) from None
     optional = ["instructions"] if not any(p.instructions for p in policies.all) else []
@@ -69,11 +72,21 @@ def _template(path: Path | None, name: str, slots: Slots, optional: list[str]) -
         raise ConfigError(str(exc)) from None
 
 
+def _models(settings: CoreSettings) -> list[tuple[ModelRef, ...]]:
+    """Each rule's model chain (empty where the rule names no model)."""
+    return [
+        ()
+        if rule.model is None
+        else model_chain(rule.model, settings.model, settings.providers, f"surfaces[{i}].model")
+        for i, rule in enumerate(settings.surfaces)
+    ]
+
+
 def _check_rules(settings: CoreSettings, agent: AgentTexts) -> None:
     known = {skill.name for skill in agent.skills}
-    window = settings.model.window
-    for index, rule in enumerate(settings.surfaces):
+    for index, (rule, chain) in enumerate(zip(settings.surfaces, _models(settings), strict=True)):
         where = f"surfaces[{index}]"
+        window = chain[0].context_window if chain else settings.model.window
         for name in rule.skills:
             if name not in known:
                 raise missing_skill(f"{where}.skills", name, settings.agent.skills_root, known)
@@ -90,7 +103,8 @@ def _check_prices(settings: CoreSettings) -> None:
     money = budget.uses_money or any(r.budget and r.budget.uses_money for r in settings.surfaces)
     if not money:
         return
-    models = [settings.model.name, *(r.model for r in settings.surfaces if r.model)]
+    named = [as_choice(r.model).name for r in settings.surfaces if r.model is not None]
+    models = [settings.model.name, *(name.partition(":")[2] or name for name in named)]
     for model in models:
         if price_for(model, budget.prices) is None:
             raise ConfigError(

@@ -8,8 +8,9 @@ a kind beats a platform alone, a platform beats `*`; among equals the first in t
 A rule may set `instructions` (text, or `instructions_path` to a file), `model`, `max_tokens`,
 `skills` (whose bodies ride the session block, so the agent-wide prompt prefix stays the same
 bytes for every surface), a daily `budget`, `tools` (globs over the tool names the model sees,
-`offered_tools`: least privilege per surface) and `busy` (what a message that arrives while the
-conversation's turn runs does, SPEC §19: `bot.host.busy`). Reading the instruction files is the
+`offered_tools`: least privilege per surface), `agents` (who may answer there, SPEC §15) and
+`busy` (what a message that arrives while the conversation's turn runs does, SPEC §19:
+`bot.host.busy`). Reading the instruction files is the
 only I/O here.
 """
 
@@ -25,6 +26,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from bot.errors import PolicyError
 from bot.policy.budget import BudgetLimits
+from bot.policy.models import ModelSpec
+from bot.ports.model import ModelRef
 from bot.turns import TurnRequest
 
 INSTRUCTIONS_MAX_BYTES = 64 * 1024
@@ -36,6 +39,8 @@ PLATFORMS = ("slack", "telegram", "console", "cron", "webhook", ANY_PLATFORM)
 BUILTIN_TOOLS = frozenset({"memory_recall", "read_attachment", "load_skill"})
 # A tool glob: the characters of tool names (`server__tool`) and the glob's own (`*`, `?`, `[]`).
 TOOL_GLOB = r"^[A-Za-z0-9_.\-*?\[\]!]{1,128}$"
+AGENT_NAME = r"^[a-z][a-z0-9_-]{0,31}$"  # an [[agents]] name, addressed as @name
+AgentName = Annotated[str, Field(pattern=AGENT_NAME)]
 APPROVER = r"^(slack|telegram):[A-Za-z0-9_.-]{1,64}$"  # platform:person id (SPEC §14)
 # A message that arrives while its conversation's turn runs (SPEC §19): its own turn after this
 # one, one turn with every other that arrived meanwhile, added to the running turn, or stopping it.
@@ -64,7 +69,8 @@ class SurfaceRule(BaseModel):
     id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     instructions: Annotated[str, Field(max_length=INSTRUCTIONS_MAX_BYTES)] | None = None
     instructions_path: Path | None = None
-    model: Annotated[str, Field(min_length=1)] | None = None
+    # "NAME", "PROVIDER:NAME", or { name = ..., fallbacks = [...], context_window, capabilities }
+    model: ModelSpec | None = None
     max_tokens: Annotated[int, Field(ge=1, le=128_000)] | None = None
     thinking_budget: ThinkingBudget | None = None  # None: [model] thinking_budget
     skills: list[str] = []
@@ -74,6 +80,9 @@ class SurfaceRule(BaseModel):
     # None: `[approvals] approvers`; a list: who decides approvals asked for on these surfaces.
     approvers: list[Annotated[str, Field(pattern=APPROVER)]] | None = None
     busy: BusyMode = "queue"
+    # Who may answer here (`[[agents]]` names); the first answers when nobody is named. None: the
+    # default agent.
+    agents: Annotated[list[AgentName], Field(min_length=1)] | None = None
 
     @field_validator("platform")
     @classmethod
@@ -126,6 +135,7 @@ class SurfacePolicy:
     index: int | None = None
     rule: SurfaceRule | None = None
     instructions: str = ""
+    models: tuple[ModelRef, ...] = ()  # the rule's model and its fallbacks, resolved
 
     @property
     def label(self) -> str:
@@ -159,9 +169,15 @@ def offered_tools(rule: SurfaceRule | None, names: Sequence[str]) -> tuple[str, 
 class Policies:
     """The configured rules, ready to match (instruction files already read)."""
 
-    def __init__(self, rules: Sequence[SurfaceRule], instructions: Sequence[str]) -> None:
+    def __init__(
+        self,
+        rules: Sequence[SurfaceRule],
+        instructions: Sequence[str],
+        models: Sequence[tuple[ModelRef, ...]] = (),
+    ) -> None:
+        chains = list(models) or [()] * len(rules)
         ranked = sorted(range(len(rules)), key=lambda i: (-rules[i].specificity, i))
-        self._ranked = [SurfacePolicy(i, rules[i], instructions[i]) for i in ranked]
+        self._ranked = [SurfacePolicy(i, rules[i], instructions[i], chains[i]) for i in ranked]
 
     def for_request(self, request: TurnRequest) -> SurfacePolicy:
         for policy in self._ranked:
@@ -175,9 +191,11 @@ class Policies:
         return sorted(self._ranked, key=lambda p: p.index or 0)
 
 
-def load_policies(rules: Sequence[SurfaceRule]) -> Policies:
-    """Read every rule's instructions (text or file)."""
-    return Policies(rules, [_instructions(rule, i) for i, rule in enumerate(rules)])
+def load_policies(
+    rules: Sequence[SurfaceRule], models: Sequence[tuple[ModelRef, ...]] = ()
+) -> Policies:
+    """Read every rule's instructions (text or file); `models`: each rule's model chain."""
+    return Policies(rules, [_instructions(rule, i) for i, rule in enumerate(rules)], models)
 
 
 def _instructions(rule: SurfaceRule, index: int) -> str:

@@ -21,6 +21,30 @@ from bot.turns import (
 
 
 @dataclass(frozen=True, slots=True)
+class ModelRef:
+    """One model a call may go to, resolved from the configuration
+    (`bot.config.models.resolve_model`): its provider (the `[providers.NAME]` name, or the wire's
+    for `[model]`'s own and the built-in ones), wire, endpoint and key variable (None: no key),
+    its name there, what it accepts, and its context window."""
+
+    provider: str
+    wire: str  # "anthropic" | "openai"
+    name: str
+    base_url: str | None
+    key_env: str | None
+    context_window: int
+    images: bool = True
+    documents: bool = True
+    tools: bool = True
+    key_required: bool = True
+
+    @property
+    def label(self) -> str:
+        """How logs, records and traces name it: `provider:model`."""
+        return f"{self.provider}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetFacts:
     """What the token budget decided for one assembled request, as the turn record keeps it."""
 
@@ -74,6 +98,9 @@ class SurfacePrompt:
     thinking_budget: int | None = None  # None: the agent's own ([model] thinking_budget)
     # The tool definitions offered there, in request order (None: the assembler's own list).
     tools: tuple[ToolSpec, ...] | None = None
+    # The rule's model, then its fallbacks, resolved (empty: the agent's own); the first one's
+    # window is the budget's.
+    models: tuple[ModelRef, ...] = ()
 
 
 DEFAULT_SURFACE = SurfacePrompt()

@@ -261,7 +261,8 @@ class Assembler:
         current = self._current_message(request, memory, turn_skills, text, files)
         thinking = self._thinking if surface.thinking_budget is None else surface.thinking_budget
         max_tokens = (surface.max_tokens or self._max_tokens) + thinking  # thinking counts in it
-        budget = self._window - max_tokens
+        window = surface.models[0].context_window if surface.models else self._window
+        budget = window - max_tokens
         floors = (
             self._fixed_tokens
             + self._count_session(session)

@@ -10,23 +10,14 @@ an image block, a document block, or the file's text inside an `<attachment>` fe
 the first `INLINE_MAX_CHARS` characters). Content is rendered from the stored bytes, which never
 change, so a replayed turn is byte-stable and the provider's prompt cache keeps serving it.
 Without its bytes (pruned from the store, or never read) an attachment is its marker alone.
-
-The request as a whole stays under the API's 32 MB: `fit_request` replaces image and document
-blocks by a short note, oldest first, until the body is within `REQUEST_BUDGET`, and replaces the
-content the API refused (by content id) the same way. The marker stays, so the model still knows
-the file was shared.
+The request's size, on either wire, is `bot.prompt.fitting`'s.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
-import json
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from bot.ports.request import Document, Image, Part, Text
 from bot.prompt.fence import neutralize, one_line, scrub
@@ -38,19 +29,6 @@ NAME_MAX_CHARS = 120
 # read as an image plus its text, 1,500 to 3,000 tokens; the estimate takes the upper middle.
 IMAGE_PIXELS_PER_TOKEN = 750
 PDF_TOKENS_PER_PAGE = 2_000
-MEDIA_BLOCK_TYPES = frozenset({"image", "document"})
-# The API refuses a Messages request over 32 MB (read strictly: 32,000,000 bytes); the budget keeps
-# a margin for the HTTP framing and for a serializer that escapes differently from ours.
-REQUEST_MAX_BYTES = 32_000_000
-REQUEST_BUDGET = 30_000_000
-# What the model reads where a file's content was left out (its marker stays in the text).
-LEFT_OUT_FOR_SIZE = (
-    "[The content of the file above is left out: with it the request would be over the model "
-    "API's size limit.]"
-)
-LEFT_OUT_REFUSED = (
-    "[The content of the file above is left out: the model API could not process it.]"
-)
 
 _KIND_LABELS = {"pdf": "PDF", "text": "text file"}
 _IMAGE_LABELS = {
@@ -203,126 +181,3 @@ def attachment_tokens(block: AttachmentBlock) -> int:
         # About four characters a token for prose and code; the inline part only.
         return math.ceil(min(detail.get("chars", 0), INLINE_MAX_CHARS) / 4) + 16
     return 0
-
-
-# --- turn records -------------------------------------------------------------------------------
-
-
-def strip_media(value: Any) -> Any:
-    """A copy of a request body with every image/document payload replaced by a short
-    placeholder (its size and digest), so records name attachments and never embed them."""
-    if isinstance(value, Mapping):
-        kind = value.get("type")
-        if kind == "text" and isinstance(value.get("text"), str):
-            return value  # most of a body, and never a payload: not walked or copied
-        if kind == "base64" and isinstance(value.get("data"), str):
-            data = value["data"]
-            digest = hashlib.sha256(data.encode("ascii", errors="replace")).hexdigest()[:16]
-            return {**value, "data": f"[base64, {len(data)} characters, sha256 {digest}]"}
-        return {key: strip_media(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [strip_media(item) for item in value]
-    return value
-
-
-# --- the request's size ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Fitted:
-    """A request body within the byte budget, and the content ids of what was left out."""
-
-    body: dict[str, Any]
-    left_out: tuple[str, ...] = ()  # for size, oldest first
-    refused: tuple[str, ...] = ()  # content the API refused, found in this body
-
-
-def media_id(block: Mapping[str, Any]) -> str:
-    """The content id of an image or document block: the sha256 of its bytes, as stored."""
-    data = str(block.get("source", {}).get("data", ""))
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raw = data.encode("ascii", errors="replace")
-    return hashlib.sha256(raw).hexdigest()
-
-
-def media_blocks(body: Mapping[str, Any]) -> Iterator[tuple[int, int, Mapping[str, Any]]]:
-    """(message index, block index, block) of every base64 image or document, oldest first."""
-    for m, message in enumerate(body.get("messages") or []):
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for b, block in enumerate(content):
-            if (
-                isinstance(block, Mapping)
-                and block.get("type") in MEDIA_BLOCK_TYPES
-                and isinstance(block.get("source"), Mapping)
-                and block["source"].get("type") == "base64"
-            ):
-                yield m, b, block
-
-
-def request_size(body: Mapping[str, Any]) -> int:
-    """The body's size as JSON, in bytes, at most a few bytes over what any serializer sends
-    (non-ASCII text counted escaped); media are counted by their base64 length, not copied."""
-    media = 0
-
-    def blank(value: Any) -> Any:
-        nonlocal media
-        if isinstance(value, Mapping):
-            if value.get("type") == "base64" and isinstance(value.get("data"), str):
-                media += len(value["data"])
-                return {**value, "data": ""}
-            return {key: blank(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [blank(item) for item in value]
-        return value
-
-    return len(json.dumps(blank(body)).encode("utf-8")) + media
-
-
-def fit_request(
-    body: Mapping[str, Any], refused: Collection[str] = (), budget: int = REQUEST_BUDGET
-) -> Fitted:
-    """`body` with the content in `refused` replaced by a note, then images and documents
-    replaced oldest first until the whole body is within `budget` bytes."""
-    found = list(media_blocks(body))
-    if not found:
-        return Fitted(dict(body))
-    notes: dict[tuple[int, int], str] = {}
-    refused_here: list[str] = []
-    if refused:
-        for m, b, block in found:
-            content_id = media_id(block)
-            if content_id in refused:
-                notes[(m, b)] = LEFT_OUT_REFUSED
-                refused_here.append(content_id)
-    excess = request_size(body) - budget
-    left_out: list[str] = []
-    for m, b, block in found:
-        if excess <= 0:
-            break
-        if (m, b) in notes:
-            excess -= len(block["source"]["data"])
-            continue
-        notes[(m, b)] = LEFT_OUT_FOR_SIZE
-        left_out.append(media_id(block))
-        excess -= len(block["source"]["data"]) - len(LEFT_OUT_FOR_SIZE)
-    if not notes:
-        return Fitted(dict(body))
-    return Fitted(_with_notes(body, notes), tuple(left_out), tuple(dict.fromkeys(refused_here)))
-
-
-def _with_notes(body: Mapping[str, Any], notes: Mapping[tuple[int, int], str]) -> dict[str, Any]:
-    messages = list(body.get("messages") or [])
-    for m in sorted({m for m, _ in notes}):
-        content = list(messages[m]["content"])
-        for (at, b), note in notes.items():
-            if at == m:
-                replaced: dict[str, Any] = {"type": "text", "text": note}
-                if "cache_control" in content[b]:
-                    replaced["cache_control"] = content[b]["cache_control"]
-                content[b] = replaced
-        messages[m] = {**messages[m], "content": content}
-    return {**body, "messages": messages}

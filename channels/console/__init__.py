@@ -198,6 +198,11 @@ class ConsoleChannel:
         self.asked = 0  # messages run as turns
         self.unanswered: list[str] = []  # why each message that got no answer got none
         self.unanswered_turn = ""  # the turn id of the last one (what `bot turns show` takes)
+        # The input thread reads (and so prompts) only when a line is wanted: a prompt shown
+        # while an answer is printed would be erased with the progress sign, and readline's
+        # idea of the line would no longer match the screen.
+        self._wanted = threading.Semaphore(0)
+        self._asking = False
 
     def request(self, text: str) -> TurnRequest:
         turn_id = uuid.uuid4().hex
@@ -278,6 +283,9 @@ class ConsoleChannel:
         """The next line, or None at end of input or when leaving (whichever comes first)."""
         if self._leaving.is_set():
             return None
+        if not self._asking:
+            self._asking = True
+            self._wanted.release()
         reading = asyncio.ensure_future(lines.get())
         leaving = asyncio.ensure_future(self._leaving.wait())
         await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
@@ -285,15 +293,18 @@ class ConsoleChannel:
         if not reading.done():
             reading.cancel()
             return None
+        self._asking = False
         return reading.result()
 
     def _read_lines(self) -> asyncio.Queue[str | None]:
-        """Lines from standard input, read on a daemon thread (None at end of input)."""
+        """Lines from standard input, read on a daemon thread one at a time, each when `_next`
+        asks for it (None at end of input)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
 
         def read() -> None:
             while True:
+                self._wanted.acquire()
                 line = self._read_one()
                 loop.call_soon_threadsafe(queue.put_nowait, line)
                 if line is None:

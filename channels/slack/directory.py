@@ -47,6 +47,7 @@ HISTORY_PAGE = 200  # messages per conversations.* page
 THREAD_PAGES = 5
 
 MAX_LOOKUPS_PER_MESSAGE = 8
+TURN_SECONDS = 24 * 3600.0  # how long a thread's last turn is remembered (a read's start)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -125,6 +126,8 @@ class SlackDirectory:
             cache_seconds, clock=clock
         )
         self._pending_users: dict[str, asyncio.Future[Mapping[str, Any] | None]] = {}
+        # (channel, thread root) -> the ts of the bot's last turn found there
+        self._turns: TtlCache[tuple[str, str], str] = TtlCache(TURN_SECONDS, clock=clock)
 
     @contextlib.contextmanager
     def one_message(self) -> Iterator[None]:
@@ -235,27 +238,53 @@ class SlackDirectory:
             return ()
         threaded = events.in_thread(lookups.message, lookups.thread)
         try:
-            page = await self._read_around(lookups, threaded)
+            page = await self._read_around(lookups, threaded, bot)
         except CALL_ERRORS as exc:
             _log_failure("conversations.replies" if threaded else "history", exc)
             return ()
         selected = events.select_preceding(page, lookups.message, bot)
         return tuple(await asyncio.gather(*(self._preceding_one(item) for item in selected)))
 
-    async def _read_around(self, lookups: Lookups, threaded: bool) -> list[Mapping[str, Any]]:
+    async def _read_around(
+        self, lookups: Lookups, threaded: bool, bot: BotIdentity
+    ) -> list[Mapping[str, Any]]:
         if threaded:
-            return await self._thread(lookups.surface, str(lookups.thread), lookups.message)
+            return await self._thread_since(lookups.surface, str(lookups.thread), lookups, bot)
         response = await self._client.conversations_history(
             channel=lookups.surface, latest=lookups.message, inclusive=False, limit=HISTORY_PAGE
         )
         return _messages(response.get("messages"))
 
-    async def _thread(self, channel: str, root: str, latest: str) -> list[Mapping[str, Any]]:
+    async def _thread_since(
+        self, channel: str, root: str, lookups: Lookups, bot: BotIdentity
+    ) -> list[Mapping[str, Any]]:
+        """The thread before the trigger, read from the bot's last turn there when an earlier
+        read found it (nothing before it can be preceding again), else from the thread's start.
+        A long thread is then one short page a turn, not every message since its root."""
+        trigger = lookups.message
+        hit, since = self._turns.get((channel, root))
+        if hit and since is not None and (events.ts_value(since) or 0.0) >= _ts_of(trigger):
+            since = None  # a turn older than the one remembered (run again): read it all
+        page = await self._thread(channel, root, trigger, since)
+        if since is not None:  # Slack gives the thread's root with every page: drop what is old
+            page = [item for item in page if _ts_of(item.get("ts")) > _ts_of(since)]
+        if (last := events.last_turn(page, trigger, bot)) is not None:
+            self._turns.put((channel, root), last)
+        return page
+
+    async def _thread(
+        self, channel: str, root: str, latest: str, oldest: str | None
+    ) -> list[Mapping[str, Any]]:
         found: list[Mapping[str, Any]] = []
         cursor: str | None = None
         for _ in range(THREAD_PAGES):
             response = await self._client.conversations_replies(
-                channel=channel, ts=root, latest=latest, limit=HISTORY_PAGE, cursor=cursor
+                channel=channel,
+                ts=root,
+                latest=latest,
+                limit=HISTORY_PAGE,
+                cursor=cursor,
+                oldest=oldest,
             )
             found.extend(_messages(response.get("messages")))
             metadata = response.get("response_metadata") or {}
@@ -274,6 +303,10 @@ class SlackDirectory:
 
 async def _nothing() -> None:
     return None
+
+
+def _ts_of(value: object) -> float:
+    return (events.ts_value(value) or 0.0) if isinstance(value, str) else 0.0
 
 
 def _messages(value: Any) -> list[Mapping[str, Any]]:

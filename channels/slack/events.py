@@ -350,18 +350,36 @@ def select_preceding(
     bot's last turn is its own latest message or the latest message that mentioned it (that
     message was a turn of its own, and its answer may not have been posted yet).
     """
-    before = ts_value(trigger_ts) or 0.0
-    stamped = [(ts, m) for m in messages if (ts := _ts(m)) is not None and ts < before]
-    earlier = [m for _, m in sorted(stamped, key=lambda pair: pair[0])]
-    mention = f"<@{bot.user_id}" if bot.user_id else None
     selected: list[Mapping[str, Any]] = []
-    for item in earlier:
-        if _is_own(item, bot) or (mention and mention in str(item.get("text") or "")):
+    for item in _earlier(messages, trigger_ts):
+        if _ends_a_turn(item, bot):
             selected.clear()
             continue
         if item.get("subtype") in _NEW_MESSAGE_SUBTYPES:
             selected.append(item)
     return selected[-MAX_PRECEDING:]
+
+
+def last_turn(
+    messages: Iterable[Mapping[str, Any]], trigger_ts: str, bot: BotIdentity
+) -> str | None:
+    """The ts of the bot's last turn before the trigger in this page (see `select_preceding`),
+    or None when the page has none: nothing at or before it is ever preceding again."""
+    found = [item for item in _earlier(messages, trigger_ts) if _ends_a_turn(item, bot)]
+    return str(found[-1]["ts"]) if found else None
+
+
+def _earlier(messages: Iterable[Mapping[str, Any]], trigger_ts: str) -> list[Mapping[str, Any]]:
+    """The messages before the trigger, oldest first."""
+    before = ts_value(trigger_ts) or 0.0
+    stamped = [(ts, m) for m in messages if (ts := _ts(m)) is not None and ts < before]
+    return [m for _, m in sorted(stamped, key=lambda pair: pair[0])]
+
+
+def _ends_a_turn(item: Mapping[str, Any], bot: BotIdentity) -> bool:
+    """The bot's own message, or one that mentioned it (a turn of its own)."""
+    mention = f"<@{bot.user_id}" if bot.user_id else None
+    return _is_own(item, bot) or bool(mention and mention in str(item.get("text") or ""))
 
 
 def preceding_message(item: Mapping[str, Any], speaker: Speaker, text: str) -> PrecedingMessage:

@@ -30,7 +30,7 @@ TINY: dict[str, tuple[list[str], str]] = {
         "cpu ms/turn",
     ),
     "faithful": (["--repeat", "1", "--limit", "5"], "reaching the model unchanged: 5/5"),
-    "footprint": (["--runs", "1", "--idle", "0"], "idle RSS"),
+    "footprint": (["--runs", "1", "--idle", "0", "--commands", "chat"], "idle RSS"),
     "images": (["--scale", "0.02", "--at-once", "2"], "x2: RSS"),
     "mark_window": (["--chats", "2", "--rounds", "1"], "window p50"),
     "mcp_tools": (["--calls", "3", "--warmup", "1", "--turns", "2"], "with the MCP server:"),

@@ -109,6 +109,8 @@ async def test_a_terminal_session_paste_progress_warnings_then_ctrl_c_twice(
     pasted = "".join(f"word{n} " for n in range(1500)).strip()  # about 12,000 characters
     terminal.type(pasted + "\r")
     await terminal.wait_for(lambda: "the answer" in terminal.output)
+    # The prompt comes back after the answer (not before it, where the sign would erase it).
+    await terminal.wait_for(lambda: "you> " in terminal.output.rsplit("the answer", 1)[1])
     sent = " ".join(block.get("text", "") for block in fake.requests[-1]["messages"][-1]["content"])
     assert pasted in sent
 

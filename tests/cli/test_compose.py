@@ -3,6 +3,7 @@ per process."""
 
 from __future__ import annotations
 
+import gc
 import ssl
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,20 @@ def test_another_ca_setting_gets_a_context_of_its_own(monkeypatch: pytest.Monkey
     assert client_tls() is default
     monkeypatch.setenv("SSL_CERT_FILE", ssl.get_default_verify_paths().openssl_cafile)
     assert client_tls() is not default
+
+
+async def test_a_started_app_keeps_its_start_up_heap_out_of_full_collections(
+    agent_dir: Path,
+) -> None:
+    """What start-up built lives as long as the process: frozen, a full collection does not walk
+    it again on some turn (a pause of the whole loop); closing gives it back to the collector."""
+    gc.unfreeze()
+    async with FakeAnthropic() as claude:
+        write_config(agent_dir, "[model]\nmax_retries = 0\n")
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+            "ANTHROPIC_BASE_URL": claude.base_url,
+        }
+        async with App(load_config(agent_dir / "bot.toml", env=env), channels=[]):
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from bot.agentfiles import load_agent
-from bot.cli.compose import build_assembler, require_api_key
+from bot.cli.compose import require_api_key
 from bot.cli.doctor import diagnose
 from bot.cli.settings import Settings, load_config
+from bot.cli.wiring.agents import build_assembler
 from bot.config.env import env_value
 from bot.errors import ConfigError
 from bot.prompt import TokenCounter
@@ -26,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # Settings that are arrays of tables (`[[surfaces]]`); other lists of tables are inline values.
-TABLE_ARRAYS = {"surfaces", "cron.jobs", "webhooks", "mcp.servers", "console.operators"}
+TABLE_ARRAYS = {"surfaces", "agents", "cron.jobs", "webhooks", "mcp.servers", "console.operators"}
 INLINE_TABLES = {"slack.commands"}  # written as one inline table in the example
 
 

@@ -16,6 +16,7 @@ over the messages and tools as JSON; an image counts a fixed `IMAGE_TOKENS`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -85,6 +86,7 @@ class FakeOpenAI:
         self._responder: Callable[[dict[str, Any]], Reply | str | None] | None = None
         self._failures: deque[_Failure] = deque()
         self._ids = itertools.count(1)
+        self._midway: asyncio.Event | None = None  # set by hold_midway(): see there
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -108,6 +110,16 @@ class FakeOpenAI:
 
     def script(self, *replies: Scripted) -> None:
         self._script.extend(replies)
+
+    def hold_midway(self) -> None:
+        """Streamed answers stop after their first text chunk until `release_midway()`: a test can
+        see an answer being streamed before it ends, without a clock."""
+        self._midway = asyncio.Event()
+
+    def release_midway(self) -> None:
+        midway, self._midway = self._midway, None
+        if midway is not None:
+            midway.set()
 
     def respond_with(self, responder: Callable[[dict[str, Any]], Reply | str | None]) -> None:
         self._responder = responder
@@ -231,8 +243,10 @@ class FakeOpenAI:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
         await send([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
-        for word in re.findall(r"\S+\s*|\s+", reply.text):
+        for n, word in enumerate(re.findall(r"\S+\s*|\s+", reply.text)):
             await send([{"index": 0, "delta": {"content": word}}])
+            if n == 0 and self._midway is not None:
+                await self._midway.wait()
         calls = self._calls(reply)
         for index, call in enumerate(calls):
             opening = {"index": index, "id": call["id"], "type": "function"}

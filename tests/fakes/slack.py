@@ -549,8 +549,7 @@ class FakeSlack:
     async def _push_envelope(
         self, kind: str, payload: dict[str, Any], *, accepts_response: bool
     ) -> str:
-        await asyncio.wait_for(self._connected.wait(), timeout=10)
-        envelope = _Envelope(str(uuid.uuid4()), payload, 0, time.monotonic())
+        envelope = _Envelope(str(uuid.uuid4()), payload, 0)
         self.envelopes.append(envelope)
         frame = {
             "envelope_id": envelope.envelope_id,
@@ -558,7 +557,7 @@ class FakeSlack:
             "type": kind,
             "accepts_response_payload": accepts_response,
         }
-        await self._sockets[-1].send_str(json.dumps(frame))
+        await self._deliver(envelope, frame)
         return envelope.envelope_id
 
     @staticmethod
@@ -721,13 +720,11 @@ class FakeSlack:
 
     async def push(self, body: dict[str, Any], *, retry_attempt: int = 0) -> str:
         """Deliver an event over the websocket (waiting for the app to connect); its envelope id."""
-        await asyncio.wait_for(self._connected.wait(), timeout=10)
         envelope = _Envelope(str(uuid.uuid4()), body, retry_attempt)
         await self._send(envelope)
         return envelope.envelope_id
 
     async def _send(self, envelope: _Envelope) -> None:
-        envelope.sent_at = time.monotonic()
         self.envelopes.append(envelope)
         frame = {
             "envelope_id": envelope.envelope_id,
@@ -737,11 +734,34 @@ class FakeSlack:
             "retry_attempt": envelope.retry_attempt,
             "retry_reason": "timeout" if envelope.retry_attempt else "",
         }
-        await self._sockets[-1].send_str(json.dumps(frame))
+        await self._deliver(envelope, frame)
         if self.ack_deadline is not None and envelope.retry_attempt == 0:
             timer = asyncio.create_task(self._redeliver_if_late(envelope, self.ack_deadline))
             self._timers.add(timer)
             timer.add_done_callback(self._timers.discard)
+
+    async def _deliver(
+        self, envelope: _Envelope, frame: dict[str, Any], within: float = 10.0
+    ) -> None:
+        """Write `frame` to the newest open connection. As Slack does, an envelope goes only to a
+        connected app: with none open (the app is restarting) it waits for the next connection
+        (up to `within` seconds, then TimeoutError), and one that closed under the write is
+        forgotten and the frame written to the next."""
+        text = json.dumps(frame)
+        async with asyncio.timeout(within):
+            while True:
+                await self._connected.wait()
+                socket = next((s for s in reversed(self._sockets) if not s.closed), None)
+                if socket is not None:
+                    envelope.sent_at = time.monotonic()
+                    try:
+                        await socket.send_str(text)
+                        return
+                    except ConnectionResetError:
+                        pass  # it broke as the frame was written: the next connection gets it
+                self._sockets = [s for s in self._sockets if s is not socket and not s.closed]
+                if not self._sockets:
+                    self._connected.clear()
 
     async def _redeliver_if_late(self, envelope: _Envelope, deadline: float) -> None:
         await asyncio.sleep(deadline)

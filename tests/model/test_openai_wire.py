@@ -165,7 +165,7 @@ async def test_an_overloaded_anthropic_falls_back_to_the_openai_model(
     settings = ModelSettings(
         name=MODEL, base_url=fake.base_url, max_retries=2, fallbacks=["local:qwen3-32b"]
     )
-    local = ProviderSettings(wire="openai", base_url=gpt.base_url)
+    local = ProviderSettings(wire="openai", base_url=gpt.base_url, api_key_env="LOCAL_API_KEY")
     [_, fallback] = settings.endpoints({"local": local})
     assert isinstance(fallback, Endpoint)
     assert fallback.model == "qwen3-32b"
@@ -175,7 +175,8 @@ async def test_an_overloaded_anthropic_falls_back_to_the_openai_model(
         sleep=fake_time.sleep,
         clock=fake_time.clock,
         rng=random.Random(7),
-        fallbacks=[(fallback, "sk-openai-test")],
+        providers={"local": local},
+        keys={"LOCAL_API_KEY": "sk-openai-test"},
     )
     fake.fail(529, times=3)
     gpt.script("from the fallback")

@@ -11,17 +11,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.prompt import TokenCounter
-from bot.prompt.attachments import (
-    INLINE_MAX_CHARS,
+from bot.prompt.attachments import INLINE_MAX_CHARS, NAME_MAX_CHARS, marker, safe_name, size_text
+from bot.prompt.fitting import (
     LEFT_OUT_FOR_SIZE,
     LEFT_OUT_REFUSED,
-    NAME_MAX_CHARS,
     fit_request,
-    marker,
     media_id,
     request_size,
-    safe_name,
-    size_text,
     strip_media,
 )
 from bot.turns import Attached, AttachmentBlock, HistoryEntry, TextBlock

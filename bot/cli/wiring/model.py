@@ -4,12 +4,12 @@ itself is `bot.cli.compose.require_api_key`'s)."""
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import structlog
 
 from bot.config import ModelSettings
-from bot.config.providers import Endpoint
+from bot.config.providers import Endpoint, ProviderSettings
 from bot.errors import ConfigError, ModelAuthError, ModelError
 from bot.ports.model import ModelRuntime
 from bot.prompt import TokenCounter
@@ -22,12 +22,15 @@ def build_model(
     keys: Sequence[tuple[Endpoint, str]],
     counter: TokenCounter,
     tls: ssl.SSLContext,
+    providers: Mapping[str, ProviderSettings],
 ) -> ModelRuntime:
-    """The runtime over the model's endpoint and its fallbacks (`keys`: each with its key)."""
+    """The runtime over the model's endpoint, its fallbacks' and the surface rules' (`keys`:
+    each endpoint with its key, the model's first)."""
     from bot.model import ModelClient
 
-    (_, key), *fallbacks = keys
-    return ModelClient(settings, key, counter, tls=tls, fallbacks=fallbacks)
+    (_, key), *others = keys
+    named = {e.key_env: k for e, k in others if e.key_env}
+    return ModelClient(settings, key, counter, tls=tls, providers=providers, keys=named)
 
 
 async def verify_model(model: ModelRuntime) -> None:

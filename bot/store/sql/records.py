@@ -16,7 +16,7 @@ from typing import Any
 from bot.logs import redact_json
 from bot.ports.records import RecordSummary, TurnRecord
 from bot.ports.sql import Sql, SqlDatabase
-from bot.prompt.attachments import strip_media
+from bot.prompt.fitting import strip_media
 
 
 def record_body(record: TurnRecord) -> str:

@@ -86,6 +86,10 @@ def encode_request(request: TurnRequest) -> str:
         del body["tools"]
     if request.origin is None:
         del body["origin"]
+    if request.agent is None:
+        del body["agent"]
+    if not request.hops:
+        del body["hops"]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 

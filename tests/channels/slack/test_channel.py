@@ -454,6 +454,30 @@ async def test_http_mode_answers_the_url_verification_challenge(
     assert (await response.json())["challenge"] == "c-123"
 
 
+async def test_a_thread_is_read_from_the_bots_last_turn_there(
+    slack: FakeSlack, start: Start, sink: RecordingSink
+) -> None:
+    """Each turn reads the thread from the bot's last turn an earlier read found, not from its
+    root again; what it names as preceding is the same."""
+    channel = await start()
+    thread = slack.say(GENERAL, BOB, "the deploy is red again")["ts"]
+    answers = []
+    for number, news in enumerate(["first news", "second news", "third news"]):
+        slack.say(GENERAL, BOB, news, thread_ts=thread)
+        body = slack.mention(GENERAL, ALICE, f"question {number}", thread_ts=thread)
+        await deliver(slack, channel, body)
+        answers.append(
+            slack.say(GENERAL, BOT_USER, "an answer", thread_ts=thread, bot_id="B1")["ts"]
+        )
+    assert [[m.text for m in r.preceding] for r in sink.requests] == [
+        ["the deploy is red again", "first news"],
+        ["second news"],
+        ["third news"],
+    ]
+    reads = [call.params for call in slack.calls if call.method == "conversations.replies"]
+    assert [read.get("oldest") for read in reads] == [None, None, answers[0]]
+
+
 async def test_a_thread_too_long_to_read_gives_no_preceding_rather_than_old_ones(
     slack: FakeSlack, start: Start, sink: RecordingSink
 ) -> None:

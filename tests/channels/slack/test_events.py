@@ -346,3 +346,33 @@ def test_member_left_channel_is_a_departure() -> None:
     body["event"] = {**body["event"], "user": None}  # type: ignore[dict-item]
     assert isinstance(events.read_departure(body, now), events.Skip)
     assert isinstance(events.read_departure({"event": {"type": "message"}}, now), events.Skip)
+
+
+_KINDS = {
+    "person": {"user": "U0PERSON1", "text": "news"},
+    "mention": {"user": "U0PERSON1", "text": f"<@{BOT.user_id}> and you?"},
+    "own": {"user": BOT.user_id, "bot_id": BOT.bot_id, "text": "an answer"},
+    "join": {"user": "U0PERSON2", "text": "joined", "subtype": "channel_join"},
+}
+
+
+@settings(max_examples=200)
+@given(
+    kinds=st.lists(st.sampled_from(sorted(_KINDS)), min_size=2, max_size=40),
+    cuts=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+)
+def test_reading_from_the_last_turn_selects_what_reading_everything_does(
+    kinds: list[str], cuts: tuple[int, int]
+) -> None:
+    """The directory reads a thread from the bot's last turn an earlier read found: what it
+    selects then is what the whole thread gives."""
+    messages = [{"ts": f"{1000 + i}.000100", **_KINDS[kind]} for i, kind in enumerate(kinds)]
+    earlier, later = sorted(min(cut, len(messages) - 1) for cut in cuts)
+    first_trigger, trigger = messages[earlier]["ts"], messages[later]["ts"]
+    since = events.last_turn(messages, first_trigger, BOT)
+    whole = events.select_preceding(messages, trigger, BOT)
+    if since is None:
+        return
+    assert float(since) < float(first_trigger)
+    tail = [m for m in messages if float(m["ts"]) > float(since)]
+    assert events.select_preceding(tail, trigger, BOT) == whole

@@ -140,7 +140,9 @@ async def test_usage_is_told_in_a_private_chat_and_in_a_group_only_to_the_person
         await tg.push(tg.message(group, alice, "", command="usage"))
         sent = await tg.wait_sent(3)
     assert len(claude.requests) == calls, "/usage never reaches the model"
-    in_dm, in_group = sent[1:]
+    # Two chats, two lanes: the replies may come in either order.
+    (in_dm,) = [reply for reply in sent[1:] if reply.chat_id == dm["id"]]
+    (in_group,) = [reply for reply in sent[1:] if reply.chat_id == GROUP_ID]
     assert in_dm.plain.startswith("Today you have used")
     assert "used 0 tokens" not in in_dm.plain
     # In the group: a message only Alice sees (Bot API 10.2), with the same report.
