@@ -1,6 +1,7 @@
 """Telegram on an OpenAI-compatible model (`provider = "openai"` and a `base_url` at the fake
-Chat Completions server, through the real `openai` SDK): a DM with a photo, and a fallback from an
-overloaded Anthropic to such a model within one turn."""
+Chat Completions server, through the real `openai` SDK): a DM with a photo, a fallback from an
+overloaded Anthropic to such a model within one turn, and a long answer streamed from its SSE
+chunks as drafts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 
 from bot.cli.compose import App
 from tests.attachments import files
+from tests.channels.slack.test_streaming import long_answer
 from tests.channels.telegram.conftest import MakeConfig
+from tests.channels.telegram.test_streaming import FAST, answered, expected
 from tests.conftest import openai_env
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai import FakeOpenAI
@@ -67,3 +70,23 @@ async def test_an_overloaded_anthropic_answers_once_from_the_openai_fallback(
     assert len(gpt.requests) == 1
     assert record is not None
     assert record["request"]["model"] == "qwen3-32b"  # the model that answered
+
+
+async def test_a_long_private_answer_from_an_openai_model_streams_as_drafts(
+    tg: FakeTelegram, gpt: FakeOpenAI, claude: FakeAnthropic, make_config: MakeConfig
+) -> None:
+    alice = tg.user("Alice", "Chen", "alice", user_id=ALICE_ID)
+    text = long_answer()
+    parts = expected(text)
+    gpt.script(text)
+    gpt.hold_midway()  # until the first draft shows: then the stream has surely begun
+    async with App(make_config(FAST, **openai_env(gpt))) as app:
+        await tg.push(tg.message(tg.private_chat(alice), alice, "tell me everything"))
+        await tg.wait_for(lambda: tg.drafts)
+        gpt.release_midway()
+        await answered(tg, app, len(parts))
+    assert [sent.text for sent in tg.sent] == parts  # each part once, in order
+    assert {draft.chat_id for draft in tg.drafts} == {ALICE_ID}
+    [request] = gpt.requests
+    assert request["stream"] is True
+    assert claude.requests == []
